@@ -1,0 +1,68 @@
+// The attention cache's row formats: bf16, fp8 (e4m3) and q4h, the 4-bit Hadamard format.
+// docs/FORMAT.md fixes every byte; this file is its plain implementation.
+//
+// A row is one (position, KV head) of K or of V: head_dim values, in groups of 32.
+//   bf16: head_dim × bf16 (round to nearest even).                          512 B at head_dim 256
+//   fp8:  head_dim × e4m3 codes, then head_dim/32 fp16 scales (absmax/448).  272 B
+//   q4h:  each group rotated by the 32-point Walsh–Hadamard transform, then head_dim/2 bytes of 4-bit
+//         codes, then head_dim/32 fp16 scales (absmax/7.5, midpoint grid).   144 B
+//
+// Every format reads back as, per group g, a scale s_g and 32 "unit values" u_j, with the stored value
+// s_g·u_j exact in fp32. Attention (reference/attention.cpp) uses that form: the score of a group is
+// s_g · Σ u_j q_j, and a q4h row is read in rotated space.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hkv {
+
+enum class KvKind { BF16, FP8, Q4H };
+
+// 4-bit code grids, compared in docs/FORMAT.md. Midpoint is the q4h format; the others are ablations.
+enum class Grid {
+  Midpoint,   // 16 levels (c − 7.5)·s, s = absmax/7.5, no zero level
+  Symmetric,  // codes −7..7 stored as c+8, s = absmax/7
+  Q4_0,       // codes −8..7 stored as c+8, s = (signed extreme)/−8
+};
+
+struct KvFormat {
+  KvKind kind = KvKind::BF16;
+  // Ablations for study (oracle only). q4h is rotate = true, group = 32, grid = Midpoint.
+  bool rotate = true;
+  int group = 32;
+  Grid grid = Grid::Midpoint;
+
+  static KvFormat bf16() { return {KvKind::BF16, false, 32, Grid::Midpoint}; }
+  static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Midpoint}; }
+  static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Midpoint}; }
+  // "bf16", "fp8", "q4h"; ablations "q4h-norot", "q4h-g64", "q4h-sym", "q4h-q40" and combinations
+  // such as "q4h-norot-sym". Throws std::invalid_argument naming the text.
+  static KvFormat parse(const std::string& name);
+  std::string name() const;
+  bool is_canonical() const;  // one of the three formats the engine implements
+  bool rotated() const { return kind == KvKind::Q4H && rotate; }
+};
+
+size_t kv_row_bytes(const KvFormat& f, int head_dim);
+
+// Pack one row. Throws std::domain_error on non-finite input or a scale that overflows fp16.
+void kv_pack_row(const KvFormat& f, const float* x, int head_dim, uint8_t* out);
+
+// Unit values and scales of a stored row, in stored (for q4h: rotated) space:
+// u[head_dim], s[head_dim / group]; the stored value of element d is s[d / group] · u[d], exact.
+void kv_read_row(const KvFormat& f, const uint8_t* row, int head_dim, float* u, float* s);
+
+// The stored row as values in the original space (for q4h: rotated back). For tests and for people.
+void kv_unpack_row(const KvFormat& f, const uint8_t* row, int head_dim, float* out);
+
+// The orthonormal Walsh–Hadamard transform of n = 2^k values in place (docs/FORMAT.md §Rotation):
+// butterflies for h = 1, 2, 4, …, n/2 over pairs (i, i+h), (a, b) -> (a + b, a − b), then every value
+// multiplied by the fp32 constant 1/sqrt(n). Its own inverse up to rounding.
+void wht_inplace(float* x, int n);
+
+// Rotate each group of a head_dim vector (q4h queries are rotated once; outputs rotated back once).
+void rotate_groups(float* x, int head_dim, int group);
+
+}  // namespace hkv

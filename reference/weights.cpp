@@ -1,0 +1,133 @@
+#include "reference/weights.h"
+
+#include <stdexcept>
+
+#include "reference/scalar.h"
+
+namespace hkv {
+
+const char* wtype_name(WType t) {
+  switch (t) {
+    case WType::F32: return "f32";
+    case WType::BF16: return "bf16";
+    case WType::F16: return "f16";
+    case WType::MLX4: return "mlx4";
+  }
+  return "?";
+}
+
+size_t Matrix::nbytes() const {
+  switch (type) {
+    case WType::F32: return size_t(rows * cols) * 4;
+    case WType::BF16:
+    case WType::F16: return size_t(rows * cols) * 2;
+    case WType::MLX4: return size_t(rows * cols) / 2 + size_t(rows * (cols / group)) * 4;
+  }
+  return 0;
+}
+
+// MLX4 element (r, c): nibble c%8 of word c/8, then scale·q + bias as one fma.
+static float mlx4_at(const Matrix& W, int64_t r, int64_t c) {
+  const uint32_t* q = static_cast<const uint32_t*>(W.data) + r * (W.cols / 8);
+  uint32_t nib = (q[c / 8] >> (4 * (c % 8))) & 0xfu;
+  int64_t g = r * (W.cols / W.group) + c / W.group;
+  return fma_rn(f32_from_bf16(W.scales[g]), float(nib), f32_from_bf16(W.biases[g]));
+}
+
+float Matrix::at(int64_t r, int64_t c) const {
+  switch (type) {
+    case WType::F32: return static_cast<const float*>(data)[r * cols + c];
+    case WType::BF16: return f32_from_bf16(static_cast<const uint16_t*>(data)[r * cols + c]);
+    case WType::F16: return f32_from_f16(static_cast<const uint16_t*>(data)[r * cols + c]);
+    case WType::MLX4: return mlx4_at(*this, r, c);
+  }
+  return 0.0f;
+}
+
+void Matrix::row(int64_t r, float* out) const {
+  for (int64_t c = 0; c < cols; c++) out[c] = at(r, c);
+}
+
+float lane_tree32(float* a) {
+  for (int off = 16; off >= 1; off /= 2)
+    for (int l = 0; l < off; l++) a[l] = a[l] + a[l + off];
+  return a[0];
+}
+
+void chunk_sums32(const float* x, int64_t n, float* xsum) {
+  for (int64_t c = 0; c * 32 < n; c++) {
+    float s = 0.0f;
+    for (int64_t j = 32 * c; j < 32 * c + 32 && j < n; j++) s = s + x[j];
+    xsum[c] = s;
+  }
+}
+
+// Dense formats: chunk = 16 bytes = `width` elements; lane l owns chunks l, l+32, l+64, …
+template <int width, typename Load>
+static float dot_dense(int64_t n, const float* x, Load w) {
+  float lane[32] = {};
+  for (int64_t chunk = 0; chunk * width < n; chunk++) {
+    float acc = lane[chunk % 32];
+    for (int64_t j = chunk * width; j < chunk * width + width && j < n; j++) acc = fma_rn(w(j), x[j], acc);
+    lane[chunk % 32] = acc;
+  }
+  return lane_tree32(lane);
+}
+
+// MLX4: chunk = 16 bytes = 4 words = 32 weights, inside one quantization group. Per chunk:
+//   qx = Σ q_j·x_j (fma chain from 0, j in order);  acc = fma(s, qx, fma(b, xsum_chunk, acc)).
+static float dot_mlx4(const Matrix& W, int64_t r, const float* x, const float* xsum) {
+  const uint32_t* q = static_cast<const uint32_t*>(W.data) + r * (W.cols / 8);
+  const int64_t groups_per_row = W.cols / W.group;
+  float lane[32] = {};
+  for (int64_t chunk = 0; chunk * 32 < W.cols; chunk++) {
+    float qx = 0.0f;
+    for (int j = 0; j < 32; j++) {
+      int64_t col = chunk * 32 + j;
+      float qj = float((q[col / 8] >> (4 * (col % 8))) & 0xfu);
+      qx = fma_rn(qj, x[col], qx);
+    }
+    int64_t g = r * groups_per_row + (chunk * 32) / W.group;
+    float s = f32_from_bf16(W.scales[g]), b = f32_from_bf16(W.biases[g]);
+    float& acc = lane[chunk % 32];
+    acc = fma_rn(s, qx, fma_rn(b, xsum[chunk], acc));
+  }
+  return lane_tree32(lane);
+}
+
+float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum) {
+  const int64_t n = W.cols;
+  switch (W.type) {
+    case WType::F32: {
+      const float* w = static_cast<const float*>(W.data) + r * n;
+      return dot_dense<4>(n, x, [w](int64_t j) { return w[j]; });
+    }
+    case WType::BF16: {
+      const uint16_t* w = static_cast<const uint16_t*>(W.data) + r * n;
+      return dot_dense<8>(n, x, [w](int64_t j) { return f32_from_bf16(w[j]); });
+    }
+    case WType::F16: {
+      const uint16_t* w = static_cast<const uint16_t*>(W.data) + r * n;
+      return dot_dense<8>(n, x, [w](int64_t j) { return f32_from_f16(w[j]); });
+    }
+    case WType::MLX4: return dot_mlx4(W, r, x, xsum);
+  }
+  return 0.0f;
+}
+
+void matvec(const Matrix& W, const float* x, float* y) {
+  std::vector<float> xsum;
+  if (W.type == WType::MLX4) {
+    if (W.cols % 32 != 0) throw std::runtime_error("MLX4 matrix with cols not a multiple of 32");
+    xsum.resize(size_t(W.cols / 32));
+    chunk_sums32(x, W.cols, xsum.data());
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < W.rows; r++) y[r] = dot_row(W, r, x, xsum.data());
+}
+
+float sum_squares(const float* x, int64_t n) {
+  return dot_dense<4>(n, x, [x](int64_t j) { return x[j]; });
+}
+
+}  // namespace hkv

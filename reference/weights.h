@@ -1,0 +1,52 @@
+// Weight matrices as stored (f32, bf16, f16 or MLX 4-bit affine) and the canonical matrix-vector product.
+//
+// The product's order is docs/ARITHMETIC.md §2: 32 lanes over 16-byte chunks, each lane an fma chain in
+// index order, lanes combined by a fixed halving tree. A row's result depends on that row and x alone,
+// so any batching of rows or of x vectors gives the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hkv {
+
+enum class WType { F32, BF16, F16, MLX4 };
+const char* wtype_name(WType t);
+
+// A [rows, cols] matrix, row-major. For MLX4: q holds rows × cols/8 uint32 (element j of a word in bits
+// [4j, 4j+4)), scales and biases rows × cols/group bf16, and w = scale·q + bias.
+struct Matrix {
+  WType type = WType::F32;
+  int64_t rows = 0, cols = 0;
+  const void* data = nullptr;        // f32 / bf16 / f16 values, or MLX4 packed words
+  const uint16_t* scales = nullptr;  // MLX4 only (bf16)
+  const uint16_t* biases = nullptr;  // MLX4 only (bf16)
+  int group = 0;                     // MLX4 only: 32, 64 or 128
+  std::shared_ptr<const void> keep;  // owner of the bytes (a mapping or a vector)
+
+  size_t nbytes() const;
+  // Element (r, c) as fp32, for tests and for embedding look-ups.
+  float at(int64_t r, int64_t c) const;
+  // Row r as fp32 into out[cols] (for MLX4: scale·q + bias, one fma per element).
+  void row(int64_t r, float* out) const;
+};
+
+// Chunk sums of x over 32-element chunks: xsum[c] = ((x[32c] + x[32c+1]) + …) + x[32c+31], in index order.
+// The MLX4 product uses them; compute once per x and share among all rows.
+void chunk_sums32(const float* x, int64_t n, float* xsum);
+
+// y[r] = W[r,:] · x for one row, in the canonical order. xsum is chunk_sums32(x) (MLX4 only).
+float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum);
+
+// y = W x for all rows (OpenMP over rows: the bytes do not depend on the thread count).
+void matvec(const Matrix& W, const float* x, float* y);
+
+// The canonical sum of squares over 32 lanes of 4-float chunks (RMSNorm, l2norm).
+float sum_squares(const float* x, int64_t n);
+
+// Combine 32 lane partials by the fixed halving tree: for off = 16, 8, 4, 2, 1: a[l] = a[l] + a[l+off].
+float lane_tree32(float* a);
+
+}  // namespace hkv
