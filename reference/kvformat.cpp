@@ -19,7 +19,7 @@ KvFormat KvFormat::parse(const std::string& name) {
     std::string part = name.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
     if (part == "norot") f.rotate = false;
     else if (part == "sym") f.grid = Grid::Symmetric;
-    else if (part == "q40") f.grid = Grid::Q4_0;
+    else if (part == "mid") f.grid = Grid::Midpoint;
     else if (part == "g16") f.group = 16;
     else if (part == "g64") f.group = 64;
     else if (part == "g128") f.group = 128;
@@ -36,11 +36,11 @@ std::string KvFormat::name() const {
   if (!rotate) s += "-norot";
   if (group != 32) s += "-g" + std::to_string(group);
   if (grid == Grid::Symmetric) s += "-sym";
-  if (grid == Grid::Q4_0) s += "-q40";
+  if (grid == Grid::Midpoint) s += "-mid";
   return s;
 }
 
-bool KvFormat::is_canonical() const { return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Midpoint); }
+bool KvFormat::is_canonical() const { return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0); }
 
 size_t kv_row_bytes(const KvFormat& f, int head_dim) {
   if (head_dim % f.group != 0) throw std::invalid_argument("head_dim " + std::to_string(head_dim) + " is not a multiple of the group size");
@@ -148,7 +148,7 @@ void kv_pack_row(const KvFormat& f, const float* x, int head_dim, uint8_t* out) 
     case KvKind::Q4H: {
       std::vector<float> v(x, x + head_dim);
       if (f.rotate) rotate_groups(v.data(), head_dim, G);
-      std::vector<uint8_t> codes(size_t(G));
+      std::vector<uint8_t> codes(static_cast<size_t>(G));
       std::memset(out, 0, size_t(head_dim / 2));
       for (int g = 0; g < groups; g++) {
         uint16_t bits;
@@ -187,7 +187,7 @@ void kv_read_row(const KvFormat& f, const uint8_t* row, int head_dim, float* u, 
 }
 
 void kv_unpack_row(const KvFormat& f, const uint8_t* row, int head_dim, float* out) {
-  std::vector<float> s(size_t(head_dim / f.group));
+  std::vector<float> s(static_cast<size_t>(head_dim / f.group));
   kv_read_row(f, row, head_dim, out, s.data());
   for (int d = 0; d < head_dim; d++) out[d] = s[size_t(d / f.group)] * out[d];
   if (f.rotated()) rotate_groups(out, head_dim, f.group);

@@ -5,7 +5,7 @@
 //   bf16: head_dim × bf16 (round to nearest even).                          512 B at head_dim 256
 //   fp8:  head_dim × e4m3 codes, then head_dim/32 fp16 scales (absmax/448).  272 B
 //   q4h:  each group rotated by the 32-point Walsh–Hadamard transform, then head_dim/2 bytes of 4-bit
-//         codes, then head_dim/32 fp16 scales (absmax/7.5, midpoint grid).   144 B
+//         codes, then head_dim/32 fp16 scales (q4_0 grid: extreme/−8).       144 B
 //
 // Every format reads back as, per group g, a scale s_g and 32 "unit values" u_j, with the stored value
 // s_g·u_j exact in fp32. Attention (reference/attention.cpp) uses that form: the score of a group is
@@ -20,25 +20,26 @@ namespace hkv {
 
 enum class KvKind { BF16, FP8, Q4H };
 
-// 4-bit code grids, compared in docs/FORMAT.md. Midpoint is the q4h format; the others are ablations.
+// 4-bit code grids, compared in docs/FORMAT.md. Q4_0 measured best and is the q4h format; the others
+// are ablations.
 enum class Grid {
-  Midpoint,   // 16 levels (c − 7.5)·s, s = absmax/7.5, no zero level
+  Q4_0,       // codes −8..7 stored as c+8, s = (signed extreme)/−8: the extreme is exact
   Symmetric,  // codes −7..7 stored as c+8, s = absmax/7
-  Q4_0,       // codes −8..7 stored as c+8, s = (signed extreme)/−8
+  Midpoint,   // 16 levels (c − 7.5)·s, s = absmax/7.5, no zero level
 };
 
 struct KvFormat {
   KvKind kind = KvKind::BF16;
-  // Ablations for study (oracle only). q4h is rotate = true, group = 32, grid = Midpoint.
+  // Ablations for study (oracle only). q4h is rotate = true, group = 32, grid = Q4_0.
   bool rotate = true;
   int group = 32;
-  Grid grid = Grid::Midpoint;
+  Grid grid = Grid::Q4_0;
 
-  static KvFormat bf16() { return {KvKind::BF16, false, 32, Grid::Midpoint}; }
-  static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Midpoint}; }
-  static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Midpoint}; }
-  // "bf16", "fp8", "q4h"; ablations "q4h-norot", "q4h-g64", "q4h-sym", "q4h-q40" and combinations
-  // such as "q4h-norot-sym". Throws std::invalid_argument naming the text.
+  static KvFormat bf16() { return {KvKind::BF16, false, 32, Grid::Q4_0}; }
+  static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Q4_0}; }
+  static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Q4_0}; }
+  // "bf16", "fp8", "q4h"; ablations "q4h-norot", "q4h-g16|g64|g128", "q4h-sym", "q4h-mid" and
+  // combinations such as "q4h-norot-sym". Throws std::invalid_argument naming the text.
   static KvFormat parse(const std::string& name);
   std::string name() const;
   bool is_canonical() const;  // one of the three formats the engine implements

@@ -126,6 +126,20 @@ void matvec(const Matrix& W, const float* x, float* y) {
   for (int64_t r = 0; r < W.rows; r++) y[r] = dot_row(W, r, x, xsum.data());
 }
 
+void matmul(const Matrix& W, const float* X, int64_t T, float* Y) {
+  std::vector<float> xsum;
+  const int64_t nchunk = (W.cols + 31) / 32;
+  if (W.type == WType::MLX4) {
+    if (W.cols % 32 != 0) throw std::runtime_error("MLX4 matrix with cols not a multiple of 32");
+    xsum.resize(size_t(T * nchunk));
+    for (int64_t t = 0; t < T; t++) chunk_sums32(X + t * W.cols, W.cols, xsum.data() + t * nchunk);
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < W.rows; r++)
+    for (int64_t t = 0; t < T; t++)
+      Y[t * W.rows + r] = dot_row(W, r, X + t * W.cols, xsum.empty() ? nullptr : xsum.data() + t * nchunk);
+}
+
 float sum_squares(const float* x, int64_t n) {
   return dot_dense<4>(n, x, [x](int64_t j) { return x[j]; });
 }

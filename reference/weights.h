@@ -43,6 +43,10 @@ float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum);
 // y = W x for all rows (OpenMP over rows: the bytes do not depend on the thread count).
 void matvec(const Matrix& W, const float* x, float* y);
 
+// Y[t] = W X[t] for T vectors X [T][cols] -> Y [T][rows]. Each (row, t) is dot_row, so the bytes equal T
+// separate matvecs; the loop order only lets a weight row be reused from the cache.
+void matmul(const Matrix& W, const float* X, int64_t T, float* Y);
+
 // The canonical sum of squares over 32 lanes of 4-float chunks (RMSNorm, l2norm).
 float sum_squares(const float* x, int64_t n);
 

@@ -1,0 +1,200 @@
+#include "compare/cli.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "compare/format_study.h"
+#include "reference/model.h"
+#include "reference/synthetic.h"
+#include "reference/tokens.h"
+
+namespace hkv {
+
+static const char* kHelp = R"(hkv: a CPU oracle and a CUDA engine for a Qwen3.5-style hybrid model, and the layer that
+compares them bit for bit.
+
+usage: hkv <command> [options]
+
+commands:
+  format     pack a seeded cache row and show its bytes, its values and its error
+               --format bf16|fp8|q4h   (default q4h; ablations: q4h-norot, q4h-sym, q4h-mid, q4h-g64 ...)
+               --seed N  --head-dim N (default 256)  --row gaussian|outliers|near-duplicate
+               --grids   print the grid study of docs/FORMAT.md instead
+  logits     run the oracle over a token file and write fp32 logits [tokens][vocab], little-endian
+               --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--threads N]
+  generate   greedy decode from a prompt
+               --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]
+
+models (--model): builtin:tiny (the default fixture), builtin:tiny-mlx4, builtin:100m, builtin:27b,
+  a synthetic spec (JSON with a "synthetic" key), or a checkpoint folder (config.json + safetensors).
+token files: a JSON array of integers, or raw little-endian uint32 (name ending in .u32).
+
+exit codes: 0 done, 1 a check failed, 2 bad usage or bad input (the message names the file and field).
+)";
+
+std::string Args::get(const std::string& k, const std::string& def) const {
+  auto it = opts.find(k);
+  return it == opts.end() ? def : it->second;
+}
+std::string Args::need(const std::string& k) const {
+  auto it = opts.find(k);
+  if (it == opts.end() || it->second.empty()) throw UsageError("hkv " + command + ": --" + k + " is required");
+  return it->second;
+}
+long long Args::get_int(const std::string& k, long long def) const {
+  if (!has(k)) return def;
+  std::string v = get(k);
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0') throw UsageError("hkv " + command + ": --" + k + " wants an integer, got '" + v + "'");
+  return x;
+}
+
+static Args parse_args(int argc, char** argv) {
+  Args a;
+  a.command = argv[1];
+  for (int i = 2; i < argc; i++) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) == 0) {
+      std::string key = s.substr(2), val;
+      size_t eq = key.find('=');
+      if (eq != std::string::npos) {
+        val = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
+        val = argv[++i];
+      }
+      a.opts[key] = val;
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+// ---- hkv format ---------------------------------------------------------------------------------
+
+int cmd_format(const Args& a) {
+  const int head_dim = int(a.get_int("head-dim", 256));
+  if (a.has("grids")) {
+    const int rows = int(a.get_int("rows", 4096));
+    std::printf("Round-trip error of 4-bit grids, %d rows of head_dim %d, seed %lld.\n", rows, head_dim,
+                a.get_int("seed", 1));
+    std::printf("RMS: relative RMS error over all rows. worst: largest |error| / row RMS.\n\n");
+    std::fputs(grid_study_markdown(rows, head_dim, uint64_t(a.get_int("seed", 1))).c_str(), stdout);
+    return 0;
+  }
+  KvFormat f = KvFormat::parse(a.get("format", "q4h"));
+  std::string kind_s = a.get("row", "outliers");
+  RowKind kind = kind_s == "gaussian" ? RowKind::Gaussian
+                 : kind_s == "near-duplicate" ? RowKind::NearDuplicate
+                 : kind_s == "outliers" ? RowKind::Outliers
+                                        : throw UsageError("hkv format: --row is gaussian, outliers or near-duplicate");
+  if (head_dim <= 0 || head_dim % f.group != 0)
+    throw UsageError("hkv format: --head-dim must be a positive multiple of " + std::to_string(f.group));
+  std::vector<float> x = seeded_row(kind, uint64_t(a.get_int("seed", 1)), head_dim);
+  std::vector<uint8_t> bytes(kv_row_bytes(f, head_dim));
+  kv_pack_row(f, x.data(), head_dim, bytes.data());
+  std::vector<float> back(static_cast<size_t>(head_dim));
+  kv_unpack_row(f, bytes.data(), head_dim, back.data());
+
+  std::printf("format %s, head_dim %d, a %s row (seed %lld): %zu bytes (bf16 would be %d)\n", f.name().c_str(),
+              head_dim, kind_s.c_str(), a.get_int("seed", 1), bytes.size(), 2 * head_dim);
+  size_t code_bytes = f.kind == KvKind::BF16 ? bytes.size() : f.kind == KvKind::FP8 ? size_t(head_dim) : size_t(head_dim / 2);
+  std::printf("\nbytes (offset: hex)   [0, %zu) %s", code_bytes,
+              f.kind == KvKind::BF16 ? "bf16 values, little-endian\n"
+              : f.kind == KvKind::FP8 ? "e4m3 codes, one a byte\n"
+                                      : "4-bit codes, element 2i in the low nibble of byte i, 2i+1 in the high\n");
+  if (code_bytes < bytes.size())
+    std::printf("                      [%zu, %zu) fp16 scales, one a group of %d, little-endian\n", code_bytes,
+                bytes.size(), f.group);
+  for (size_t i = 0; i < bytes.size(); i += 16) {
+    std::printf("  %4zu:", i);
+    for (size_t j = i; j < i + 16 && j < bytes.size(); j++) std::printf(" %02x", bytes[j]);
+    std::printf("\n");
+  }
+  std::printf("\nvalues: original -> stored (error)\n");
+  double e2 = 0, s2 = 0, worst = 0;
+  int worst_i = 0;
+  for (int d = 0; d < head_dim; d++) {
+    double e = double(back[size_t(d)]) - double(x[size_t(d)]);
+    e2 += e * e;
+    s2 += double(x[size_t(d)]) * x[size_t(d)];
+    if (std::fabs(e) > worst) worst = std::fabs(e), worst_i = d;
+    std::printf("  [%3d] %9.4f -> %9.4f (%+.4f)%s", d, x[size_t(d)], back[size_t(d)], e, d % 3 == 2 ? "\n" : "");
+  }
+  std::printf("\n\nerror: RMS %.5f (relative %.5f), worst %.5f at [%d]\n", std::sqrt(e2 / head_dim),
+              std::sqrt(e2 / s2), worst, worst_i);
+  return 0;
+}
+
+// ---- hkv logits / generate ----------------------------------------------------------------------
+
+static void set_threads(const Args& a) {
+  if (a.has("threads")) omp_set_num_threads(int(a.get_int("threads", 1)));
+}
+
+int cmd_logits(const Args& a) {
+  set_threads(a);
+  Model m = load_any_model(a.need("model"));
+  std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
+  const std::string out = a.need("out");
+  KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  SequenceState s = new_sequence(m.config, f, int64_t(tokens.size()));
+  std::vector<float> logits = forward(m, s, tokens);
+  write_file_atomic(out, logits.data(), logits.size() * sizeof(float));
+  std::printf("%s: %zu tokens x %lld vocab, cache %s, xxh64 %s\n", out.c_str(), tokens.size(),
+              static_cast<long long>(m.config.vocab_size), f.name().c_str(),
+              xxh64_hex(logits.data(), logits.size() * sizeof(float)).c_str());
+  return 0;
+}
+
+int cmd_generate(const Args& a) {
+  set_threads(a);
+  Model m = load_any_model(a.need("model"));
+  std::vector<int32_t> prompt;
+  if (a.has("tokens")) prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
+  else {
+    std::string text = a.need("prompt");
+    if (m.config.vocab_size < 256) throw UsageError("hkv generate: --prompt needs a byte-level vocabulary; use --tokens");
+    for (unsigned char ch : text) prompt.push_back(ch);
+    if (prompt.empty()) throw UsageError("hkv generate: --prompt is empty");
+  }
+  const int n = int(a.get_int("n", 32));
+  KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  SequenceState s = new_sequence(m.config, f, int64_t(prompt.size()) + n);
+  std::vector<int32_t> out = generate_greedy(m, s, prompt, n);
+  std::printf("[");
+  for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
+  std::printf("]\n");
+  return 0;
+}
+
+// ---- dispatch -----------------------------------------------------------------------------------
+
+int run_cli(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::fputs(kHelp, stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  try {
+    Args a = parse_args(argc, argv);
+    if (a.has("help")) {
+      std::fputs(kHelp, stdout);
+      return 0;
+    }
+    if (a.command == "format") return cmd_format(a);
+    if (a.command == "logits") return cmd_logits(a);
+    if (a.command == "generate") return cmd_generate(a);
+    throw UsageError("unknown command '" + a.command + "' (hkv --help lists them)");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hkv: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+}  // namespace hkv

@@ -1,0 +1,34 @@
+// The `hkv` command line: one program, one function per subcommand.
+#pragma once
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace hkv {
+
+// Parsed `--key value` and `--flag` arguments after the subcommand.
+struct Args {
+  std::string command;
+  std::map<std::string, std::string> opts;
+  std::vector<std::string> positional;
+
+  bool has(const std::string& k) const { return opts.count(k) != 0; }
+  std::string get(const std::string& k, const std::string& def = "") const;
+  std::string need(const std::string& k) const;  // throws UsageError if missing
+  long long get_int(const std::string& k, long long def) const;
+};
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Returns the process exit code: 0 success, 1 a check that failed (gate/diff), 2 usage or input error.
+int run_cli(int argc, char** argv);
+
+int cmd_format(const Args& a);
+int cmd_logits(const Args& a);
+int cmd_generate(const Args& a);
+
+}  // namespace hkv

@@ -1,0 +1,432 @@
+// The oracle's forward pass. Read top-down: helpers, the two mixers, the MLP, the model.
+#include "reference/model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include "reference/scalar.h"
+
+namespace hkv {
+
+// ================================================================================================
+// small helpers
+// ================================================================================================
+
+int32_t argmax(const float* logits, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (logits[i] > logits[best]) best = i;
+  return int32_t(best);
+}
+
+void rmsnorm_1pw(const float* x, const float* w, int64_t n, float eps, float* out) {
+  float r = rsqrt_c(sum_squares(x, n) / float(n) + eps);
+  for (int64_t i = 0; i < n; i++) out[i] = (x[i] * r) * (w ? 1.0f + w[i] : 1.0f);
+}
+
+void rmsnorm_plain(const float* x, const float* w, int64_t n, float eps, float* out) {
+  float r = rsqrt_c(sum_squares(x, n) / float(n) + eps);
+  for (int64_t i = 0; i < n; i++) out[i] = (x[i] * r) * w[i];
+}
+
+void l2norm_inplace(float* x, int64_t n) {
+  float r = rsqrt_c(sum_squares(x, n) + 1e-6f);
+  for (int64_t i = 0; i < n; i++) x[i] = x[i] * r;
+}
+
+void rope_row(const Config& c, int64_t pos, float* cos_out, float* sin_out) {
+  const int half = c.rotary_dim() / 2;
+  for (int i = 0; i < half; i++) {
+    float inv_freq = float(1.0 / std::pow(c.rope_theta, double(2 * i) / double(c.rotary_dim())));
+    float angle = float(pos) * inv_freq;
+    cos_out[i] = float(std::cos(double(angle)));
+    sin_out[i] = float(std::sin(double(angle)));
+  }
+}
+
+// rotate_half: out[i] = x[i]·cos − x[i+h]·sin, out[i+h] = x[i+h]·cos + x[i]·sin, for i < h = rd/2.
+void rope_apply(float* x, int rd, const float* cos, const float* sin) {
+  const int h = rd / 2;
+  for (int i = 0; i < h; i++) {
+    float a = x[i], b = x[i + h];
+    x[i] = fma_rn(a, cos[i], -(b * sin[i]));
+    x[i + h] = fma_rn(b, cos[i], a * sin[i]);
+  }
+}
+
+// ================================================================================================
+// attention over the cache (ARITHMETIC.md §6)
+// ================================================================================================
+
+// score = (Σ_g fma(s_g, p_g, acc)) · scale, p_g = Σ_j u_j·q_j (fma chain from 0, j in order).
+static float score_row(const float* q, const float* u, const float* s, int head_dim, int group, float scale) {
+  float acc = 0.0f;
+  for (int g = 0; g < head_dim / group; g++) {
+    float p = 0.0f;
+    for (int j = g * group; j < g * group + group; j++) p = fma_rn(u[j], q[j], p);
+    acc = fma_rn(s[g], p, acc);
+  }
+  return acc * scale;
+}
+
+void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k_rows, const uint8_t* v_rows,
+            size_t stride, int64_t n, float* out) {
+  const int G = f.group, groups = head_dim / G;
+  const float scale = float(1.0 / std::sqrt(double(head_dim)));
+  std::vector<float> q(q_in, q_in + head_dim);
+  if (f.rotated()) rotate_groups(q.data(), head_dim, G);  // the query is rotated once
+
+  std::vector<float> u(static_cast<size_t>(head_dim)), s(static_cast<size_t>(groups)), e(512), oc(static_cast<size_t>(head_dim));
+  float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
+  std::vector<float> o(static_cast<size_t>(head_dim), 0.0f);
+  for (int64_t c0 = 0; c0 < n; c0 += 512) {
+    const int64_t len = std::min<int64_t>(512, n - c0);
+    // scores and the chunk's maximum
+    float mc = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < len; j++) {
+      kv_read_row(f, k_rows + size_t(c0 + j) * stride, head_dim, u.data(), s.data());
+      e[size_t(j)] = score_row(q.data(), u.data(), s.data(), head_dim, G, scale);
+      mc = e[size_t(j)] > mc ? e[size_t(j)] : mc;
+    }
+    // weights, their sum and the weighted values, keys in order
+    float lc = 0.0f;
+    std::fill(oc.begin(), oc.end(), 0.0f);
+    for (int64_t j = 0; j < len; j++) {
+      float p = exp_c(e[size_t(j)] - mc);
+      lc = lc + p;
+      kv_read_row(f, v_rows + size_t(c0 + j) * stride, head_dim, u.data(), s.data());
+      for (int d = 0; d < head_dim; d++) oc[size_t(d)] = fma_rn(p, s[size_t(d / G)] * u[size_t(d)], oc[size_t(d)]);
+    }
+    // merge into the running (m, l, o)
+    float mn = m > mc ? m : mc;
+    float a = exp_c(m - mn), b = exp_c(mc - mn);
+    l = fma_rn(l, a, lc * b);
+    for (int d = 0; d < head_dim; d++) o[size_t(d)] = fma_rn(o[size_t(d)], a, oc[size_t(d)] * b);
+    m = mn;
+  }
+  for (int d = 0; d < head_dim; d++) out[d] = o[size_t(d)] / l;
+  if (f.rotated()) rotate_groups(out, head_dim, G);  // the output is rotated back once
+}
+
+// ================================================================================================
+// Gated DeltaNet (ARITHMETIC.md §8)
+// ================================================================================================
+
+void deltanet_step(float* S, const float* q, const float* k, const float* v, float beta, float g, int dk, int dv,
+                   float* o) {
+  const float decay = exp_c(g);
+  for (int j = 0; j < dv; j++) {
+    // column j of S: decay, read out m = Sᵀk, correct by δ = β(v − m), read out o = Sᵀq
+    float mj = 0.0f;
+    for (int i = 0; i < dk; i++) {
+      S[i * dv + j] = S[i * dv + j] * decay;
+      mj = fma_rn(S[i * dv + j], k[i], mj);
+    }
+    float delta = beta * (v[j] - mj);
+    float oj = 0.0f;
+    for (int i = 0; i < dk; i++) {
+      S[i * dv + j] = fma_rn(k[i], delta, S[i * dv + j]);
+      oj = fma_rn(S[i * dv + j], q[i], oj);
+    }
+    o[j] = oj;
+  }
+}
+
+// ================================================================================================
+// sequence state
+// ================================================================================================
+
+SequenceState new_sequence(const Config& c, const KvFormat& f, int64_t capacity) {
+  SequenceState s;
+  s.capacity = capacity;
+  s.format = f;
+  s.row_bytes = kv_row_bytes(f, c.head_dim);
+  const size_t cache_bytes = size_t(capacity) * size_t(c.num_key_value_heads) * s.row_bytes;
+  const int K = c.linear_conv_kernel_dim;
+  for (LayerKind kind : c.layer_types) {
+    if (kind == LayerKind::Full) {
+      s.k_cache.emplace_back(cache_bytes, 0);
+      s.v_cache.emplace_back(cache_bytes, 0);
+    } else {
+      s.conv.emplace_back(size_t(c.conv_dim()) * size_t(K - 1), 0.0f);
+      s.S.emplace_back(size_t(c.linear_num_value_heads) * size_t(c.linear_key_head_dim) *
+                           size_t(c.linear_value_head_dim),
+                       0.0f);
+    }
+  }
+  return s;
+}
+
+// ================================================================================================
+// the mixers and the MLP, over T tokens at once (projections batched, recurrences in token order)
+// ================================================================================================
+
+static void tap(const ForwardOptions& opt, int layer, const char* name, int64_t T, const float* x, int64_t n) {
+  if (!opt.tap) return;
+  for (int64_t t = 0; t < T; t++) (*opt.tap)(layer, name, t, x + t * n, n);
+}
+
+// x [T][hidden] -> y [T][hidden]
+static void full_attention(const Model& m, SequenceState& s, int layer, int cache_index, const float* x,
+                           int64_t T, float* y, const ForwardOptions& opt) {
+  const Config& c = m.config;
+  const FullAttnWeights& w = m.w.layers[size_t(layer)].full;
+  const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim, rd = c.rotary_dim();
+  const float eps = float(c.rms_norm_eps);
+  std::vector<float> qg(static_cast<size_t>(T * H * 2 * D)), k(static_cast<size_t>(T * KV * D)), v(static_cast<size_t>(T * KV * D));
+  matmul(w.q_proj, x, T, qg.data());  // per head: D query rows, then D gate rows
+  matmul(w.k_proj, x, T, k.data());
+  matmul(w.v_proj, x, T, v.data());
+
+  // q/k norms and RoPE, then K and V rows packed into the cache at their positions
+  std::vector<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2)), q(static_cast<size_t>(T * H * D)), gate(static_cast<size_t>(T * H * D));
+  for (int64_t t = 0; t < T; t++) {
+    rope_row(c, s.pos + t, cs.data(), sn.data());
+    for (int h = 0; h < H; h++) {
+      const float* qh = qg.data() + (t * H + h) * 2 * D;
+      float* qo = q.data() + (t * H + h) * D;
+      rmsnorm_1pw(qh, w.q_norm.data(), D, eps, qo);
+      rope_apply(qo, rd, cs.data(), sn.data());
+      std::memcpy(gate.data() + (t * H + h) * D, qh + D, sizeof(float) * size_t(D));
+    }
+    for (int h = 0; h < KV; h++) {
+      float* kh = k.data() + (t * KV + h) * D;
+      rmsnorm_1pw(kh, w.k_norm.data(), D, eps, kh);
+      rope_apply(kh, rd, cs.data(), sn.data());
+      size_t off = (size_t(s.pos + t) * size_t(KV) + size_t(h)) * s.row_bytes;
+      kv_pack_row(s.format, kh, D, s.k_cache[size_t(cache_index)].data() + off);
+      kv_pack_row(s.format, v.data() + (t * KV + h) * D, D, s.v_cache[size_t(cache_index)].data() + off);
+    }
+  }
+  tap(opt, layer, "q", T, q.data(), H * D);
+  tap(opt, layer, "k", T, k.data(), KV * D);
+
+  // each query attends to every slot up to and including its own, read back in the cache's format
+  std::vector<float> att(static_cast<size_t>(T * H * D));
+  const size_t stride = size_t(KV) * s.row_bytes;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t t = 0; t < T; t++)
+    for (int h = 0; h < H; h++) {
+      const int kvh = h / (H / KV);
+      const uint8_t* kr = s.k_cache[size_t(cache_index)].data() + size_t(kvh) * s.row_bytes;
+      const uint8_t* vr = s.v_cache[size_t(cache_index)].data() + size_t(kvh) * s.row_bytes;
+      float* o = att.data() + (t * H + h) * D;
+      attend(s.format, q.data() + (t * H + h) * D, D, kr, vr, stride, s.pos + t + 1, o);
+      const float* g = gate.data() + (t * H + h) * D;
+      for (int d = 0; d < D; d++) o[d] = o[d] * sigmoid_c(g[d]);
+    }
+  tap(opt, layer, "attn", T, att.data(), H * D);
+  matmul(w.o_proj, att.data(), T, y);
+}
+
+static void linear_attention(const Model& m, SequenceState& s, int layer, int state_index, const float* x,
+                             int64_t T, float* y, const ForwardOptions& opt) {
+  const Config& c = m.config;
+  const LinearAttnWeights& w = m.w.layers[size_t(layer)].lin;
+  const int nk = c.linear_num_key_heads, nv = c.linear_num_value_heads;
+  const int dk = c.linear_key_head_dim, dv = c.linear_value_head_dim, K = c.linear_conv_kernel_dim;
+  const int64_t C = c.conv_dim();
+  std::vector<float> qkv(static_cast<size_t>(T * C)), z(static_cast<size_t>(T * nv * dv)), b(static_cast<size_t>(T * nv)), a(static_cast<size_t>(T * nv));
+  matmul(w.in_proj_qkv, x, T, qkv.data());
+  matmul(w.in_proj_z, x, T, z.data());
+  matmul(w.in_proj_b, x, T, b.data());
+  matmul(w.in_proj_a, x, T, a.data());
+
+  float* conv_state = s.conv[size_t(state_index)].data();  // [C][K-1], oldest first
+  float* S = s.S[size_t(state_index)].data();              // [nv][dk][dv]
+  const float q_scale = float(1.0 / std::sqrt(double(dk)));
+  const float eps = float(c.rms_norm_eps);
+  std::vector<float> core(static_cast<size_t>(T * nv * dv));
+  std::vector<float> conv_out(static_cast<size_t>(C));
+  for (int64_t t = 0; t < T; t++) {
+    // causal depthwise conv over the last K inputs of each channel, then SiLU; shift the window
+    const float* xt = qkv.data() + t * C;
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < C; ch++) {
+      float* st = conv_state + ch * (K - 1);
+      const float* wc = w.conv.data() + ch * K;
+      float acc = 0.0f;
+      for (int j = 0; j < K - 1; j++) acc = fma_rn(wc[j], st[j], acc);
+      acc = fma_rn(wc[K - 1], xt[ch], acc);
+      conv_out[size_t(ch)] = silu_c(acc);
+      for (int j = 0; j + 1 < K - 1; j++) st[j] = st[j + 1];
+      if (K > 1) st[K - 2] = xt[ch];
+    }
+    float* qv = conv_out.data();                // [nk][dk]
+    float* kv = conv_out.data() + nk * dk;      // [nk][dk]
+    float* vv = conv_out.data() + 2 * nk * dk;  // [nv][dv]
+    for (int h = 0; h < nk; h++) {
+      l2norm_inplace(qv + h * dk, dk);
+      for (int i = 0; i < dk; i++) qv[h * dk + i] = qv[h * dk + i] * q_scale;
+      l2norm_inplace(kv + h * dk, dk);
+    }
+    // the recurrence, one value head at a time (heads are independent)
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < nv; h++) {
+      const int kh = h / (nv / nk);
+      const float beta = sigmoid_c(b[size_t(t * nv + h)]);
+      const float g = -exp_c(w.A_log[size_t(h)]) * softplus_c(a[size_t(t * nv + h)] + w.dt_bias[size_t(h)]);
+      float* o = core.data() + (t * nv + h) * dv;
+      deltanet_step(S + size_t(h) * size_t(dk * dv), qv + kh * dk, kv + kh * dk, vv + h * dv, beta, g, dk, dv, o);
+      // gated RMSNorm: (norm(o) · w) · silu(z)
+      rmsnorm_plain(o, w.norm.data(), dv, eps, o);
+      const float* zh = z.data() + (t * nv + h) * dv;
+      for (int j = 0; j < dv; j++) o[j] = o[j] * silu_c(zh[j]);
+    }
+  }
+  tap(opt, layer, "deltanet", T, core.data(), nv * dv);
+  matmul(w.out_proj, core.data(), T, y);
+}
+
+static void mlp(const LayerWeights& w, const float* x, int64_t T, float* y) {
+  const int64_t I = w.gate_proj.rows;
+  std::vector<float> g(static_cast<size_t>(T * I)), u(static_cast<size_t>(T * I));
+  matmul(w.gate_proj, x, T, g.data());
+  matmul(w.up_proj, x, T, u.data());
+  for (size_t i = 0; i < g.size(); i++) g[i] = silu_c(g[i]) * u[i];
+  matmul(w.down_proj, g.data(), T, y);
+}
+
+// ================================================================================================
+// the model
+// ================================================================================================
+
+std::vector<float> forward(const Model& m, SequenceState& s, const std::vector<int32_t>& tokens,
+                           const ForwardOptions& opt) {
+  const Config& c = m.config;
+  const int64_t T = int64_t(tokens.size()), E = c.hidden_size;
+  if (T == 0) return {};
+  if (s.pos + T > s.capacity)
+    throw std::runtime_error("context of " + std::to_string(s.pos + T) + " tokens exceeds the cache capacity of " +
+                             std::to_string(s.capacity));
+  if (s.pos + T > c.max_position_embeddings)
+    throw std::runtime_error("context of " + std::to_string(s.pos + T) + " tokens exceeds max_position_embeddings " +
+                             std::to_string(c.max_position_embeddings));
+  for (int64_t t = 0; t < T; t++)
+    if (tokens[size_t(t)] < 0 || tokens[size_t(t)] >= c.vocab_size)
+      throw std::runtime_error("token " + std::to_string(t) + ": id " + std::to_string(tokens[size_t(t)]) +
+                               " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+
+  // embeddings (not scaled)
+  std::vector<float> h(static_cast<size_t>(T * E)), x(static_cast<size_t>(T * E)), y(static_cast<size_t>(T * E));
+  for (int64_t t = 0; t < T; t++) m.w.embed.row(tokens[size_t(t)], h.data() + t * E);
+
+  const float eps = float(c.rms_norm_eps);
+  int full_i = 0, lin_i = 0;
+  for (int l = 0; l < c.num_hidden_layers; l++) {
+    const LayerWeights& lw = m.w.layers[size_t(l)];
+    for (int64_t t = 0; t < T; t++) rmsnorm_1pw(h.data() + t * E, lw.input_norm.data(), E, eps, x.data() + t * E);
+    if (lw.kind == LayerKind::Full) full_attention(m, s, l, full_i++, x.data(), T, y.data(), opt);
+    else linear_attention(m, s, l, lin_i++, x.data(), T, y.data(), opt);
+    for (size_t i = 0; i < h.size(); i++) h[i] = h[i] + y[i];
+    for (int64_t t = 0; t < T; t++) rmsnorm_1pw(h.data() + t * E, lw.post_attn_norm.data(), E, eps, x.data() + t * E);
+    mlp(lw, x.data(), T, y.data());
+    for (size_t i = 0; i < h.size(); i++) h[i] = h[i] + y[i];
+    tap(opt, l, "hidden", T, h.data(), E);
+  }
+  s.pos += T;
+  if (!opt.want_logits) return {};
+
+  const int64_t first = opt.last_only ? T - 1 : 0, R = T - first;
+  for (int64_t t = first; t < T; t++) rmsnorm_1pw(h.data() + t * E, m.w.final_norm.data(), E, eps, x.data() + (t - first) * E);
+  std::vector<float> logits(static_cast<size_t>(R * c.vocab_size));
+  matmul(m.w.lm_head, x.data(), R, logits.data());
+  return logits;
+}
+
+std::vector<int32_t> generate_greedy(const Model& m, SequenceState& s, const std::vector<int32_t>& prompt,
+                                     int n_new) {
+  std::vector<int32_t> out;
+  ForwardOptions opt;
+  opt.last_only = true;
+  std::vector<float> logits = forward(m, s, prompt, opt);
+  for (int i = 0; i < n_new; i++) {
+    int32_t next = argmax(logits.data(), m.config.vocab_size);
+    out.push_back(next);
+    if (i + 1 < n_new) logits = forward(m, s, {next}, opt);
+  }
+  return out;
+}
+
+// ================================================================================================
+// save / restore
+// ================================================================================================
+
+static const char kStateMagic[8] = {'H', 'K', 'V', 'S', 'T', 'A', 'T', '1'};
+
+void save_state(const SequenceState& s, const Config& c, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw std::runtime_error(path + ": cannot be written");
+    auto put = [&f](const void* p, size_t n) { f.write(static_cast<const char*>(p), std::streamsize(n)); };
+    put(kStateMagic, 8);
+    int64_t head[6] = {s.pos, c.num_hidden_layers, c.hidden_size, c.head_dim, int64_t(s.row_bytes), 0};
+    put(head, sizeof head);
+    std::string fmt = s.format.name();
+    int64_t fl = int64_t(fmt.size());
+    put(&fl, 8);
+    put(fmt.data(), fmt.size());
+    const size_t used = size_t(s.pos) * size_t(c.num_key_value_heads) * s.row_bytes;
+    for (size_t i = 0; i < s.k_cache.size(); i++) {
+      put(s.k_cache[i].data(), used);
+      put(s.v_cache[i].data(), used);
+    }
+    for (size_t i = 0; i < s.conv.size(); i++) {
+      put(s.conv[i].data(), s.conv[i].size() * 4);
+      put(s.S[i].data(), s.S[i].size() * 4);
+    }
+    if (!f) {
+      f.close();
+      std::remove(tmp.c_str());
+      throw std::runtime_error(path + ": write failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot be renamed into place");
+  }
+}
+
+SequenceState load_state(const Config& c, const std::string& path, int64_t capacity) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error(path + ": cannot be read");
+  auto get = [&f, &path](void* p, size_t n, const char* field) {
+    f.read(static_cast<char*>(p), std::streamsize(n));
+    if (!f) throw std::runtime_error(path + ": truncated at field '" + field + "'");
+  };
+  char magic[8];
+  get(magic, 8, "magic");
+  if (std::memcmp(magic, kStateMagic, 8) != 0) throw std::runtime_error(path + ": field 'magic': not an hkv state file");
+  int64_t head[6];
+  get(head, sizeof head, "header");
+  if (head[1] != c.num_hidden_layers || head[2] != c.hidden_size || head[3] != c.head_dim)
+    throw std::runtime_error(path + ": field 'header': saved for another model shape");
+  int64_t fl;
+  get(&fl, 8, "format");
+  if (fl <= 0 || fl > 64) throw std::runtime_error(path + ": field 'format': bad length");
+  std::string fmt(size_t(fl), '\0');
+  get(fmt.data(), size_t(fl), "format");
+  if (head[0] < 0 || head[0] > capacity)
+    throw std::runtime_error(path + ": field 'pos': " + std::to_string(head[0]) + " exceeds the capacity " +
+                             std::to_string(capacity));
+  SequenceState s = new_sequence(c, KvFormat::parse(fmt), capacity);
+  if (int64_t(s.row_bytes) != head[4]) throw std::runtime_error(path + ": field 'row_bytes' does not match the format");
+  s.pos = head[0];
+  const size_t used = size_t(s.pos) * size_t(c.num_key_value_heads) * s.row_bytes;
+  for (size_t i = 0; i < s.k_cache.size(); i++) {
+    get(s.k_cache[i].data(), used, "k_cache");
+    get(s.v_cache[i].data(), used, "v_cache");
+  }
+  for (size_t i = 0; i < s.conv.size(); i++) {
+    get(s.conv[i].data(), s.conv[i].size() * 4, "conv_state");
+    get(s.S[i].data(), s.S[i].size() * 4, "deltanet_state");
+  }
+  return s;
+}
+
+}  // namespace hkv
