@@ -1,0 +1,231 @@
+// The cache row formats (docs/FORMAT.md): sizes, bytes, round-trip bounds, the rotation, rotated-space
+// attention, and golden digests that fail when any byte of the format moves.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "compare/format_study.h"
+#include "reference/kvformat.h"
+#include "reference/model.h"
+#include "reference/scalar.h"
+#include "reference/tokens.h"
+
+using namespace hkv;
+
+TEST_CASE("row sizes") {
+  CHECK(kv_row_bytes(KvFormat::q4h(), 256) == 144);
+  CHECK(kv_row_bytes(KvFormat::q4h(), 128) == 72);
+  CHECK(kv_row_bytes(KvFormat::q4h(), 32) == 18);
+  CHECK(kv_row_bytes(KvFormat::fp8(), 256) == 272);
+  CHECK(kv_row_bytes(KvFormat::bf16(), 256) == 512);
+  CHECK(kv_row_bytes(KvFormat::parse("q4h-g64"), 256) == 128 + 8);
+  CHECK_THROWS_AS(kv_row_bytes(KvFormat::q4h(), 100), std::invalid_argument);
+}
+
+TEST_CASE("format names parse and print") {
+  for (const char* n : {"bf16", "fp8", "q4h", "q4h-norot", "q4h-g64", "q4h-sym", "q4h-mid", "q4h-norot-g16-sym"})
+    CHECK(KvFormat::parse(n).name() == n);
+  CHECK(KvFormat::parse("q4h").is_canonical());
+  CHECK_FALSE(KvFormat::parse("q4h-mid").is_canonical());
+  CHECK_THROWS_AS(KvFormat::parse("q5h"), std::invalid_argument);
+  CHECK_THROWS_AS(KvFormat::parse("q4h-wat"), std::invalid_argument);
+}
+
+TEST_CASE("q4h layout: codes of element 2i low nibble of byte i, scales after the codes") {
+  // A group whose rotation is known: x = H·e where e puts values on exact grid points. Simpler: use the
+  // unrotated ablation so the codes are readable directly.
+  KvFormat f = KvFormat::parse("q4h-norot");
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; j++) x[size_t(j)] = float((j % 16) - 8);  // −8..7: the extreme −8 gives d = 1
+  std::vector<uint8_t> b(kv_row_bytes(f, 32));
+  kv_pack_row(f, x.data(), 32, b.data());
+  // code = value + 8 = j % 16; byte i = code(2i) | code(2i+1) << 4
+  for (int i = 0; i < 16; i++) CHECK(b[size_t(i)] == uint8_t(((2 * i) % 16) | (((2 * i + 1) % 16) << 4)));
+  CHECK(b[16] == 0x00);  // fp16 1.0 = 0x3c00, little-endian
+  CHECK(b[17] == 0x3c);
+}
+
+TEST_CASE("an all-zero group stores scale 0 and reads back zeros; non-finite input is refused") {
+  for (const char* n : {"q4h", "fp8", "q4h-mid", "q4h-sym"}) {
+    KvFormat f = KvFormat::parse(n);
+    std::vector<float> x(64, 0.0f), y(64, 1.0f);
+    for (int j = 32; j < 64; j++) x[size_t(j)] = float(j) * 0.25f;
+    std::vector<uint8_t> b(kv_row_bytes(f, 64));
+    kv_pack_row(f, x.data(), 64, b.data());
+    kv_unpack_row(f, b.data(), 64, y.data());
+    for (int j = 0; j < 32; j++) CHECK(y[size_t(j)] == 0.0f);
+    x[40] = std::nanf("");
+    CHECK_THROWS_AS(kv_pack_row(f, x.data(), 64, b.data()), std::domain_error);
+    x[40] = INFINITY;
+    CHECK_THROWS_AS(kv_pack_row(f, x.data(), 64, b.data()), std::domain_error);
+  }
+}
+
+TEST_CASE("a scale that overflows fp16 is refused") {
+  std::vector<float> x(32, 1.0f);
+  x[3] = 1e6f;  // 1e6 / 8 = 125000 > 65504
+  std::vector<uint8_t> b(18);
+  CHECK_THROWS_AS(kv_pack_row(KvFormat::parse("q4h-norot"), x.data(), 32, b.data()), std::domain_error);
+}
+
+// Per-element round-trip bounds, each from the format's definition.
+TEST_CASE("round-trip error bounds per element") {
+  const int D = 256;
+  for (RowKind kind : {RowKind::Gaussian, RowKind::Outliers, RowKind::NearDuplicate})
+    for (uint64_t seed = 1; seed <= 50; seed++) {
+      std::vector<float> x = seeded_row(kind, seed, D), y(D);
+      // bf16: round to nearest even, so |error| <= 2^-8 |x| (half an ulp of an 8-bit significand)
+      std::vector<uint8_t> b(kv_row_bytes(KvFormat::bf16(), D));
+      kv_pack_row(KvFormat::bf16(), x.data(), D, b.data());
+      kv_unpack_row(KvFormat::bf16(), b.data(), D, y.data());
+      for (int d = 0; d < D; d++) CHECK(std::fabs(y[size_t(d)] - x[size_t(d)]) <= std::ldexp(std::fabs(x[size_t(d)]), -8));
+      // fp8 e4m3: half an ulp of a 4-bit significand, 2^-4 |x|, or half the subnormal step s·2^-10; plus
+      // the rounding of x/s (one fp32 ulp, 2^-24 relative)
+      b.resize(kv_row_bytes(KvFormat::fp8(), D));
+      kv_pack_row(KvFormat::fp8(), x.data(), D, b.data());
+      kv_unpack_row(KvFormat::fp8(), b.data(), D, y.data());
+      for (int d = 0; d < D; d++) {
+        float s = f32_from_f16(uint16_t(b[size_t(D + 2 * (d / 32))] | (b[size_t(D + 2 * (d / 32) + 1)] << 8)));
+        double bound = std::max(std::ldexp(std::fabs(double(x[size_t(d)])), -4), std::ldexp(double(s), -10)) * (1 + 1e-6);
+        CHECK(std::fabs(y[size_t(d)] - x[size_t(d)]) <= bound);
+      }
+      // q4h, in rotated space: |error| <= |d|/2 inside the grid; the top level 7d can be up to |d| short
+      // of a value near the opposite extreme (x/d in (7.5, 8]). d is stored in fp16 (relative error 2^-11),
+      // so that extreme is 8|d|(1 + 2^-11) at most: |error| <= |d|·(1 + 8·2^-11) = |d|·(1 + 2^-8).
+      KvFormat q = KvFormat::q4h();
+      b.resize(kv_row_bytes(q, D));
+      kv_pack_row(q, x.data(), D, b.data());
+      std::vector<float> xr = x, u(D), sc(D / 32);
+      rotate_groups(xr.data(), D, 32);
+      kv_read_row(q, b.data(), D, u.data(), sc.data());
+      for (int d = 0; d < D; d++) {
+        float sd = std::fabs(sc[size_t(d / 32)]);
+        CHECK(std::fabs(sc[size_t(d / 32)] * u[size_t(d)] - xr[size_t(d)]) <= sd * (1.0f + 0.00390625f));
+      }
+    }
+}
+
+TEST_CASE("round-trip RMS error of each format, measured (docs/FORMAT.md)") {
+  // Bounds: the measured value (4096 rows, seed 1) plus 5%. A change in the grid, the rounding or the
+  // rotation moves these.
+  CHECK(measure_round_trip(KvFormat::q4h(), RowKind::Gaussian, 512, 256, 1).rms < 0.0858 * 1.05);
+  CHECK(measure_round_trip(KvFormat::q4h(), RowKind::Outliers, 512, 256, 1).rms < 0.0572 * 1.05);
+  CHECK(measure_round_trip(KvFormat::fp8(), RowKind::Gaussian, 512, 256, 1).rms < 0.0240 * 1.05);
+  CHECK(measure_round_trip(KvFormat::bf16(), RowKind::Gaussian, 512, 256, 1).rms < 0.00166 * 1.05);
+  // the rotation is what makes outliers cheap: without it the error triples
+  CHECK(measure_round_trip(KvFormat::parse("q4h-norot"), RowKind::Outliers, 512, 256, 1).rms > 0.14);
+}
+
+TEST_CASE("the 32-point Walsh-Hadamard transform is orthonormal and its own inverse") {
+  // Bounds: each of the 5 butterfly stages and the final scaling round once (2^-24 relative each), and
+  // the two scalings by fp32(1/sqrt 32) square to 1 within 2^-23. So H·H·x = x within 2^-19 · max|x|,
+  // and |Hx| = |x| within 2^-20 relative.
+  for (uint64_t seed = 1; seed <= 200; seed++) {
+    std::vector<float> x = seeded_row(RowKind::Outliers, seed, 32), y = x;
+    wht_inplace(y.data(), 32);
+    double nx = 0, ny = 0, mx = 0;
+    for (int j = 0; j < 32; j++) {
+      nx += double(x[size_t(j)]) * x[size_t(j)];
+      ny += double(y[size_t(j)]) * y[size_t(j)];
+      mx = std::max(mx, double(std::fabs(x[size_t(j)])));
+    }
+    CHECK(std::fabs(std::sqrt(ny) - std::sqrt(nx)) <= std::ldexp(std::sqrt(nx), -20));
+    wht_inplace(y.data(), 32);
+    for (int j = 0; j < 32; j++) CHECK(std::fabs(double(y[size_t(j)]) - x[size_t(j)]) <= std::ldexp(mx, -19));
+  }
+  // H e_0 is the constant vector 1/sqrt(32): the normalisation is applied once
+  std::vector<float> e(32, 0.0f);
+  e[0] = 1.0f;
+  wht_inplace(e.data(), 32);
+  for (float v : e) CHECK(v == float(1.0 / std::sqrt(32.0)));
+}
+
+TEST_CASE("a score in rotated space equals the plain dot product of the dequantized rows") {
+  // Bound: both are sums of 256 products of magnitude <= |q|∞·|k|∞; fp32 accumulation error is at most
+  // ~256·2^-24 of Σ|q_j k_j| (plus the query's rotation, 6 roundings). We require 2^-14 · Σ|q_j k_j|.
+  const int D = 256;
+  KvFormat f = KvFormat::q4h();
+  for (uint64_t seed = 1; seed <= 100; seed++) {
+    std::vector<float> k = seeded_row(RowKind::Outliers, seed, D), q = seeded_row(RowKind::Gaussian, seed + 999, D);
+    std::vector<uint8_t> b(kv_row_bytes(f, D));
+    kv_pack_row(f, k.data(), D, b.data());
+    std::vector<float> kd(D), qr = q, u(D), s(D / 32);
+    kv_unpack_row(f, b.data(), D, kd.data());  // rotated back: the dequantized row in the original space
+    double plain = 0, mag = 0;
+    for (int d = 0; d < D; d++) {
+      plain += double(q[size_t(d)]) * kd[size_t(d)];
+      mag += std::fabs(double(q[size_t(d)]) * kd[size_t(d)]);
+    }
+    rotate_groups(qr.data(), D, 32);
+    kv_read_row(f, b.data(), D, u.data(), s.data());
+    float rotated = 0.0f;
+    for (int g = 0; g < D / 32; g++) {
+      float p = 0.0f;
+      for (int j = 32 * g; j < 32 * g + 32; j++) p = fma_rn(u[size_t(j)], qr[size_t(j)], p);
+      rotated = fma_rn(s[size_t(g)], p, rotated);
+    }
+    CHECK(std::fabs(double(rotated) - plain) <= std::ldexp(mag, -14));
+  }
+}
+
+TEST_CASE("attention in rotated space equals softmax attention over the dequantized rows") {
+  // attend() rotates the query once, accumulates V in rotated space and rotates the output back once.
+  // Reference: float64 softmax over the dequantized rows in the original space. Bound 1e-5 relative to
+  // max|v|: the fp32 sums over 1300 keys (three 512-key chunks) and two rotations.
+  const int D = 256, N = 1300;
+  for (const char* name : {"q4h", "fp8", "bf16", "q4h-norot"}) {
+    KvFormat f = KvFormat::parse(name);
+    const size_t rb = kv_row_bytes(f, D);
+    std::vector<uint8_t> K(rb * N), V(rb * N);
+    std::vector<float> kd(size_t(N) * D), vd(size_t(N) * D);
+    for (int t = 0; t < N; t++) {
+      std::vector<float> k = seeded_row(RowKind::Outliers, 10 + uint64_t(t), D);
+      std::vector<float> v = seeded_row(RowKind::Gaussian, 5000 + uint64_t(t), D);
+      for (float& z : k) z *= 0.25f;  // scores of a few units: a softmax that is neither flat nor one-hot
+      kv_pack_row(f, k.data(), D, K.data() + rb * size_t(t));
+      kv_pack_row(f, v.data(), D, V.data() + rb * size_t(t));
+      kv_unpack_row(f, K.data() + rb * size_t(t), D, kd.data() + size_t(t) * D);
+      kv_unpack_row(f, V.data() + rb * size_t(t), D, vd.data() + size_t(t) * D);
+    }
+    std::vector<float> q = seeded_row(RowKind::Gaussian, 77, D), out(D);
+    attend(f, q.data(), D, K.data(), V.data(), rb, N, out.data());
+    std::vector<double> sc(N), ref(D, 0.0);
+    double mx = -1e300, sum = 0, vmax = 0;
+    for (int t = 0; t < N; t++) {
+      double s = 0;
+      for (int d = 0; d < D; d++) s += double(q[size_t(d)]) * kd[size_t(t) * D + size_t(d)];
+      sc[size_t(t)] = s / 16.0;
+      mx = std::max(mx, sc[size_t(t)]);
+    }
+    for (int t = 0; t < N; t++) sum += std::exp(sc[size_t(t)] - mx);
+    for (int t = 0; t < N; t++)
+      for (int d = 0; d < D; d++) {
+        ref[size_t(d)] += std::exp(sc[size_t(t)] - mx) / sum * vd[size_t(t) * D + size_t(d)];
+        vmax = std::max(vmax, std::fabs(double(vd[size_t(t) * D + size_t(d)])));
+      }
+    for (int d = 0; d < D; d++) CHECK(std::fabs(out[size_t(d)] - ref[size_t(d)]) <= 1e-5 * vmax);
+  }
+}
+
+// Golden digests: xxh64 of 64 packed rows (32 Gaussian, 32 with outliers) per format. Any change to the
+// format's bytes (layout, nibble order, grid, rounding, rotation order or normalisation) fails here; a
+// deliberate change updates these and says why in docs/FORMAT.md.
+static std::string packed_digest(const KvFormat& f, int D) {
+  const size_t rb = kv_row_bytes(f, D);
+  std::vector<uint8_t> all(rb * 64);
+  for (int r = 0; r < 64; r++) {
+    std::vector<float> x = seeded_row(r < 32 ? RowKind::Gaussian : RowKind::Outliers, 1000 + uint64_t(r), D);
+    kv_pack_row(f, x.data(), D, all.data() + rb * size_t(r));
+  }
+  return xxh64_hex(all.data(), all.size());
+}
+
+TEST_CASE("golden digests of packed rows") {
+  CHECK(packed_digest(KvFormat::q4h(), 256) == "37bb39330a9dcbeb");
+  CHECK(packed_digest(KvFormat::q4h(), 128) == "10f840f4ef90e6e7");
+  CHECK(packed_digest(KvFormat::fp8(), 256) == "1e46df4228acb6eb");
+  CHECK(packed_digest(KvFormat::bf16(), 256) == "055e8c27a5b31e27");
+}
