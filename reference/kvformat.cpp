@@ -10,6 +10,7 @@ namespace hkv {
 KvFormat KvFormat::parse(const std::string& name) {
   if (name == "bf16") return bf16();
   if (name == "fp8") return fp8();
+  if (name == "f32") return f32();
   if (name.rfind("q4h", 0) != 0) throw std::invalid_argument("unknown cache format '" + name + "' (bf16, fp8, q4h)");
   KvFormat f = q4h();
   size_t pos = 3;
@@ -32,6 +33,7 @@ KvFormat KvFormat::parse(const std::string& name) {
 std::string KvFormat::name() const {
   if (kind == KvKind::BF16) return "bf16";
   if (kind == KvKind::FP8) return "fp8";
+  if (kind == KvKind::F32) return "f32";
   std::string s = "q4h";
   if (!rotate) s += "-norot";
   if (group != 32) s += "-g" + std::to_string(group);
@@ -40,13 +42,17 @@ std::string KvFormat::name() const {
   return s;
 }
 
-bool KvFormat::is_canonical() const { return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0); }
+bool KvFormat::is_canonical() const {
+  if (kind == KvKind::F32) return false;
+  return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0);
+}
 
 size_t kv_row_bytes(const KvFormat& f, int head_dim) {
   if (head_dim % f.group != 0) throw std::invalid_argument("head_dim " + std::to_string(head_dim) + " is not a multiple of the group size");
   size_t groups = size_t(head_dim / f.group);
   switch (f.kind) {
     case KvKind::BF16: return size_t(head_dim) * 2;
+    case KvKind::F32: return size_t(head_dim) * 4;
     case KvKind::FP8: return size_t(head_dim) + groups * 2;
     case KvKind::Q4H: return size_t(head_dim) / 2 + groups * 2;
   }
@@ -132,6 +138,7 @@ void kv_pack_row(const KvFormat& f, const float* x, int head_dim, uint8_t* out) 
     case KvKind::BF16:
       for (int d = 0; d < head_dim; d++) put_f16(out + 2 * d, bf16_from_f32(x[d]));
       return;
+    case KvKind::F32: std::memcpy(out, x, size_t(head_dim) * 4); return;
     case KvKind::FP8:
       for (int g = 0; g < groups; g++) {
         float amax = 0.0f;
@@ -170,6 +177,10 @@ void kv_read_row(const KvFormat& f, const uint8_t* row, int head_dim, float* u, 
   switch (f.kind) {
     case KvKind::BF16:
       for (int d = 0; d < head_dim; d++) u[d] = f32_from_bf16(get_f16(row + 2 * d));
+      for (int g = 0; g < groups; g++) s[g] = 1.0f;
+      return;
+    case KvKind::F32:
+      std::memcpy(u, row, size_t(head_dim) * 4);
       for (int g = 0; g < groups; g++) s[g] = 1.0f;
       return;
     case KvKind::FP8:

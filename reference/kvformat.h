@@ -18,7 +18,7 @@
 
 namespace hkv {
 
-enum class KvKind { BF16, FP8, Q4H };
+enum class KvKind { BF16, FP8, Q4H, F32 };  // F32: oracle-only ablation (conformance checks)
 
 // 4-bit code grids, compared in docs/FORMAT.md. Q4_0 measured best and is the q4h format; the others
 // are ablations.
@@ -38,7 +38,8 @@ struct KvFormat {
   static KvFormat bf16() { return {KvKind::BF16, false, 32, Grid::Q4_0}; }
   static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Q4_0}; }
   static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Q4_0}; }
-  // "bf16", "fp8", "q4h"; ablations "q4h-norot", "q4h-g16|g64|g128", "q4h-sym", "q4h-mid" and
+  static KvFormat f32() { return {KvKind::F32, false, 32, Grid::Q4_0}; }
+  // "bf16", "fp8", "q4h"; "f32" (no rounding: for conformance with fp32 implementations); ablations "q4h-norot", "q4h-g16|g64|g128", "q4h-sym", "q4h-mid" and
   // combinations such as "q4h-norot-sym". Throws std::invalid_argument naming the text.
   static KvFormat parse(const std::string& name);
   std::string name() const;
