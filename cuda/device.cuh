@@ -1,0 +1,53 @@
+// Device-side building blocks shared by the kernels: the canonical warp reductions and the 32-point
+// Walsh–Hadamard transform, each the same IEEE operations in the same order as the oracle's loops.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "reference/scalar.h"
+
+namespace hkv::cuda {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// lane_tree32 (reference/weights.cpp): for off = 16, 8, 4, 2, 1: a[l] = a[l] + a[l + off]. The xor
+// butterfly computes a[l] + a[l ^ off] in every lane; IEEE addition is commutative, so every lane ends
+// with exactly the tree's value.
+__device__ __forceinline__ float warp_tree_sum(float v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v = v + __shfl_xor_sync(kFull, v, off);
+  return v;
+}
+
+// sum_squares (reference/weights.cpp): lane l takes 4-float chunks l, l+32, …, an fma chain in index
+// order, then the lane tree. Called by a whole warp; every lane gets the result.
+__device__ __forceinline__ float warp_sum_squares(const float* x, int64_t n, int lane) {
+  float acc = 0.0f;
+  for (int64_t c = lane; c * 4 < n; c += 32)
+    for (int64_t j = c * 4; j < c * 4 + 4 && j < n; j++) acc = hkv::fma_rn(x[j], x[j], acc);
+  return warp_tree_sum(acc);
+}
+
+// wht_inplace for n = 32 (reference/kvformat.cpp), one element per lane: butterflies h = 1, 2, 4, 8, 16
+// over pairs (j, j+h): (a, b) -> (a + b, a − b), then × fp32(1/sqrt(32)) = 0x3e3504f3.
+__device__ __forceinline__ float warp_wht32(float v, int lane) {
+#pragma unroll
+  for (int h = 1; h < 32; h *= 2) {
+    float o = __shfl_xor_sync(kFull, v, h);
+    v = (lane & h) ? (o - v) : (v + o);
+  }
+  return v * __int_as_float(0x3e3504f3);
+}
+
+// The oracle's running maximum `m = e > m ? e : m`, as a combining step.
+__device__ __forceinline__ float max_step(float m, float e) { return e > m ? e : m; }
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) v = max_step(v, __shfl_xor_sync(kFull, v, off));
+  return v;
+}
+
+}  // namespace hkv::cuda

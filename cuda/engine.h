@@ -1,0 +1,153 @@
+// The engine: the whole Qwen3.5 hybrid model on one NVIDIA GPU, byte for byte with the oracle
+// (reference/model.cpp) on its exact path. Weights are uploaded once (bf16/f32/f16 as stored, MLX 4-bit as
+// words + scales + biases) or generated on the device from a SyntheticSpec; each sequence owns its cache in
+// one of the three canonical formats (bf16, fp8, q4h) and its DeltaNet and conv states.
+//
+// forward() has the oracle's semantics: tokens are fed in order, each token's K and V rows are packed into
+// the cache before attention reads them back in the cache's format; a prefill of T tokens is the same
+// per-token computation as T decode steps. forward_batch() runs several sequences in one pass (weights read
+// once for all rows); a sequence's bytes do not depend on the others.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.h"
+#include "reference/config.h"
+#include "reference/kvformat.h"
+#include "reference/model.h"
+#include "reference/synthetic.h"
+
+namespace hkv::cuda {
+
+// One sequence's device state: cache [capacity][kv_heads][row_bytes] per full-attention layer (K and V),
+// conv [conv_dim][K−1] and S [nv][dk][dv] per DeltaNet layer. Owned memory; freed with the object.
+class Sequence {
+ public:
+  ~Sequence();
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+  int64_t pos() const { return pos_; }
+  int64_t capacity() const { return capacity_; }
+  const KvFormat& format() const { return format_; }
+  size_t row_bytes() const { return row_bytes_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  friend class Engine;
+  Sequence() = default;
+  KvFormat format_;
+  int64_t capacity_ = 0, pos_ = 0;
+  size_t row_bytes_ = 0, bytes_ = 0, state_bytes_ = 0;
+  void* mem_ = nullptr;
+  std::vector<uint8_t*> k_, v_;    // per full-attention layer
+  float* states_ = nullptr;        // conv and S of every DeltaNet layer, contiguous
+  std::vector<float*> conv_, S_;   // per DeltaNet layer, into states_
+};
+
+// The DeltaNet and conv states and the position of a sequence, for rolling back drafted tokens.
+class Snapshot {
+ public:
+  ~Snapshot();
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+
+ private:
+  friend class Engine;
+  Snapshot() = default;
+  void* mem_ = nullptr;
+  size_t bytes_ = 0;
+  int64_t pos_ = 0;
+};
+
+class Engine {
+ public:
+  explicit Engine(const Model& m);             // uploads the host weights
+  explicit Engine(const SyntheticSpec& spec);  // generates build_synthetic(spec)'s bytes on the device
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const Config& config() const { return c_; }
+  size_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of weights one decode token reads (every matrix but the embedding, plus one embedding row).
+  size_t weight_bytes_per_token() const { return weight_read_bytes_; }
+
+  // Refused up front (std::runtime_error with the numbers) when it does not fit in free device memory.
+  std::unique_ptr<Sequence> new_sequence(const KvFormat& f, int64_t capacity);
+
+  // As hkv::forward: logits [T or 1][vocab] (none when !opt.want_logits); opt.tap sees "q", "k", "attn",
+  // "deltanet", "hidden" per layer exactly as the oracle's. Throws std::domain_error on a non-finite K/V.
+  std::vector<float> forward(Sequence& s, const std::vector<int32_t>& tokens, const ForwardOptions& opt = {});
+  // Several sequences at once; tokens[i] goes to seqs[i]. Logits per sequence, as forward().
+  std::vector<std::vector<float>> forward_batch(const std::vector<Sequence*>& seqs,
+                                                const std::vector<std::vector<int32_t>>& tokens,
+                                                const ForwardOptions& opt = {});
+
+  // The sequence's state as the oracle holds it, and back (save_state / load_state use these files).
+  SequenceState download(const Sequence& s) const;
+  std::unique_ptr<Sequence> upload(const SequenceState& st);
+  void save(const Sequence& s, const std::string& path) const;
+  std::unique_ptr<Sequence> restore(const std::string& path, int64_t capacity);
+
+  // Drafted decode: snapshot before feeding drafts, roll back to it (then re-feed the accepted tokens).
+  std::unique_ptr<Snapshot> snapshot(const Sequence& s);
+  void rollback(Sequence& s, const Snapshot& snap);
+
+  // Benchmarks: valid random cache rows for positions [0, pos), and the sequence set to pos.
+  void fill_random_cache(Sequence& s, int64_t pos, uint64_t seed);
+  // Capture decode steps (one token per sequence) in CUDA graphs and replay them.
+  void set_graphs(bool on) { graphs_ = on; }
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  struct Layer {
+    LayerKind kind;
+    float *input_norm = nullptr, *post_norm = nullptr;
+    DMat q, k, v, o;
+    float *q_norm = nullptr, *k_norm = nullptr;
+    DMat qkv, z, b, a, out;
+    float *conv = nullptr, *A_log = nullptr, *dt_bias = nullptr, *norm = nullptr;
+    DMat gate, up, down;
+  };
+  struct Round;
+
+  void init_common();
+  void* dalloc(size_t bytes, const char* what);
+  float* upload_vec(const std::vector<float>& v);
+  DMat upload_matrix(const Matrix& m, std::map<const void*, DMat>& seen);
+  void ensure_scratch(int64_t rows, int max_keys);
+  void run_round(const Round& r, const ForwardOptions& opt, std::vector<float>* logits);
+  void launch_layers(const Round& r, const ForwardOptions* tap_opt);
+  void check_fits(size_t need, const std::string& what) const;
+
+  Config c_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> weight_allocs_;
+  size_t weight_bytes_ = 0, weight_read_bytes_ = 0;
+  DMat embed_, lm_head_;
+  float* final_norm_ = nullptr;
+  std::vector<Layer> layers_;
+  int n_full_ = 0, n_lin_ = 0;
+
+  // scratch, sized for scratch_rows_ rows and part_floats_ attention partials
+  int64_t scratch_rows_ = 0;
+  size_t part_floats_ = 0;
+  void* scratch_ = nullptr;
+  float* part_ = nullptr;
+  float *h_ = nullptr, *x_ = nullptr, *y_ = nullptr, *big_ = nullptr, *big2_ = nullptr, *kbuf_ = nullptr,
+        *vbuf_ = nullptr, *qbuf_ = nullptr, *att_ = nullptr, *zbuf_ = nullptr, *bbuf_ = nullptr, *abuf_ = nullptr,
+        *conv_out_ = nullptr, *core_ = nullptr, *xsum_ = nullptr, *logits_ = nullptr, *rope_ = nullptr;
+  void* meta_ = nullptr;  // per-round device metadata (Round::host_meta)
+  size_t meta_bytes_ = 0;
+  int* err_ = nullptr;
+  bool graphs_ = false;
+  std::map<std::string, cudaGraphExec_t> graph_cache_;
+};
+
+}  // namespace hkv::cuda

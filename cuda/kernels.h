@@ -1,0 +1,113 @@
+// Launchers of the engine's kernels, callable from plain C++ (the engine and the GPU tests). Pointers are
+// device pointers; every launch is checked. Each kernel file says what it computes and in which order.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "reference/kvformat.h"
+#include "reference/weights.h"
+
+namespace hkv::cuda {
+
+// A weight matrix on the device, laid out as hkv::Matrix.
+struct DMat {
+  WType type = WType::F32;
+  int64_t rows = 0, cols = 0;
+  int group = 0;                     // MLX4
+  const void* data = nullptr;        // values, or MLX4 words [rows][cols/8]
+  const uint16_t* scales = nullptr;  // MLX4 [rows][cols/group] bf16
+  const uint16_t* biases = nullptr;  // MLX4
+  size_t nbytes() const;
+};
+
+// ---- matvec.cu ----------------------------------------------------------------------------------
+// Y[n][r] = dot_row(W, r, X[n]) for n < N; X [N][ldx], Y [N][ldy]. xsum: scratch of N·ceil(cols/32)
+// floats (MLX4 chunk sums). Each (n, r) is computed alone: batch-invariant.
+void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, float* xsum,
+            cudaStream_t st);
+
+// ---- norms.cu -----------------------------------------------------------------------------------
+// out[r] = rmsnorm_1pw(x[r], w) (w may be null), or rmsnorm_plain(x[r], w) when plain.
+void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64_t n, float eps, int64_t rows,
+                  float* out, int64_t ldo, cudaStream_t st);
+// For each row r < N and head h < nheads: v = x[r·ld + h·dim …] ← l2norm(v), then × scale for h < nscaled.
+void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st);
+// Full-attention preparation for N rows: q heads (from qg [N][H·2D], per head D query rows then D gate
+// rows) normed with q_norm and roped into q [N][H·D]; k heads normed with k_norm and roped in place in
+// k [N][KV·D]. rope: [N][rd] (cos[rd/2] then sin[rd/2]) from hkv::rope_row.
+void attn_prep(const float* qg, float* q, float* k, const float* q_norm, const float* k_norm, const float* rope,
+               int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st);
+// h[r][:] = embedding row tokens[r] (for MLX4: fma(scale, q, bias) per element).
+void embed_rows(const DMat& E, const int32_t* tokens, int64_t N, float* h, cudaStream_t st);
+// a[i] = silu_c(a[i]) · b[i];  a[i] = a[i] + b[i]
+void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st);
+void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st);
+
+// ---- kvcache.cu ---------------------------------------------------------------------------------
+// kv_pack_row of K and V rows: for row r < N and kv head h: K row k[r·ldk + h·D …] goes to
+// kdst[r] + (pos[r]·KV + h)·row_bytes, V likewise. Non-finite input sets bit 1 of *err, a scale that
+// overflows fp16 bit 2 (the oracle throws std::domain_error); such rows are left unwritten.
+void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
+             uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st);
+// Valid random rows for positions [0, npos) of a [capacity][KV] cache (benchmarks: a cache at depth d
+// without a prefill). Not an exact path.
+void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
+
+// ---- attention.cu -------------------------------------------------------------------------------
+struct AttnArgs {
+  KvKind kind = KvKind::BF16;
+  int D = 0, H = 0, KV = 0;
+  size_t row_bytes = 0;
+  const float* q = nullptr;  // [N][ldq], head h at h·D (normed and roped, not rotated)
+  int64_t ldq = 0;
+  const float* gate = nullptr;  // [N][ldg], head h at h·gate_stride (null: no gate)
+  int64_t ldg = 0, gate_stride = 0;
+  const int* n_keys = nullptr;            // [N] keys each row attends to (its position + 1)
+  const uint8_t* const* k_rows = nullptr;  // [N] K cache base of the row's sequence, [capacity][KV][row_bytes]
+  const uint8_t* const* v_rows = nullptr;
+  float* out = nullptr;  // [N][ldo], head h at h·D
+  int64_t ldo = 0;
+  int64_t N = 0;
+  int max_keys = 0;   // the largest n_keys (sets the chunk grid)
+  float* part = nullptr;  // scratch: attn_part_floats(N, H, D, max_keys)
+};
+size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
+void attention(const AttnArgs& a, cudaStream_t st);
+
+// ---- deltanet.cu --------------------------------------------------------------------------------
+struct DeltaArgs {
+  int nk = 0, nv = 0, dk = 0, dv = 0, K = 4;
+  int64_t C = 0;  // conv channels = 2·nk·dk + nv·dv
+  float eps = 1e-6f, q_scale = 1.0f;
+  int B = 0;                   // sequences
+  const int* seq_first = nullptr;  // [B] first row, [B] row count (rows of a sequence in order)
+  const int* seq_rows = nullptr;
+  float* const* conv_state = nullptr;  // [B] -> [C][K-1]
+  float* const* S = nullptr;           // [B] -> [nv][dk][dv]
+  const float* conv_w = nullptr;       // [C][K]
+  const float* A_log = nullptr;        // [nv]
+  const float* dt_bias = nullptr;      // [nv]
+  const float* norm_w = nullptr;       // [dv]
+  const float* qkv = nullptr;          // [N][C] projections (input of the conv)
+  float* conv_out = nullptr;           // [N][C]
+  const float* z = nullptr;            // [N][nv·dv]
+  const float* b = nullptr;            // [N][nv]
+  const float* a = nullptr;            // [N][nv]
+  float* core = nullptr;               // [N][nv·dv] gated, normed output
+  int64_t N = 0;
+};
+// The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows.
+void deltanet(const DeltaArgs& a, cudaStream_t st);
+// One deltanet_step per value head (tests): S [nv][dk][dv], q,k [nv][dk], v [nv][dv], beta, g [nv] -> o.
+void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta,
+                         const float* g, int nv, int dk, int dv, float* o, cudaStream_t st);
+
+// ---- synthetic.cu -------------------------------------------------------------------------------
+// The bytes of reference/synthetic.cpp's generators, on the device.
+void synth_bf16_fill(uint16_t* out, int64_t n, uint64_t seed, uint64_t tensor, int e, cudaStream_t st);
+void synth_mlx4_fill(uint32_t* words, uint16_t* scales, uint16_t* biases, int64_t nwords, int64_t ngroups,
+                     uint64_t seed, uint64_t tensor, int e, cudaStream_t st);
+
+}  // namespace hkv::cuda

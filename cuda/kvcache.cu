@@ -1,0 +1,124 @@
+// Packing K and V rows into the cache: the bytes of kv_pack_row (reference/kvformat.cpp, docs/FORMAT.md).
+//   bf16: bf16_from_f32 per element.
+//   fp8:  per group of 32: amax (running `a > amax`, from +0), scale = f16(amax/448) as stored, code =
+//         e4m3_from_f32(x/s) (0 when s == 0); codes, then the fp16 scales.
+//   q4h:  per group of 32: the Walsh–Hadamard butterfly (warp_wht32), the first element of largest
+//         magnitude (strict > in index order) as the extreme, s = f16(extreme/−8) as stored, code =
+//         clamp(round_even_small(clamp(x/s, ±9)) + 8, 0, 15) (8 when s == 0); element 2i in the low
+//         nibble of byte i, then the fp16 scales.
+// Non-finite input sets bit 1 of the error word, a scale overflowing fp16 bit 2; the row is not written.
+// Launch: one warp per (token, kv head, K or V); lane j holds element j of each group.
+#include "cuda/check.h"
+#include "cuda/device.cuh"
+#include "cuda/kernels.h"
+
+namespace hkv::cuda {
+namespace {
+
+__device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v & 0xff);
+  p[1] = uint8_t(v >> 8);
+}
+
+__global__ void kv_pack_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
+                               uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
+                               size_t row_bytes, int* err) {
+  const int lane = threadIdx.x, h = blockIdx.y, which = blockIdx.z;
+  const int64_t row = blockIdx.x;
+  const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
+  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + (size_t(pos[row]) * size_t(KV) + size_t(h)) * row_bytes;
+  bool bad = false;
+  for (int d = lane; d < D; d += 32) bad |= !hkv::is_finite(x[d]);
+  if (__any_sync(kFull, bad)) {
+    if (lane == 0) atomicOr(err, 1);
+    return;
+  }
+  const int groups = D / 32;
+  if (kind == KvKind::BF16) {
+    for (int d = lane; d < D; d += 32) put_u16(out + 2 * d, hkv::bf16_from_f32(x[d]));
+    return;
+  }
+  bool overflow = false;
+  for (int g = 0; g < groups; g++) {
+    float val = x[g * 32 + lane];
+    if (kind == KvKind::Q4H) val = warp_wht32(val, lane);
+    const float a = val < 0.0f ? -val : val;
+    const float amax = warp_max(a > 0.0f ? a : 0.0f);  // +0 start, as the oracle's running maximum
+    float wanted;
+    if (kind == KvKind::FP8) {
+      wanted = amax / 448.0f;
+    } else {
+      float extreme = 0.0f;
+      if (amax > 0.0f) {
+        unsigned hits = __ballot_sync(kFull, a == amax);
+        extreme = __shfl_sync(kFull, val, __ffs(int(hits)) - 1);
+      }
+      wanted = extreme / -8.0f;
+    }
+    const uint16_t bits = hkv::f16_from_f32(wanted);
+    if ((bits & 0x7c00u) == 0x7c00u) {
+      overflow = true;
+      break;
+    }
+    const float s = hkv::f32_from_f16(bits);
+    if (kind == KvKind::FP8) {
+      out[g * 32 + lane] = s == 0.0f ? uint8_t(0) : hkv::e4m3_from_f32(val / s);
+      if (lane == 0) put_u16(out + D + 2 * g, bits);
+    } else {
+      int c = 8;
+      if (s != 0.0f) {
+        float t = val / s;
+        t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
+        c = int(hkv::round_even_small(t)) + 8;
+        c = c < 0 ? 0 : (c > 15 ? 15 : c);
+      }
+      const int hi = __shfl_down_sync(kFull, c, 1);
+      if ((lane & 1) == 0) out[(g * 32 + lane) / 2] = uint8_t(c | (hi << 4));
+      if (lane == 0) put_u16(out + D / 2 + 2 * g, bits);
+    }
+  }
+  if (overflow && lane == 0) atomicOr(err, 2);
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Random but valid rows: bf16 values of magnitude < 2, fp8 codes below 0x70 with scale 2^-7, q4h codes of
+// any value with scale 2^-4.
+__global__ void kv_fill_kernel(KvKind kind, uint8_t* cache, int64_t nbytes, size_t row_bytes, int D, uint64_t seed) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < nbytes; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t off = i % int64_t(row_bytes);
+    const uint8_t r = uint8_t(mix64(seed * 0x9e3779b97f4a7c15ull + uint64_t(i)));
+    uint8_t b = r;
+    if (kind == KvKind::BF16) b = (off & 1) ? uint8_t(0x3f | (r & 0x80)) - (r & 1) : r;  // exponent ~2^0
+    else if (kind == KvKind::FP8) b = off < D ? uint8_t(r & 0xef) : ((off - D) & 1 ? 0x20 : 0x00);  // |code| <= 0x6f, f16 2^-7
+    else b = off < D / 2 ? r : ((off - D / 2) & 1 ? 0x2c : 0x00);  // f16 0x2c00 = 2^-4
+    cache[i] = b;
+  }
+}
+
+}  // namespace
+
+void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
+             uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st) {
+  if (N <= 0) return;
+  if (D % 32 != 0) throw std::runtime_error("kv_pack: head_dim must be a multiple of 32");
+  KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
+  kv_pack_kernel<<<dim3(unsigned(N), unsigned(KV), 2), 32, 0, st>>>(kind, k, ldk, v, ldv, kdst, vdst, pos, KV, D,
+                                                                    kv_row_bytes(f, D), err);
+  HKV_CHECK_LAUNCH();
+}
+
+void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {
+  KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
+  const size_t rb = kv_row_bytes(f, D);
+  const int64_t nbytes = npos * KV * int64_t(rb);
+  if (nbytes <= 0) return;
+  kv_fill_kernel<<<4096, 256, 0, st>>>(kind, cache, nbytes, rb, D, seed);
+  HKV_CHECK_LAUNCH();
+}
+
+}  // namespace hkv::cuda

@@ -1,0 +1,148 @@
+// Norms, RoPE, the embedding look-up and the element-wise steps, mirroring reference/model.cpp:
+//   rmsnorm_1pw / rmsnorm_plain: r = rsqrt_c(sum_squares(x) / float(n) + eps) (sum_squares: 32 lanes of
+//     4-float chunks, fma chains, lane tree; warp 0 of the block), then out = (x·r)·(1 + w) or (x·r)·w;
+//   l2norm_inplace: r = rsqrt_c(sum_squares(x) + 1e-6), x·r (then × dk^-1/2 for DeltaNet queries);
+//   rope_apply (rotate_half): x[i] = fma(a, cos, −(b·sin)), x[i+h] = fma(b, cos, a·sin), host tables;
+//   embedding rows (Matrix::row: MLX4 as fma(scale, q, bias)); silu_c(g)·u; h + y.
+// Launch: norms one block per row (256 threads; the reduction in one warp), attn_prep one warp per
+// (token, head), element-wise one thread per element.
+#include "cuda/check.h"
+#include "cuda/device.cuh"
+#include "cuda/kernels.h"
+
+namespace hkv::cuda {
+namespace {
+
+__global__ void rmsnorm_kernel(const float* X, int64_t ldx, const float* w, bool plain, int64_t n, float eps,
+                               float* Out, int64_t ldo) {
+  __shared__ float r_s;
+  const float* x = X + int64_t(blockIdx.x) * ldx;
+  float* out = Out + int64_t(blockIdx.x) * ldo;
+  if (threadIdx.x < 32) {
+    float ss = warp_sum_squares(x, n, int(threadIdx.x));
+    if (threadIdx.x == 0) r_s = hkv::rsqrt_c(ss / float(n) + eps);
+  }
+  __syncthreads();
+  const float r = r_s;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = x[i] * r;
+    out[i] = plain ? v * w[i] : v * (w ? 1.0f + w[i] : 1.0f);
+  }
+}
+
+__global__ void l2norm_heads_kernel(float* X, int64_t ld, int dim, int nscaled, float scale) {
+  const int lane = threadIdx.x, h = blockIdx.y;
+  float* x = X + int64_t(blockIdx.x) * ld + int64_t(h) * dim;
+  const float r = hkv::rsqrt_c(warp_sum_squares(x, dim, lane) + 1e-6f);
+  for (int i = lane; i < dim; i += 32) {
+    float v = x[i] * r;
+    if (h < nscaled) v = v * scale;
+    x[i] = v;
+  }
+}
+
+__global__ void attn_prep_kernel(const float* qg, float* q, float* k, const float* q_norm, const float* k_norm,
+                                 const float* rope, int H, int KV, int D, int rd, float eps) {
+  __shared__ float buf[1024];
+  const int lane = threadIdx.x, hh = blockIdx.y;
+  const int64_t row = blockIdx.x;
+  const float* src;
+  float* dst;
+  const float* w;
+  if (hh < H) {
+    src = qg + row * int64_t(H) * 2 * D + int64_t(hh) * 2 * D;
+    dst = q + row * int64_t(H) * D + int64_t(hh) * D;
+    w = q_norm;
+  } else {
+    src = k + row * int64_t(KV) * D + int64_t(hh - H) * D;
+    dst = const_cast<float*>(src);
+    w = k_norm;
+  }
+  const float r = hkv::rsqrt_c(warp_sum_squares(src, D, lane) / float(D) + eps);
+  for (int i = lane; i < D; i += 32) buf[i] = (src[i] * r) * (1.0f + w[i]);
+  __syncwarp();
+  const int half = rd / 2;
+  const float* cs = rope + row * rd;
+  const float* sn = cs + half;
+  for (int i = lane; i < half; i += 32) {
+    float a = buf[i], b = buf[i + half];
+    buf[i] = hkv::fma_rn(a, cs[i], -(b * sn[i]));
+    buf[i + half] = hkv::fma_rn(b, cs[i], a * sn[i]);
+  }
+  __syncwarp();
+  for (int i = lane; i < D; i += 32) dst[i] = buf[i];
+}
+
+__global__ void embed_kernel(DMat E, const int32_t* tokens, float* h) {
+  const int64_t row = blockIdx.x, t = tokens[row], n = E.cols;
+  float* out = h + row * n;
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
+    float v = 0.0f;
+    switch (E.type) {
+      case WType::F32: v = static_cast<const float*>(E.data)[t * n + c]; break;
+      case WType::BF16: v = hkv::f32_from_bf16(static_cast<const uint16_t*>(E.data)[t * n + c]); break;
+      case WType::F16: v = hkv::f32_from_f16(static_cast<const uint16_t*>(E.data)[t * n + c]); break;
+      case WType::MLX4: {
+        uint32_t word = static_cast<const uint32_t*>(E.data)[t * (n / 8) + c / 8];
+        uint32_t nib = (word >> (4 * (c % 8))) & 0xfu;
+        int64_t g = t * (n / E.group) + c / E.group;
+        v = hkv::fma_rn(hkv::f32_from_bf16(E.scales[g]), float(nib), hkv::f32_from_bf16(E.biases[g]));
+        break;
+      }
+    }
+    out[c] = v;
+  }
+}
+
+__global__ void silu_mul_kernel(float* a, const float* b, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) a[i] = hkv::silu_c(a[i]) * b[i];
+}
+
+__global__ void add_kernel(float* a, const float* b, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) a[i] = a[i] + b[i];
+}
+
+}  // namespace
+
+void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64_t n, float eps, int64_t rows,
+                  float* out, int64_t ldo, cudaStream_t st) {
+  if (rows <= 0) return;
+  rmsnorm_kernel<<<unsigned(rows), 256, 0, st>>>(x, ldx, w, plain, n, eps, out, ldo);
+  HKV_CHECK_LAUNCH();
+}
+
+void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st) {
+  if (N <= 0) return;
+  l2norm_heads_kernel<<<dim3(unsigned(N), unsigned(nheads)), 32, 0, st>>>(x, ld, dim, nscaled, scale);
+  HKV_CHECK_LAUNCH();
+}
+
+void attn_prep(const float* qg, float* q, float* k, const float* q_norm, const float* k_norm, const float* rope,
+               int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st) {
+  if (N <= 0) return;
+  if (D > 1024) throw std::runtime_error("attn_prep: head_dim above 1024");
+  attn_prep_kernel<<<dim3(unsigned(N), unsigned(H + KV)), 32, 0, st>>>(qg, q, k, q_norm, k_norm, rope, H, KV, D, rd, eps);
+  HKV_CHECK_LAUNCH();
+}
+
+void embed_rows(const DMat& E, const int32_t* tokens, int64_t N, float* h, cudaStream_t st) {
+  if (N <= 0) return;
+  embed_kernel<<<unsigned(N), 256, 0, st>>>(E, tokens, h);
+  HKV_CHECK_LAUNCH();
+}
+
+void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st) {
+  if (n <= 0) return;
+  silu_mul_kernel<<<unsigned((n + 255) / 256), 256, 0, st>>>(a, b, n);
+  HKV_CHECK_LAUNCH();
+}
+
+void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st) {
+  if (n <= 0) return;
+  add_kernel<<<unsigned((n + 255) / 256), 256, 0, st>>>(a, b, n);
+  HKV_CHECK_LAUNCH();
+}
+
+}  // namespace hkv::cuda

@@ -1,0 +1,289 @@
+// The engine's kernels against the oracle's functions, op by op, byte for byte, on seeded random inputs
+// including odd shapes: matvec (f32, bf16, f16, MLX4 with groups 32/64/128; 1..11 input rows), RMSNorm,
+// l2norm, cache row packing (bf16, fp8, q4h), attention over the cache (chunks of 512 crossed), and the
+// DeltaNet step. One line per case, as llama.cpp's test-backend-ops.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "cuda/kernels.h"
+#include "reference/kvformat.h"
+#include "reference/model.h"
+#include "reference/scalar.h"
+#include "reference/weights.h"
+#include "tests/gpu_util.h"
+
+using namespace hkv;
+using namespace hkv::gputest;
+
+namespace {
+
+struct HostMatrix {
+  Matrix m;
+  std::vector<float> f32;
+  std::vector<uint16_t> h16, sb;
+  std::vector<uint32_t> q;
+};
+
+std::unique_ptr<HostMatrix> random_matrix(WType t, int64_t rows, int64_t cols, int group, uint64_t seed) {
+  auto hm = std::make_unique<HostMatrix>();
+  hm->m.type = t;
+  hm->m.rows = rows;
+  hm->m.cols = cols;
+  std::vector<float> g = gaussian(size_t(rows * cols), seed, 0.5f);
+  if (t == WType::F32) {
+    hm->f32 = g;
+    hm->m.data = hm->f32.data();
+  } else if (t == WType::BF16 || t == WType::F16) {
+    for (float v : g) hm->h16.push_back(t == WType::BF16 ? bf16_from_f32(v) : f16_from_f32(v));
+    hm->m.data = hm->h16.data();
+  } else {
+    std::mt19937_64 r(seed);
+    hm->q.resize(size_t(rows * cols / 8));
+    for (auto& w : hm->q) w = uint32_t(r());
+    const size_t ng = size_t(rows * (cols / group));
+    hm->sb.resize(2 * ng);
+    std::vector<float> s = gaussian(2 * ng, seed + 1, 0.05f);
+    for (size_t i = 0; i < ng; i++) {
+      hm->sb[i] = bf16_from_f32(std::fabs(s[i]) + 0.01f);
+      hm->sb[ng + i] = bf16_from_f32(-8.0f * std::fabs(s[ng + i]));
+    }
+    hm->m.data = hm->q.data();
+    hm->m.scales = hm->sb.data();
+    hm->m.biases = hm->sb.data() + ng;
+    hm->m.group = group;
+  }
+  return hm;
+}
+
+cuda::DMat to_device(const Matrix& m, std::vector<std::unique_ptr<DBuf<uint8_t>>>& keep) {
+  cuda::DMat d;
+  d.type = m.type, d.rows = m.rows, d.cols = m.cols, d.group = m.group;
+  auto up = [&](const void* p, size_t n) {
+    keep.push_back(std::make_unique<DBuf<uint8_t>>(n));
+    HKV_CUDA_CHECK(cudaMemcpy(keep.back()->p, p, n, cudaMemcpyHostToDevice));
+    return keep.back()->p;
+  };
+  if (m.type == WType::MLX4) {
+    const size_t ng = size_t(m.rows * (m.cols / m.group));
+    d.data = up(m.data, size_t(m.rows * m.cols / 2));
+    d.scales = reinterpret_cast<const uint16_t*>(up(m.scales, ng * 2));
+    d.biases = reinterpret_cast<const uint16_t*>(up(m.biases, ng * 2));
+  } else {
+    d.data = up(m.data, m.nbytes());
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("matvec: every weight type, odd shapes, 1..11 input rows, byte for byte") {
+  struct Case {
+    WType t;
+    int64_t rows, cols;
+    int group;
+  };
+  std::vector<Case> cases;
+  for (WType t : {WType::F32, WType::BF16, WType::F16})
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {7, 40}, {33, 256}, {300, 1000}, {5, 1}, {17, 13}, {9, 5120}})
+      cases.push_back({t, r, c, 0});
+  for (int g : {32, 64, 128})
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 128}, {13, 256}, {257, 1024}, {40, 5120}})
+      cases.push_back({WType::MLX4, r, c, g});
+  int passed = 0;
+  for (size_t ci = 0; ci < cases.size(); ci++) {
+    const Case& k = cases[ci];
+    auto hm = random_matrix(k.t, k.rows, k.cols, k.group, 100 + ci);
+    std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
+    cuda::DMat W = to_device(hm->m, keep);
+    for (int64_t N : {1, 3, 8, 11}) {
+      std::vector<float> X = gaussian(size_t(N * k.cols), 7 + ci * 31 + size_t(N), 1.0f);
+      std::vector<float> ref(size_t(N * k.rows));
+      matmul(hm->m, X.data(), N, ref.data());
+      DBuf<float> dx(X), dy(size_t(N * k.rows)), xs(size_t(N * (k.cols / 32 + 1)));
+      dy.poison();
+      cuda::matvec(W, dx.p, k.cols, N, dy.p, k.rows, xs.p, nullptr);
+      std::string d = first_diff(dy.get(), ref);
+      std::printf("matvec(type=%s,rows=%lld,cols=%lld,group=%d,N=%lld): %s\n", wtype_name(k.t), (long long)k.rows,
+                  (long long)k.cols, k.group, (long long)N, d.empty() ? "OK" : ("FAIL " + d).c_str());
+      CHECK_MESSAGE(d.empty(), d);
+      passed += d.empty();
+    }
+  }
+  std::printf("matvec: %d/%zu cases passed\n", passed, cases.size() * 4);
+}
+
+TEST_CASE("rmsnorm and l2norm: byte for byte") {
+  for (int64_t n : {5120, 256, 100, 77, 3}) {
+    const int64_t rows = 3;
+    std::vector<float> x = gaussian(size_t(rows * n), 11 + size_t(n), 2.0f), w = gaussian(size_t(n), 12, 0.3f);
+    DBuf<float> dx(x), dw(w), dout(size_t(rows * n));
+    for (int mode = 0; mode < 3; mode++) {  // 1+w, plain w, no weight
+      std::vector<float> ref(size_t(rows * n));
+      for (int64_t r = 0; r < rows; r++) {
+        if (mode == 1) rmsnorm_plain(x.data() + r * n, w.data(), n, 1e-6f, ref.data() + r * n);
+        else rmsnorm_1pw(x.data() + r * n, mode == 0 ? w.data() : nullptr, n, 1e-6f, ref.data() + r * n);
+      }
+      dout.poison();
+      cuda::rmsnorm_rows(dx.p, n, mode == 2 ? nullptr : dw.p, mode == 1, n, 1e-6f, rows, dout.p, n, nullptr);
+      std::string d = first_diff(dout.get(), ref);
+      std::printf("rmsnorm(n=%lld,mode=%d): %s\n", (long long)n, mode, d.empty() ? "OK" : d.c_str());
+      CHECK_MESSAGE(d.empty(), d);
+    }
+  }
+  for (int dim : {32, 64, 128}) {
+    const int heads = 6, nscaled = 3;
+    const float scale = float(1.0 / std::sqrt(double(dim)));
+    std::vector<float> x = gaussian(size_t(2 * heads * dim), 5 + size_t(dim), 1.5f), ref = x;
+    for (int r = 0; r < 2; r++)
+      for (int h = 0; h < heads; h++) {
+        float* v = ref.data() + (r * heads + h) * dim;
+        l2norm_inplace(v, dim);
+        if (h < nscaled)
+          for (int i = 0; i < dim; i++) v[i] = v[i] * scale;
+      }
+    DBuf<float> dx(x);
+    cuda::l2norm_heads(dx.p, int64_t(heads) * dim, 2, heads, dim, nscaled, scale, nullptr);
+    std::string d = first_diff(dx.get(), ref);
+    std::printf("l2norm(dim=%d): %s\n", dim, d.empty() ? "OK" : d.c_str());
+    CHECK_MESSAGE(d.empty(), d);
+  }
+}
+
+namespace {
+// Rows that exercise the packers: gaussian, outliers, zeros, ± ties of the extreme, tiny, mixed scales.
+std::vector<float> test_row(int kind, int D, uint64_t seed) {
+  std::vector<float> x = gaussian(size_t(D), seed, 1.0f);
+  switch (kind) {
+    case 1: for (int i = 0; i < D; i += 37) x[size_t(i)] *= 40.0f; break;
+    case 2: for (auto& v : x) v = 0.0f; x[3] = -0.0f; break;
+    case 3: for (int i = 0; i < D; i++) x[size_t(i)] = (i % 5 == 0) ? 3.0f : ((i % 5 == 1) ? -3.0f : 0.5f); break;
+    case 4: for (auto& v : x) v *= 1e-7f; break;
+    case 5: for (int i = 0; i < D; i++) x[size_t(i)] *= float(1 << (i % 8)); break;
+    default: break;
+  }
+  return x;
+}
+}  // namespace
+
+TEST_CASE("cache row packing: bf16, fp8, q4h bytes equal kv_pack_row") {
+  for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
+    for (int D : {32, 64, 128, 256}) {
+      const size_t rb = kv_row_bytes(f, D);
+      const int KV = 2, N = 6;  // rows are the six test kinds; K and V from different seeds
+      std::vector<float> k, v;
+      for (int r = 0; r < N; r++)
+        for (int h = 0; h < KV; h++) {
+          auto a = test_row(r, D, 1000 + uint64_t(r * 7 + h)), b = test_row((r + 3) % 6, D, 2000 + uint64_t(r * 7 + h));
+          k.insert(k.end(), a.begin(), a.end());
+          v.insert(v.end(), b.begin(), b.end());
+        }
+      std::vector<uint8_t> kref(size_t(N * KV) * rb), vref(size_t(N * KV) * rb);
+      for (int r = 0; r < N; r++)
+        for (int h = 0; h < KV; h++) {
+          kv_pack_row(f, k.data() + (r * KV + h) * D, D, kref.data() + size_t(r * KV + h) * rb);
+          kv_pack_row(f, v.data() + (r * KV + h) * D, D, vref.data() + size_t(r * KV + h) * rb);
+        }
+      DBuf<float> dk(k), dv(v);
+      DBuf<uint8_t> kc(kref.size()), vc(vref.size());
+      kc.poison();
+      vc.poison();
+      std::vector<uint8_t*> kp(size_t(N), kc.p), vp(size_t(N), vc.p);
+      std::vector<int> pos(static_cast<size_t>(N));
+      for (int r = 0; r < N; r++) pos[size_t(r)] = r;
+      DBuf<uint8_t*> dkp(kp), dvp(vp);
+      DBuf<int> dpos(pos), err(std::vector<int>{0});
+      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p, nullptr);
+      std::vector<uint8_t> kg = kc.get(), vg = vc.get();
+      std::string d = first_diff_bytes(kg.data(), kref.data(), kref.size());
+      if (d.empty()) d = first_diff_bytes(vg.data(), vref.data(), vref.size());
+      std::printf("kv_pack(format=%s,D=%d): %s\n", f.name().c_str(), D, d.empty() ? "OK" : d.c_str());
+      CHECK_MESSAGE(d.empty(), d);
+      CHECK(err.get()[0] == 0);
+      // a non-finite element sets the error flag (the oracle throws std::domain_error)
+      k[5] = std::nanf("");
+      CHECK_THROWS_AS(kv_pack_row(f, k.data(), D, kref.data()), std::domain_error);
+      dk.put(k);
+      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p, nullptr);
+      CHECK((err.get()[0] & 1) == 1);
+    }
+}
+
+TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte with attend()") {
+  struct Case {
+    int D, H, KV;
+    std::vector<int> n;  // keys per query row
+  };
+  std::vector<Case> cases = {{256, 2, 1, {1, 7, 512, 513, 1100}},
+                             {128, 4, 1, {300, 1024, 1025}},
+                             {256, 24, 4, {2, 600}},
+                             {64, 16, 1, {520}},
+                             {32, 2, 2, {33}}};
+  for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
+    for (const Case& k : cases) {
+      const size_t rb = kv_row_bytes(f, k.D);
+      int cap = 0;
+      for (int n : k.n) cap = std::max(cap, n);
+      const size_t stride = size_t(k.KV) * rb;
+      std::vector<uint8_t> kc(size_t(cap) * stride), vc(size_t(cap) * stride);
+      for (int p = 0; p < cap; p++)
+        for (int h = 0; h < k.KV; h++) {
+          auto a = test_row((p + h) % 6 == 2 ? 0 : (p + h) % 6, k.D, 50000 + uint64_t(p * 8 + h));
+          auto b = test_row((p * 3 + h) % 6, k.D, 90000 + uint64_t(p * 8 + h));
+          kv_pack_row(f, a.data(), k.D, kc.data() + size_t(p) * stride + size_t(h) * rb);
+          kv_pack_row(f, b.data(), k.D, vc.data() + size_t(p) * stride + size_t(h) * rb);
+        }
+      const int64_t N = int64_t(k.n.size());
+      std::vector<float> q = gaussian(size_t(N * k.H * k.D), 77 + size_t(k.D), 3.0f), ref(q.size());
+      for (int64_t r = 0; r < N; r++)
+        for (int h = 0; h < k.H; h++) {
+          const int kvh = h / (k.H / k.KV);
+          attend(f, q.data() + (r * k.H + h) * k.D, k.D, kc.data() + size_t(kvh) * rb, vc.data() + size_t(kvh) * rb,
+                 stride, k.n[size_t(r)], ref.data() + (r * k.H + h) * k.D);
+        }
+      DBuf<uint8_t> dkc(kc), dvc(vc);
+      DBuf<float> dq(q), out(q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
+      out.poison();
+      DBuf<int> dn(k.n);
+      std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
+      DBuf<const uint8_t*> dkp(kp), dvp(vp);
+      cuda::AttnArgs a;
+      a.kind = f.kind, a.D = k.D, a.H = k.H, a.KV = k.KV, a.row_bytes = rb;
+      a.q = dq.p, a.ldq = int64_t(k.H) * k.D;
+      a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
+      a.out = out.p, a.ldo = int64_t(k.H) * k.D;
+      a.N = N, a.max_keys = cap, a.part = part.p;
+      cuda::attention(a, nullptr);
+      std::string d = first_diff(out.get(), ref);
+      std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d): %s\n", f.name().c_str(), k.D, k.H, k.KV, cap,
+                  d.empty() ? "OK" : d.c_str());
+      CHECK_MESSAGE(d.empty(), d);
+    }
+}
+
+TEST_CASE("DeltaNet step: byte for byte with deltanet_step over several tokens") {
+  for (auto [dk, dv] : std::vector<std::pair<int, int>>{{32, 32}, {64, 64}, {128, 128}, {32, 64}, {128, 32}}) {
+    const int nv = 3, steps = 5;
+    std::vector<float> S(size_t(nv * dk * dv), 0.0f);
+    DBuf<float> dS(S);
+    bool ok = true;
+    std::string d;
+    for (int t = 0; t < steps && ok; t++) {
+      std::vector<float> q = gaussian(size_t(nv * dk), 300 + size_t(t), 0.2f), k = gaussian(size_t(nv * dk), 400 + size_t(t), 0.2f),
+                         v = gaussian(size_t(nv * dv), 500 + size_t(t)), beta = {0.3f, 0.9f, 0.01f}, g = {-0.1f, -2.0f, -0.0001f};
+      std::vector<float> o(size_t(nv * dv));
+      for (int h = 0; h < nv; h++)
+        deltanet_step(S.data() + size_t(h * dk * dv), q.data() + h * dk, k.data() + h * dk, v.data() + h * dv, beta[size_t(h)],
+                      g[size_t(h)], dk, dv, o.data() + h * dv);
+      DBuf<float> dq(q), dkk(k), dvv(v), db(beta), dg(g), dout(o.size());
+      cuda::deltanet_step_heads(dS.p, dq.p, dkk.p, dvv.p, db.p, dg.p, nv, dk, dv, dout.p, nullptr);
+      d = first_diff(dout.get(), o);
+      if (d.empty()) d = first_diff(dS.get(), S);
+      ok = d.empty();
+    }
+    std::printf("deltanet_step(dk=%d,dv=%d): %s\n", dk, dv, ok ? "OK" : d.c_str());
+    CHECK_MESSAGE(ok, d);
+  }
+}

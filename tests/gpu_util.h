@@ -1,0 +1,80 @@
+// Helpers of the GPU tests: device buffers, seeded random inputs, and byte comparison that names the
+// first differing element with both values.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cuda/check.h"
+
+namespace hkv::gputest {
+
+template <typename T>
+struct DBuf {
+  T* p = nullptr;
+  size_t n = 0;
+  explicit DBuf(size_t count) : n(count) { HKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
+  explicit DBuf(const std::vector<T>& v) : DBuf(v.size()) { put(v); }
+  ~DBuf() { cudaFree(p); }
+  DBuf(const DBuf&) = delete;
+  void put(const std::vector<T>& v) { HKV_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    HKV_CUDA_CHECK(cudaDeviceSynchronize());
+    HKV_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  // Fill with a byte pattern so that unwritten outputs show.
+  void poison() { HKV_CUDA_CHECK(cudaMemset(p, 0xa5, std::max<size_t>(n, 1) * sizeof(T))); }
+};
+
+inline std::vector<float> gaussian(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+inline std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::vector<int32_t> v(n);
+  for (auto& t : v) t = int32_t(g() % uint64_t(vocab));
+  return v;
+}
+
+// "" when the arrays are byte-identical, else the first differing index and both values.
+inline std::string first_diff(const float* a, const float* b, size_t n) {
+  if (std::memcmp(a, b, n * 4) == 0) return "";
+  for (size_t i = 0; i < n; i++) {
+    uint32_t x, y;
+    std::memcpy(&x, a + i, 4);
+    std::memcpy(&y, b + i, 4);
+    if (x != y) {
+      std::ostringstream s;
+      s.precision(9);
+      s << "index " << i << ": engine " << a[i] << " (0x" << std::hex << x << ") oracle " << std::dec << b[i]
+        << " (0x" << std::hex << y << ")";
+      return s.str();
+    }
+  }
+  return "";
+}
+inline std::string first_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return "sizes differ: " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+  return first_diff(a.data(), b.data(), a.size());
+}
+inline std::string first_diff_bytes(const uint8_t* a, const uint8_t* b, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i])
+      return "byte " + std::to_string(i) + ": engine " + std::to_string(a[i]) + " oracle " + std::to_string(b[i]);
+  return "";
+}
+
+}  // namespace hkv::gputest
