@@ -1,0 +1,293 @@
+// The whole model: engine vs oracle, byte for byte — logits, every tapped tensor ("q", "k", "attn",
+// "deltanet", "hidden" per layer), the cache bytes and the DeltaNet and conv states — on the built-in
+// synthetic models, a synthetic model with the 27B head layout, and the transformers fixtures, in all
+// three cache formats, with contexts crossing 512-key chunks up to 4K; and the engine's own contracts:
+// concurrent = solo, resumed = fresh, drafted rollback = plain, device-generated weights = host-built.
+// On a mismatch the message names the first layer, tensor, token and index with both values.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <tuple>
+
+#include "cuda/engine.h"
+#include "reference/model.h"
+#include "reference/synthetic.h"
+#include "reference/tokens.h"
+#include "tests/gpu_util.h"
+
+using namespace hkv;
+using namespace hkv::gputest;
+using cuda::Engine;
+
+namespace {
+
+struct TapLog {
+  std::vector<std::tuple<int, std::string, int64_t>> order;
+  std::map<std::tuple<int, std::string, int64_t>, std::vector<float>> data;
+  Tap tap() {
+    return [this](int layer, const char* name, int64_t t, const float* d, int64_t n) {
+      auto key = std::make_tuple(layer, std::string(name), t);
+      if (!data.count(key)) order.push_back(key);
+      data[key] = std::vector<float>(d, d + n);
+    };
+  }
+};
+
+std::string compare_taps(const TapLog& eng, const TapLog& ora) {
+  for (const auto& key : ora.order) {
+    auto it = eng.data.find(key);
+    const std::string where = "layer " + std::to_string(std::get<0>(key)) + " tensor '" + std::get<1>(key) + "' token " +
+                              std::to_string(std::get<2>(key));
+    if (it == eng.data.end()) return where + ": not tapped by the engine";
+    std::string d = first_diff(it->second, ora.data.at(key));
+    if (!d.empty()) return "first divergence at " + where + ", " + d;
+  }
+  return "";
+}
+
+std::string compare_states(const SequenceState& e, const SequenceState& o, const Config& c) {
+  if (e.pos != o.pos) return "positions differ: " + std::to_string(e.pos) + " vs " + std::to_string(o.pos);
+  const size_t used = size_t(o.pos) * size_t(c.num_key_value_heads) * o.row_bytes;
+  for (size_t i = 0; i < o.k_cache.size(); i++) {
+    std::string d = first_diff_bytes(e.k_cache[i].data(), o.k_cache[i].data(), used);
+    if (!d.empty()) return "K cache of full layer " + std::to_string(i) + ": " + d;
+    d = first_diff_bytes(e.v_cache[i].data(), o.v_cache[i].data(), used);
+    if (!d.empty()) return "V cache of full layer " + std::to_string(i) + ": " + d;
+  }
+  for (size_t i = 0; i < o.conv.size(); i++) {
+    std::string d = first_diff(e.conv[i], o.conv[i]);
+    if (!d.empty()) return "conv state of DeltaNet layer " + std::to_string(i) + ": " + d;
+    d = first_diff(e.S[i], o.S[i]);
+    if (!d.empty()) return "DeltaNet state of DeltaNet layer " + std::to_string(i) + ": " + d;
+  }
+  return "";
+}
+
+// Prefill `prompt` (all logits), then n_decode greedy steps (the oracle's argmax fed to both); every logit,
+// optionally every tap, and the final states compared.
+std::string engine_vs_oracle(const Model& m, Engine& eng, const KvFormat& f, const std::vector<int32_t>& prompt,
+                             int n_decode, bool taps) {
+  const int64_t cap = int64_t(prompt.size()) + n_decode + 1;
+  SequenceState os = new_sequence(m.config, f, cap);
+  auto es = eng.new_sequence(f, cap);
+  TapLog te, to;
+  Tap tape = te.tap(), tapo = to.tap();
+  ForwardOptions oe, oo;
+  if (taps) oe.tap = &tape, oo.tap = &tapo;
+  std::vector<float> lo = forward(m, os, prompt, oo), le = eng.forward(*es, prompt, oe);
+  std::string d = taps ? compare_taps(te, to) : "";
+  if (!d.empty()) return "prefill: " + d;
+  d = first_diff(le, lo);
+  if (!d.empty()) return "prefill logits: " + d;
+  const int64_t V = m.config.vocab_size;
+  for (int i = 0; i < n_decode; i++) {
+    int32_t next = argmax(lo.data() + (int64_t(lo.size()) / V - 1) * V, V);
+    lo = forward(m, os, {next}, oo);
+    le = eng.forward(*es, {next}, oe);
+    d = taps ? compare_taps(te, to) : "";
+    if (!d.empty()) return "decode step " + std::to_string(i) + ": " + d;
+    d = first_diff(le, lo);
+    if (!d.empty()) return "decode step " + std::to_string(i) + " logits: " + d;
+  }
+  return compare_states(eng.download(*es), os, m.config);
+}
+
+// The 27B model's head layout (24/4 attention heads of 256, 16/48 DeltaNet heads of 128) with a small
+// hidden size and four layers.
+SyntheticSpec head_layout_27b(bool mlx4) {
+  SyntheticSpec s = builtin_spec(mlx4 ? "27b-mlx4" : "27b");
+  Config& c = s.config;
+  c.vocab_size = 1024;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_hidden_layers = 4;
+  c.layer_types = {LayerKind::Linear, LayerKind::Full, LayerKind::Linear, LayerKind::Full};
+  return s;
+}
+
+const KvFormat kFormats[] = {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()};
+
+void report(const std::string& what, const std::string& d) {
+  std::printf("%s: %s\n", what.c_str(), d.empty() ? "OK" : ("FAIL " + d).c_str());
+  std::fflush(stdout);
+  const std::string msg = what + ": " + d;
+  CHECK_MESSAGE(d.empty(), msg);
+}
+
+}  // namespace
+
+TEST_CASE("whole model: builtin tiny and tiny-mlx4, every format, taps, prefill and decode") {
+  for (const char* name : {"builtin:tiny", "builtin:tiny-mlx4"}) {
+    Model m = load_any_model(name);
+    Engine eng(m);
+    for (const KvFormat& f : kFormats)
+      report(std::string("model(") + name + ",format=" + f.name() + ",prompt=100,decode=4)",
+             engine_vs_oracle(m, eng, f, random_tokens(100, m.config.vocab_size, 1), 4, true));
+  }
+}
+
+TEST_CASE("whole model: the 27B head layout (24/4 x 256, 16/48 x 128), bf16 and MLX4 weights") {
+  for (bool mlx4 : {false, true}) {
+    Model m = build_synthetic(head_layout_27b(mlx4));
+    Engine eng(m);
+    for (const KvFormat& f : kFormats)
+      report(std::string("model(27b-layout,weights=") + (mlx4 ? "mlx4" : "bf16") + ",format=" + f.name() +
+                 ",prompt=70,decode=3)",
+             engine_vs_oracle(m, eng, f, random_tokens(70, m.config.vocab_size, 2), 3, true));
+  }
+}
+
+TEST_CASE("whole model: the transformers fixtures (fixtures/hf)") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(HKV_SOURCE_DIR) / "fixtures" / "hf";
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (!fs::exists(entry.path() / "config.json")) continue;
+    seen++;
+    const std::string name = entry.path().filename().string();
+    Model m;
+    try {
+      m = load_any_model(entry.path().string());
+    } catch (const std::exception& e) {
+      report("fixture(" + name + ") load", e.what());
+      continue;
+    }
+    std::vector<int32_t> tokens = read_tokens((entry.path() / "tokens.json").string(), m.config.vocab_size);
+    Engine eng(m);
+    for (const KvFormat& f : kFormats)
+      report("fixture(" + name + ",format=" + f.name() + ",tokens=" + std::to_string(tokens.size()) + ")",
+             engine_vs_oracle(m, eng, f, tokens, 2, true));
+  }
+  CHECK(seen > 0);
+}
+
+TEST_CASE("whole model: contexts crossing 512-key chunks, up to 4K") {
+  Model tiny = load_any_model("builtin:tiny");
+  Engine et(tiny);
+  for (const KvFormat& f : kFormats)
+    report("long(tiny,format=" + f.name() + ",prompt=1100,decode=3)",
+           engine_vs_oracle(tiny, et, f, random_tokens(1100, 256, 3), 3, false));
+  report("long(tiny,format=q4h,prompt=4090,decode=6)", engine_vs_oracle(tiny, et, KvFormat::q4h(), random_tokens(4090, 256, 4), 6, false));
+  Model big = build_synthetic(head_layout_27b(true));
+  Engine eb(big);
+  report("long(27b-layout-mlx4,format=q4h,prompt=1030,decode=2)",
+         engine_vs_oracle(big, eb, KvFormat::q4h(), random_tokens(1030, 1024, 5), 2, false));
+}
+
+TEST_CASE("concurrent = solo: mixed lengths across 512-key chunks, batched prefill and decode, with graphs") {
+  Model m = load_any_model("builtin:tiny");
+  for (const KvFormat& f : kFormats) {
+    Engine solo_eng(m), batch_eng(m);
+    batch_eng.set_graphs(true);
+    const std::vector<size_t> lens = {5, 530, 1030};
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < lens.size(); i++) prompts.push_back(random_tokens(lens[i], 256, 10 + i));
+    const int steps = 4;
+    // solo
+    std::vector<std::vector<std::vector<float>>> solo(lens.size());
+    std::vector<std::vector<int32_t>> fed(lens.size());
+    std::vector<SequenceState> solo_state;
+    for (size_t i = 0; i < lens.size(); i++) {
+      auto s = solo_eng.new_sequence(f, 1100);
+      ForwardOptions o;
+      o.last_only = true;
+      solo[i].push_back(solo_eng.forward(*s, prompts[i], o));
+      for (int k = 0; k < steps; k++) {
+        fed[i].push_back(argmax(solo[i].back().data(), 256));
+        solo[i].push_back(solo_eng.forward(*s, {fed[i].back()}, o));
+      }
+      solo_state.push_back(solo_eng.download(*s));
+    }
+    // batched
+    std::vector<std::unique_ptr<cuda::Sequence>> seqs;
+    std::vector<cuda::Sequence*> ptrs;
+    for (size_t i = 0; i < lens.size(); i++) seqs.push_back(batch_eng.new_sequence(f, 1100)), ptrs.push_back(seqs.back().get());
+    ForwardOptions o;
+    o.last_only = true;
+    std::string d;
+    auto out = batch_eng.forward_batch(ptrs, prompts, o);
+    for (size_t i = 0; i < lens.size() && d.empty(); i++) d = first_diff(out[i], solo[i][0]);
+    for (int k = 0; k < steps && d.empty(); k++) {
+      std::vector<std::vector<int32_t>> toks;
+      for (size_t i = 0; i < lens.size(); i++) toks.push_back({fed[i][size_t(k)]});
+      out = batch_eng.forward_batch(ptrs, toks, o);
+      for (size_t i = 0; i < lens.size() && d.empty(); i++) {
+        d = first_diff(out[i], solo[i][size_t(k) + 1]);
+        if (!d.empty()) d = "sequence " + std::to_string(i) + " step " + std::to_string(k) + ": " + d;
+      }
+    }
+    for (size_t i = 0; i < lens.size() && d.empty(); i++) d = compare_states(batch_eng.download(*seqs[i]), solo_state[i], m.config);
+    report("concurrent=solo(tiny,format=" + f.name() + ",lengths=5/530/1030,steps=4)", d);
+  }
+}
+
+TEST_CASE("resumed = fresh: save/restore mid-sequence, and drafted rollback = plain") {
+  Model m = load_any_model("builtin:tiny-mlx4");
+  Engine eng(m);
+  const std::string path = (std::filesystem::temp_directory_path() / "hkv_gpu_resume.state").string();
+  for (const KvFormat& f : kFormats) {
+    std::vector<int32_t> toks = random_tokens(700, 256, 20);
+    std::vector<int32_t> a(toks.begin(), toks.begin() + 300), b(toks.begin() + 300, toks.end());
+    ForwardOptions o;
+    o.last_only = true;
+    auto fresh = eng.new_sequence(f, 800);
+    std::vector<float> lf = eng.forward(*fresh, toks, o);
+    auto first = eng.new_sequence(f, 800);
+    eng.forward(*first, a, o);
+    eng.save(*first, path);
+    first.reset();
+    auto resumed = eng.restore(path, 800);
+    std::vector<float> lr = eng.forward(*resumed, b, o);
+    std::string d = first_diff(lr, lf);
+    if (d.empty()) d = compare_states(eng.download(*resumed), eng.download(*fresh), m.config);
+    report("resumed=fresh(tiny-mlx4,format=" + f.name() + ",300+400)", d);
+
+    // drafted: feed 5 drafts, roll back, feed the 2 accepted ones = feeding those 2 directly
+    std::vector<int32_t> drafts = random_tokens(5, 256, 21);
+    auto plain = eng.new_sequence(f, 800);
+    eng.forward(*plain, a, o);
+    auto drafted = eng.upload(eng.download(*plain));
+    std::vector<float> lp = eng.forward(*plain, {drafts[0], drafts[1]}, o);
+    auto snap = eng.snapshot(*drafted);
+    eng.forward(*drafted, drafts, o);
+    eng.rollback(*drafted, *snap);
+    std::vector<float> ld = eng.forward(*drafted, {drafts[0], drafts[1]}, o);
+    d = first_diff(ld, lp);
+    if (d.empty()) d = compare_states(eng.download(*drafted), eng.download(*plain), m.config);
+    report("drafted=plain(tiny-mlx4,format=" + f.name() + ",5 drafts,2 accepted)", d);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("synthetic weights generated on the device equal build_synthetic's") {
+  std::vector<std::pair<std::string, SyntheticSpec>> specs = {{"tiny", builtin_spec("tiny")},
+                                                              {"tiny-mlx4", builtin_spec("tiny-mlx4")},
+                                                              {"27b-layout-mlx4", head_layout_27b(true)}};
+  for (auto& [name, spec] : specs) {
+    Model m = build_synthetic(spec);
+    Engine host(m), dev(spec);
+    std::vector<int32_t> toks = random_tokens(40, spec.config.vocab_size, 30);
+    auto s1 = host.new_sequence(KvFormat::q4h(), 64), s2 = dev.new_sequence(KvFormat::q4h(), 64);
+    std::string d = first_diff(dev.forward(*s2, toks), host.forward(*s1, toks));
+    if (d.empty() && dev.weight_bytes_per_token() != host.weight_bytes_per_token()) d = "weight byte counts differ";
+    report("device-synthetic(" + name + ")", d);
+  }
+}
+
+TEST_CASE("refusals: a context that does not fit, past capacity, bad tokens") {
+  Model m = load_any_model("builtin:tiny");
+  Engine eng(m);
+  try {
+    eng.new_sequence(KvFormat::bf16(), int64_t(1) << 40);
+    FAIL("a 2^40-position sequence was not refused");
+  } catch (const std::runtime_error& e) {
+    std::printf("refusal: %s\n", e.what());
+    CHECK(std::string(e.what()).find("needs") != std::string::npos);
+  }
+  auto s = eng.new_sequence(KvFormat::q4h(), 4);
+  CHECK_THROWS_AS(eng.forward(*s, {1, 2, 3, 4, 5}), std::runtime_error);
+  CHECK_THROWS_AS(eng.forward(*s, {300}), std::runtime_error);
+  CHECK_THROWS_AS(eng.new_sequence(KvFormat::parse("q4h-mid"), 4), std::runtime_error);
+}
