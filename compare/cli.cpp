@@ -1,13 +1,17 @@
 #include "compare/cli.h"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
+#include "compare/fixture.h"
 #include "compare/format_study.h"
+#include "compare/gate.h"
+#include "compare/report.h"
 #include "reference/model.h"
 #include "reference/synthetic.h"
 #include "reference/tokens.h"
@@ -28,6 +32,11 @@ commands:
                --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--threads N]
   generate   greedy decode from a prompt
                --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]
+  gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
+               --fixture FILE (default fixtures/tiny-gate.json)  [--backend cpu|cuda]
+               [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]
+               [--json FILE] [--md FILE] [--html FILE]   exit 0 when every depth passes, 1 when not
+  hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
 
 models (--model): builtin:tiny (the default fixture), builtin:tiny-mlx4, builtin:100m, builtin:27b,
   a synthetic spec (JSON with a "synthetic" key), or a checkpoint folder (config.json + safetensors).
@@ -174,6 +183,74 @@ int cmd_generate(const Args& a) {
   return 0;
 }
 
+// ---- hkv gate / hash ------------------------------------------------------------------------------
+
+static std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    size_t q = s.find(',', p);
+    if (q == std::string::npos) q = s.size();
+    if (q > p) out.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  return out;
+}
+
+static int64_t parse_depth(const std::string& s) {
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (end && (*end == 'K' || *end == 'k')) v *= 1024, end++;
+  if (s.empty() || !end || *end != '\0' || v < 2) throw UsageError("hkv gate: --depths wants numbers like 1024 or 8K, got '" + s + "'");
+  return v;
+}
+
+static void write_text(const std::string& path, const std::string& text) {
+  write_file_atomic(path, text.data(), text.size());
+  std::fprintf(stderr, "wrote %s\n", path.c_str());
+}
+
+int cmd_gate(const Args& a) {
+  set_threads(a);
+  const std::string fixture_path = a.get("fixture", std::string(HKV_SOURCE_DIR) + "/fixtures/tiny-gate.json");
+  Fixture f = load_fixture(fixture_path);
+  GateOptions opt;
+  if (a.has("depths"))
+    for (const std::string& d : split_list(a.get("depths"))) opt.depths.push_back(parse_depth(d));
+  if (a.has("formats")) opt.formats = split_list(a.get("formats"));
+  for (const std::string& fm : opt.formats) KvFormat::parse(fm);
+  opt.rows = a.get_int("rows", 0);
+  opt.noise_floor = !a.has("no-floor");
+  const bool tty = isatty(2);
+  opt.progress = [tty](const std::string& msg) {
+    if (tty) std::fprintf(stderr, "\r\033[K%s", msg.c_str());
+  };
+  const std::string backend = a.get("backend", "cpu");
+  if (backend != "cpu" && backend != "cuda") throw UsageError("hkv gate: --backend is cpu or cuda");
+  Model m = load_any_model(f.model);
+  std::vector<int32_t> text = load_fixture_tokens(f, m.config.vocab_size);
+  RunnerFactory runners;
+  if (backend == "cpu") runners = oracle_runners(m);
+  else runners = engine_runners(m);  // throws when the engine is not built or no GPU is present
+  std::fprintf(stderr, "gate: fixture %s (%s), backend %s\n", f.name.c_str(), f.path.c_str(), backend.c_str());
+  GateReport g = run_gate(f, m, text, runners, backend == "cpu" ? "oracle (CPU)" : "engine (CUDA)", opt);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  std::fputs(gate_table(g).c_str(), stdout);
+  if (a.has("json")) write_text(a.get("json"), gate_json(g));
+  if (a.has("md")) write_text(a.get("md"), gate_markdown(g));
+  if (a.has("html")) write_text(a.get("html"), gate_html(g));
+  return g.pass ? 0 : 1;
+}
+
+int cmd_hash(const Args& a) {
+  if (a.positional.empty()) throw UsageError("hkv hash: name one or more files");
+  for (const std::string& p : a.positional) {
+    std::string bytes = read_file(p);
+    std::printf("%s  %zu bytes  xxh64 %s\n", p.c_str(), bytes.size(), xxh64_hex(bytes.data(), bytes.size()).c_str());
+  }
+  return 0;
+}
+
 // ---- dispatch -----------------------------------------------------------------------------------
 
 int run_cli(int argc, char** argv) {
@@ -190,6 +267,8 @@ int run_cli(int argc, char** argv) {
     if (a.command == "format") return cmd_format(a);
     if (a.command == "logits") return cmd_logits(a);
     if (a.command == "generate") return cmd_generate(a);
+    if (a.command == "gate") return cmd_gate(a);
+    if (a.command == "hash") return cmd_hash(a);
     throw UsageError("unknown command '" + a.command + "' (hkv --help lists them)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hkv: error: %s\n", e.what());

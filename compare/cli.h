@@ -30,5 +30,7 @@ int run_cli(int argc, char** argv);
 int cmd_format(const Args& a);
 int cmd_logits(const Args& a);
 int cmd_generate(const Args& a);
+int cmd_gate(const Args& a);
+int cmd_hash(const Args& a);
 
 }  // namespace hkv

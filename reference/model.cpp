@@ -1,6 +1,7 @@
 // The oracle's forward pass. Read top-down: helpers, the two mixers, the MLP, the model.
 #include "reference/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -64,6 +65,11 @@ void rope_apply(float* x, int rd, const float* cos, const float* sin) {
 
 // score = (Σ_g fma(s_g, p_g, acc)) · scale, p_g = Σ_j u_j·q_j (fma chain from 0, j in order).
 static float score_row(const float* q, const float* u, const float* s, int head_dim, int group, float scale) {
+  if (wide_accumulation()) {
+    double acc = 0.0;
+    for (int j = 0; j < head_dim; j++) acc += double(s[j / group]) * double(u[j]) * double(q[j]);
+    return float(acc * double(scale));
+  }
   float acc = 0.0f;
   for (int g = 0; g < head_dim / group; g++) {
     float p = 0.0f;
@@ -73,8 +79,12 @@ static float score_row(const float* q, const float* u, const float* s, int head_
   return acc * scale;
 }
 
+static void attend_wide(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k_rows,
+                        const uint8_t* v_rows, size_t stride, int64_t n, float* out);
+
 void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k_rows, const uint8_t* v_rows,
             size_t stride, int64_t n, float* out) {
+  if (wide_accumulation()) return attend_wide(f, q_in, head_dim, k_rows, v_rows, stride, n, out);
   const int G = f.group, groups = head_dim / G;
   const float scale = float(1.0 / std::sqrt(double(head_dim)));
   std::vector<float> q(q_in, q_in + head_dim);
@@ -112,12 +122,55 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
   if (f.rotated()) rotate_groups(out, head_dim, G);  // the output is rotated back once
 }
 
+// The noise-floor form of attend(): one float64 softmax over all keys (no chunks), rounded once.
+static void attend_wide(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k_rows,
+                        const uint8_t* v_rows, size_t stride, int64_t n, float* out) {
+  const int G = f.group;
+  std::vector<float> q(q_in, q_in + head_dim), u(static_cast<size_t>(head_dim)), s(static_cast<size_t>(head_dim / G));
+  if (f.rotated()) rotate_groups(q.data(), head_dim, G);
+  std::vector<double> sc(static_cast<size_t>(n)), o(static_cast<size_t>(head_dim), 0.0);
+  double m = -INFINITY, l = 0.0;
+  for (int64_t t = 0; t < n; t++) {
+    kv_read_row(f, k_rows + size_t(t) * stride, head_dim, u.data(), s.data());
+    double acc = 0.0;
+    for (int j = 0; j < head_dim; j++) acc += double(s[size_t(j / G)]) * double(u[size_t(j)]) * double(q[size_t(j)]);
+    sc[size_t(t)] = acc / std::sqrt(double(head_dim));
+    m = std::max(m, sc[size_t(t)]);
+  }
+  for (int64_t t = 0; t < n; t++) {
+    double p = std::exp(sc[size_t(t)] - m);
+    l += p;
+    kv_read_row(f, v_rows + size_t(t) * stride, head_dim, u.data(), s.data());
+    for (int d = 0; d < head_dim; d++) o[size_t(d)] += p * double(s[size_t(d / G)]) * double(u[size_t(d)]);
+  }
+  for (int d = 0; d < head_dim; d++) out[d] = float(o[size_t(d)] / l);
+  if (f.rotated()) rotate_groups(out, head_dim, G);
+}
+
 // ================================================================================================
 // Gated DeltaNet (ARITHMETIC.md §8)
 // ================================================================================================
 
 void deltanet_step(float* S, const float* q, const float* k, const float* v, float beta, float g, int dk, int dv,
                    float* o) {
+  if (wide_accumulation()) {  // the noise floor: read-outs summed in float64 (the state stays fp32)
+    const float decay = float(std::exp(double(g)));
+    for (int j = 0; j < dv; j++) {
+      double mj = 0.0;
+      for (int i = 0; i < dk; i++) {
+        S[i * dv + j] = S[i * dv + j] * decay;
+        mj += double(S[i * dv + j]) * double(k[i]);
+      }
+      float delta = float(double(beta) * (double(v[j]) - mj));
+      double oj = 0.0;
+      for (int i = 0; i < dk; i++) {
+        S[i * dv + j] = fma_rn(k[i], delta, S[i * dv + j]);
+        oj += double(S[i * dv + j]) * double(q[i]);
+      }
+      o[j] = float(oj);
+    }
+    return;
+  }
   const float decay = exp_c(g);
   for (int j = 0; j < dv; j++) {
     // column j of S: decay, read out m = Sᵀk, correct by δ = β(v − m), read out o = Sᵀq

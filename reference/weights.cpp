@@ -48,6 +48,17 @@ void Matrix::row(int64_t r, float* out) const {
   for (int64_t c = 0; c < cols; c++) out[c] = at(r, c);
 }
 
+static bool g_wide = false;
+void set_wide_accumulation(bool on) { g_wide = on; }
+bool wide_accumulation() { return g_wide; }
+
+// The noise-floor form: a float64 sum in index order, rounded once.
+static float dot_wide(const Matrix& W, int64_t r, const float* x) {
+  double acc = 0.0;
+  for (int64_t j = 0; j < W.cols; j++) acc += double(W.at(r, j)) * double(x[j]);
+  return float(acc);
+}
+
 float lane_tree32(float* a) {
   for (int off = 16; off >= 1; off /= 2)
     for (int l = 0; l < off; l++) a[l] = a[l] + a[l + off];
@@ -96,6 +107,7 @@ static float dot_mlx4(const Matrix& W, int64_t r, const float* x, const float* x
 }
 
 float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum) {
+  if (g_wide) return dot_wide(W, r, x);
   const int64_t n = W.cols;
   switch (W.type) {
     case WType::F32: {
@@ -141,6 +153,11 @@ void matmul(const Matrix& W, const float* X, int64_t T, float* Y) {
 }
 
 float sum_squares(const float* x, int64_t n) {
+  if (g_wide) {
+    double acc = 0.0;
+    for (int64_t j = 0; j < n; j++) acc += double(x[j]) * double(x[j]);
+    return float(acc);
+  }
   return dot_dense<4>(n, x, [x](int64_t j) { return x[j]; });
 }
 

@@ -50,6 +50,12 @@ void matmul(const Matrix& W, const float* X, int64_t T, float* Y);
 // The canonical sum of squares over 32 lanes of 4-float chunks (RMSNorm, l2norm).
 float sum_squares(const float* x, int64_t n);
 
+// Float64 accumulation, for the gate's noise floor: while on, every dot product, sum of squares, attention
+// sum and DeltaNet read-out accumulates in double and rounds once at the end. Outside the arithmetic
+// contract on purpose: comparing it with the contract's fp32 order shows the rounding noise of fp32 alone.
+void set_wide_accumulation(bool on);
+bool wide_accumulation();
+
 // Combine 32 lane partials by the fixed halving tree: for off = 16, 8, 4, 2, 1: a[l] = a[l] + a[l+off].
 float lane_tree32(float* a);
 

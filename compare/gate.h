@@ -1,0 +1,89 @@
+// The fidelity gate (design.md): what a cache format costs against the bf16 cache, teacher-forced.
+//
+// At each depth d: the fixture's text, a passphrase planted at d/2 and asked just before d, so that the
+// answer is the next tokens at d. Both caches consume the same tokens (teacher forcing); the rows
+// predicting tokens d … d+rows−1 are scored: KL(bf16 ‖ format), top-token agreement, perplexity, recall
+// of the passphrase. Logits are produced and consumed in chunks: memory does not grow with the rows.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compare/fixture.h"
+#include "compare/stats.h"
+#include "reference/config.h"
+#include "reference/kvformat.h"
+
+namespace hkv {
+
+// One sequence on some backend (the oracle, the engine): feeds tokens in order; when `logits` is not
+// null it receives [tokens][vocab] for the fed tokens.
+class SequenceRunner {
+ public:
+  virtual ~SequenceRunner() = default;
+  virtual void feed(const std::vector<int32_t>& tokens, std::vector<float>* logits) = 0;
+};
+using RunnerFactory = std::function<std::unique_ptr<SequenceRunner>(const KvFormat&, int64_t capacity)>;
+
+// The oracle as a runner. `wide` selects float64 accumulation (the noise floor).
+RunnerFactory oracle_runners(const Model& m, bool wide = false);
+
+// The engine as a runner (compare/engine_runner.cpp). Throws when hkv was built without the CUDA engine
+// or no GPU is present.
+RunnerFactory engine_runners(const Model& m);
+
+struct TopDiff {
+  int64_t row;              // scored row index (0 = the row predicting token d)
+  int32_t ref_top, fmt_top; // each side's top token
+  double ref_margin;        // log p_ref(ref_top) − log p_ref(fmt_top)
+  double fmt_margin;        // log p_fmt(fmt_top) − log p_fmt(ref_top)
+};
+
+struct DepthResult {
+  int64_t depth = 0;
+  std::string format;  // compared format ("bf16-f64" for the noise floor)
+  bool skipped = false;
+  std::string skip_reason;
+  int64_t rows = 0;
+  double kl_mean = 0, kl_max = 0, p999 = 0, p99 = 0, p90 = 0, p50 = 0;
+  double top1_agree = 0;
+  std::vector<TopDiff> diffs;
+  double ppl_ref = 0, ppl_fmt = 0;
+  int recall_ref = -1, recall_fmt = -1;  // 1 if every answer token is the top token (teacher-forced), -1: no passphrase
+  bool pass = false;
+  double seconds = 0;
+  std::vector<std::pair<double, int64_t>> histogram;  // of the KL values
+};
+
+struct GateReport {
+  std::string fixture, model, backend, date;
+  double bar_kl_mean = 0.01, bar_kl_max = 0.1;
+  std::vector<DepthResult> results;  // format × depth
+  std::vector<DepthResult> floor;    // the fp32 arithmetic's own noise: bf16 cache, fp32 vs float64 accumulation
+  bool pass = false;
+};
+
+struct GateOptions {
+  std::vector<int64_t> depths;        // empty: the fixture's
+  std::vector<std::string> formats;   // empty: the fixture's
+  int64_t rows = 0;                   // 0: the fixture's
+  int64_t chunk = 64;                 // rows of logits held at once
+  bool noise_floor = true;
+  std::function<void(const std::string&)> progress;  // one-line progress messages
+};
+
+// The context for depth d: the text with the passphrase planted and asked. Throws if it does not fit.
+std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows);
+
+// Runs one comparison: reference runner vs candidate runner on the depth-d context.
+DepthResult gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows,
+                       const RunnerFactory& ref, const KvFormat& ref_fmt, const RunnerFactory& cand,
+                       const KvFormat& cand_fmt, int64_t vocab, const GateOptions& opt);
+
+GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>& text, const RunnerFactory& runners,
+                    const std::string& backend, const GateOptions& opt);
+
+}  // namespace hkv
