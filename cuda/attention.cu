@@ -158,6 +158,7 @@ __global__ void __launch_bounds__(kThreads) attn_chunk_kernel(AttnArgs a, int qb
     float oc[kMaxG];
 #pragma unroll
     for (int qh = 0; qh < kMaxG; qh++) oc[qh] = 0.0f;
+#pragma unroll 8
     for (int j = 0; j < len; j++) {
       const float v = value_at<F>(vbase + size_t(c0 + j) * stride, D, d);
 #pragma unroll

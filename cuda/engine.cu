@@ -102,6 +102,7 @@ void Engine::init_common() {
   HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   HKV_CUDA_CHECK(cudaMalloc(&err_, sizeof(int)));
   HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 static size_t layer_read_bytes(const std::vector<DMat>& ms) {
@@ -154,6 +155,7 @@ Engine::Engine(const Model& m) : c_(m.config) {
     weight_read_bytes_ += layer_read_bytes({L.q, L.k, L.v, L.o, L.qkv, L.z, L.b, L.a, L.out, L.gate, L.up, L.down});
   }
   weight_read_bytes_ += lm_head_.nbytes() + embed_.nbytes() / size_t(std::max<int64_t>(1, embed_.rows));
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 // ---- synthetic weights on the device: build_synthetic (reference/synthetic.cpp), tensor by tensor ----
@@ -267,7 +269,7 @@ Engine::Engine(const SyntheticSpec& spec) : c_(spec.config) {
   final_norm_ = upload_vec(b.vec("norm", E, 10));
   lm_head_ = b.linear("lm_head", V, E);
   weight_read_bytes_ += lm_head_.nbytes() + size_t(E) * 2;
-  HKV_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 Engine::~Engine() {
@@ -302,6 +304,7 @@ std::unique_ptr<Sequence> Engine::new_sequence(const KvFormat& f, int64_t capaci
                             std::to_string(s->state_bytes_) + " bytes)");
   HKV_CUDA_CHECK(cudaMalloc(&s->mem_, s->bytes_));
   HKV_CUDA_CHECK(cudaMemset(s->mem_, 0, s->bytes_));
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());  // the engine's stream does not wait for the legacy stream
   char* p = static_cast<char*>(s->mem_);
   for (int i = 0; i < n_full_; i++) {
     s->k_.push_back(reinterpret_cast<uint8_t*>(p)), p += cache;
@@ -344,6 +347,7 @@ std::unique_ptr<Sequence> Engine::upload(const SequenceState& st) {
     HKV_CUDA_CHECK(cudaMemcpy(s->conv_[size_t(i)], st.conv[size_t(i)].data(), st.conv[size_t(i)].size() * 4, cudaMemcpyHostToDevice));
     HKV_CUDA_CHECK(cudaMemcpy(s->S_[size_t(i)], st.S[size_t(i)].data(), st.S[size_t(i)].size() * 4, cudaMemcpyHostToDevice));
   }
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
   return s;
 }
 
@@ -630,6 +634,7 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
   HKV_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (err) {
     HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
+    HKV_CUDA_CHECK(cudaDeviceSynchronize());
     throw std::domain_error(err & 1 ? "cache row element is not finite" : "cache group scale overflows fp16");
   }
   for (int b = 0; b < B; b++) r.seqs[size_t(b)]->pos_ += r.count[size_t(b)];
