@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "compare/diff.h"
 #include "compare/fixture.h"
 #include "compare/format_study.h"
 #include "compare/gate.h"
@@ -36,6 +37,8 @@ commands:
                --fixture FILE (default fixtures/tiny-gate.json)  [--backend cpu|cuda]
                [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]
                [--json FILE] [--md FILE] [--html FILE]   exit 0 when every depth passes, 1 when not
+  diff       the differential suite: the engine against the oracle, one line a case, then "N passed, M failed"
+               [--op NAME] [--filter REGEX] [--long] [--list]   exit 1 when a case fails
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
 
 models (--model): builtin:tiny (the default fixture), builtin:tiny-mlx4, builtin:100m, builtin:27b,
@@ -242,6 +245,21 @@ int cmd_gate(const Args& a) {
   return g.pass ? 0 : 1;
 }
 
+int cmd_diff(const Args& a) {
+  DiffOptions opt;
+  opt.op = a.get("op");
+  opt.filter = a.get("filter");
+  opt.long_context = a.has("long");
+  opt.list_only = a.has("list");
+#ifdef HKV_HAVE_CUDA
+  const bool engine = true;
+#else
+  const bool engine = false;
+  std::printf("hkv diff: built without the CUDA engine: only the self-tests run\n");
+#endif
+  return run_diff(diff_cases(engine), opt) ? 1 : 0;
+}
+
 int cmd_hash(const Args& a) {
   if (a.positional.empty()) throw UsageError("hkv hash: name one or more files");
   for (const std::string& p : a.positional) {
@@ -269,6 +287,7 @@ int run_cli(int argc, char** argv) {
     if (a.command == "generate") return cmd_generate(a);
     if (a.command == "gate") return cmd_gate(a);
     if (a.command == "hash") return cmd_hash(a);
+    if (a.command == "diff") return cmd_diff(a);
     throw UsageError("unknown command '" + a.command + "' (hkv --help lists them)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hkv: error: %s\n", e.what());

@@ -32,5 +32,6 @@ int cmd_logits(const Args& a);
 int cmd_generate(const Args& a);
 int cmd_gate(const Args& a);
 int cmd_hash(const Args& a);
+int cmd_diff(const Args& a);
 
 }  // namespace hkv

@@ -1,0 +1,341 @@
+// The engine's cases of the differential suite: ops and the whole model, engine against oracle, byte for
+// byte. Built only with the CUDA engine; the cases need a GPU at run time.
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "compare/diff.h"
+#include "reference/model.h"
+#include "reference/scalar.h"
+#include "reference/synthetic.h"
+#include "reference/tokens.h"
+
+#ifdef HKV_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/engine.h"
+#include "cuda/kernels.h"
+#endif
+
+namespace hkv {
+
+#ifndef HKV_HAVE_CUDA
+std::vector<DiffCase> engine_diff_cases() { return {}; }
+#else
+
+namespace {
+
+// ---- device buffers --------------------------------------------------------------------------------
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(size_t n) { check(cudaMalloc(&p, n ? n : 1), "cudaMalloc"); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <typename T>
+  T* as() const { return static_cast<T*>(p); }
+};
+
+std::unique_ptr<DevBuf> upload(const void* host, size_t n) {
+  auto b = std::make_unique<DevBuf>(n);
+  check(cudaMemcpy(b->p, host, n, cudaMemcpyHostToDevice), "upload");
+  return b;
+}
+
+std::vector<float> download(const DevBuf& b, size_t count) {
+  std::vector<float> out(count);
+  check(cudaDeviceSynchronize(), "kernel");
+  check(cudaMemcpy(out.data(), b.p, count * 4, cudaMemcpyDeviceToHost), "download");
+  return out;
+}
+
+CaseResult compare(const std::vector<float>& want, const std::vector<float>& got) {
+  Trace a, b;
+  a.logits = want;
+  b.logits = got;
+  std::string d = first_divergence(a, b);
+  if (d.empty()) return {CaseResult::Ok, ""};
+  return {CaseResult::Fail, "oracle vs engine: " + d.substr(7)};  // drop "logits "
+}
+
+std::vector<float> values(int64_t n, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i++) v[size_t(i)] = float(synth_int(seed, 41, uint64_t(i))) / 3.0f;
+  return v;
+}
+
+// ---- op cases --------------------------------------------------------------------------------------
+
+CaseResult matvec_case(WType t, int64_t rows, int64_t cols, int64_t batch) {
+  SyntheticSpec spec = builtin_spec("tiny");
+  spec.weights = t == WType::MLX4 ? WType::MLX4 : WType::BF16;
+  spec.config.quant_group_size = 64;
+  // one synthetic matrix of the requested shape and type
+  std::vector<uint16_t> h;
+  std::vector<float> f;
+  std::vector<uint32_t> q;
+  std::vector<uint16_t> sb;
+  Matrix W;
+  W.type = t;
+  W.rows = rows;
+  W.cols = cols;
+  const uint64_t id = synth_tensor_id("diff.matvec");
+  if (t == WType::MLX4) {
+    W.group = 64;
+    q.resize(size_t(rows * cols / 8));
+    for (size_t i = 0; i < q.size(); i++) q[i] = synth_mlx4_word(7, id, i);
+    const size_t ng = size_t(rows * cols / 64);
+    sb.resize(2 * ng);
+    for (size_t g = 0; g < ng; g++) sb[g] = synth_mlx4_scale(7, id, g, 8), sb[ng + g] = synth_bf16(7, id + 1, g, 6);
+    W.data = q.data();
+    W.scales = sb.data();
+    W.biases = sb.data() + ng;
+  } else if (t == WType::F32) {
+    f.resize(size_t(rows * cols));
+    for (size_t i = 0; i < f.size(); i++) f[i] = float(synth_int(7, id, i)) / 1000.0f;
+    W.data = f.data();
+  } else {
+    h.resize(size_t(rows * cols));
+    for (size_t i = 0; i < h.size(); i++)
+      h[i] = t == WType::BF16 ? synth_bf16(7, id, i, 9) : f16_from_f32(f32_from_bf16(synth_bf16(7, id, i, 9)));
+    W.data = h.data();
+  }
+  std::vector<float> X = values(batch * cols, 3), want(size_t(batch * rows));
+  matmul(W, X.data(), batch, want.data());
+
+  auto dw = upload(W.data, t == WType::MLX4 ? q.size() * 4 : W.nbytes());
+  std::unique_ptr<DevBuf> dsb = t == WType::MLX4 ? upload(sb.data(), sb.size() * 2) : nullptr;
+  cuda::DMat D;
+  D.type = t;
+  D.rows = rows;
+  D.cols = cols;
+  D.group = W.group;
+  D.data = dw->p;
+  if (dsb) D.scales = dsb->as<uint16_t>(), D.biases = dsb->as<uint16_t>() + sb.size() / 2;
+  auto dx = upload(X.data(), X.size() * 4);
+  DevBuf dy(size_t(batch * rows) * 4), dsum(size_t(batch * ((cols + 31) / 32)) * 4);
+  cuda::matvec(D, dx->as<float>(), cols, batch, dy.as<float>(), rows, dsum.as<float>(), nullptr);
+  return compare(want, download(dy, size_t(batch * rows)));
+}
+
+CaseResult rmsnorm_case(int64_t n, int64_t rows, bool plain) {
+  std::vector<float> x = values(rows * n, 5), w = values(n, 6), want(size_t(rows * n));
+  for (float& v : w) v = v / 64.0f;
+  for (int64_t r = 0; r < rows; r++)
+    (plain ? rmsnorm_plain : rmsnorm_1pw)(x.data() + r * n, w.data(), n, 1e-6f, want.data() + r * n);
+  auto dx = upload(x.data(), x.size() * 4), dw = upload(w.data(), w.size() * 4);
+  DevBuf out(x.size() * 4);
+  cuda::rmsnorm_rows(dx->as<float>(), n, dw->as<float>(), plain, n, 1e-6f, rows, out.as<float>(), n, nullptr);
+  return compare(want, download(out, x.size()));
+}
+
+CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int64_t N) {
+  const size_t rb = kv_row_bytes(f, D);
+  std::vector<float> k = values(N * KV * D, 8), v = values(N * KV * D, 9);
+  for (int64_t i = 0; i < N * KV * D; i += 37) k[size_t(i)] *= 20.0f;  // outliers
+  std::vector<uint8_t> want(size_t(N) * size_t(KV) * rb * 2);
+  for (int64_t r = 0; r < N; r++)
+    for (int h = 0; h < KV; h++) {
+      kv_pack_row(f, k.data() + (r * KV + h) * D, D, want.data() + (size_t(r) * size_t(KV) + size_t(h)) * rb);
+      kv_pack_row(f, v.data() + (r * KV + h) * D, D,
+                  want.data() + size_t(N) * size_t(KV) * rb + (size_t(r) * size_t(KV) + size_t(h)) * rb);
+    }
+  auto dk = upload(k.data(), k.size() * 4), dv = upload(v.data(), v.size() * 4);
+  DevBuf cache(want.size()), err(4);
+  check(cudaMemset(err.p, 0, 4), "memset");
+  std::vector<uint8_t*> kd(size_t(N), cache.as<uint8_t>()), vd(size_t(N), cache.as<uint8_t>() + want.size() / 2);
+  std::vector<int> pos(size_t(N));
+  for (int64_t r = 0; r < N; r++) pos[size_t(r)] = int(r);
+  auto dkd = upload(kd.data(), kd.size() * sizeof(void*)), dvd = upload(vd.data(), vd.size() * sizeof(void*));
+  auto dpos = upload(pos.data(), pos.size() * 4);
+  cuda::kv_pack(f.kind, dk->as<float>(), KV * D, dv->as<float>(), KV * D, dkd->as<uint8_t*>(), dvd->as<uint8_t*>(),
+                dpos->as<int>(), N, KV, D, err.as<int>(), nullptr);
+  std::vector<uint8_t> got(want.size());
+  check(cudaDeviceSynchronize(), "kv_pack");
+  check(cudaMemcpy(got.data(), cache.p, got.size(), cudaMemcpyDeviceToHost), "download");
+  for (size_t i = 0; i < got.size(); i++)
+    if (got[i] != want[i])
+      return {CaseResult::Fail, "byte " + std::to_string(i) + " (row " + std::to_string(i / rb) + ", offset " +
+                                    std::to_string(i % rb) + "): oracle " + std::to_string(want[i]) + ", engine " +
+                                    std::to_string(got[i])};
+  return {CaseResult::Ok, ""};
+}
+
+CaseResult deltanet_case(int nv, int dk, int dv, int steps) {
+  std::vector<float> S(size_t(nv) * size_t(dk * dv), 0.0f);
+  auto dS = upload(S.data(), S.size() * 4);
+  DevBuf dq(size_t(nv * dk) * 4), dkk(size_t(nv * dk) * 4), dvv(size_t(nv * dv) * 4), db(size_t(nv) * 4),
+      dg(size_t(nv) * 4), dout(size_t(nv * dv) * 4);
+  for (int t = 0; t < steps; t++) {
+    std::vector<float> q = values(nv * dk, 100 + uint64_t(t)), k = values(nv * dk, 200 + uint64_t(t)),
+                       v = values(nv * dv, 300 + uint64_t(t)), beta(size_t(nv)), g(size_t(nv)), o(size_t(nv * dv));
+    for (int h = 0; h < nv; h++) {
+      l2norm_inplace(k.data() + h * dk, dk);
+      l2norm_inplace(q.data() + h * dk, dk);
+      beta[size_t(h)] = sigmoid_c(float(h - t) * 0.3f);
+      g[size_t(h)] = -0.02f * float((h + t) % 7);
+      deltanet_step(S.data() + size_t(h) * size_t(dk * dv), q.data() + h * dk, k.data() + h * dk, v.data() + h * dv,
+                    beta[size_t(h)], g[size_t(h)], dk, dv, o.data() + h * dv);
+    }
+    check(cudaMemcpy(dq.p, q.data(), q.size() * 4, cudaMemcpyHostToDevice), "up");
+    check(cudaMemcpy(dkk.p, k.data(), k.size() * 4, cudaMemcpyHostToDevice), "up");
+    check(cudaMemcpy(dvv.p, v.data(), v.size() * 4, cudaMemcpyHostToDevice), "up");
+    check(cudaMemcpy(db.p, beta.data(), beta.size() * 4, cudaMemcpyHostToDevice), "up");
+    check(cudaMemcpy(dg.p, g.data(), g.size() * 4, cudaMemcpyHostToDevice), "up");
+    cuda::deltanet_step_heads(dS->as<float>(), dq.as<float>(), dkk.as<float>(), dvv.as<float>(), db.as<float>(),
+                              dg.as<float>(), nv, dk, dv, dout.as<float>(), nullptr);
+    CaseResult r = compare(o, download(dout, o.size()));
+    if (r.status != CaseResult::Ok) {
+      r.detail = "step " + std::to_string(t) + ": " + r.detail;
+      return r;
+    }
+  }
+  return compare(S, download(*dS, S.size()));
+}
+
+// ---- model cases -----------------------------------------------------------------------------------
+
+Trace engine_trace(cuda::Engine& e, const KvFormat& f, const std::vector<int32_t>& tokens, int64_t decode,
+                   bool taps) {
+  Trace tr;
+  auto s = e.new_sequence(f, int64_t(tokens.size()));
+  int64_t base = 0;
+  Tap tap = [&tr, &base](int layer, const char* name, int64_t t, const float* data, int64_t n) {
+    tr.taps.push_back({layer, name, base + t, std::vector<float>(data, data + n)});
+  };
+  ForwardOptions opt;
+  opt.tap = taps ? &tap : nullptr;
+  const int64_t T = int64_t(tokens.size()), pre = T - decode;
+  tr.logits = e.forward(*s, std::vector<int32_t>(tokens.begin(), tokens.begin() + pre), opt);
+  for (int64_t i = pre; i < T; i++) {
+    base = i;
+    auto l = e.forward(*s, {tokens[size_t(i)]}, opt);
+    tr.logits.insert(tr.logits.end(), l.begin(), l.end());
+  }
+  return tr;
+}
+
+std::vector<int32_t> tokens_for(const Model& m, int64_t n, uint64_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i++) t[size_t(i)] = int32_t(synth_bits(seed, 11, uint64_t(i)) % uint64_t(m.config.vocab_size));
+  return t;
+}
+
+// Models are built once and shared by their cases.
+std::shared_ptr<Model> cached_model(const std::string& source) {
+  static std::map<std::string, std::shared_ptr<Model>> cache;
+  auto& slot = cache[source];
+  if (!slot) slot = std::make_shared<Model>(source == "synthetic:27b-heads" ? [] {
+    SyntheticSpec s = builtin_spec("27b");  // the 27B head layout with a small hidden size and 4 layers
+    s.config.hidden_size = 512;
+    s.config.intermediate_size = 1024;
+    s.config.vocab_size = 1000;
+    s.config.num_hidden_layers = 4;
+    s.config.layer_types = {LayerKind::Linear, LayerKind::Full, LayerKind::Linear, LayerKind::Full};
+    return build_synthetic(s);
+  }()
+                                                                                         : load_any_model(source));
+  return slot;
+}
+
+std::shared_ptr<cuda::Engine> cached_engine(const std::string& source) {
+  static std::map<std::string, std::shared_ptr<cuda::Engine>> cache;
+  auto& slot = cache[source];
+  if (!slot) slot = std::make_shared<cuda::Engine>(*cached_model(source));
+  return slot;
+}
+
+CaseResult model_case(const std::string& source, const KvFormat& f, int64_t ctx, int64_t decode, bool taps) {
+  auto m = cached_model(source);
+  auto toks = tokens_for(*m, ctx, uint64_t(ctx));
+  Trace a = oracle_trace(*m, f, toks, decode, -1, taps);
+  Trace b = engine_trace(*cached_engine(source), f, toks, decode, taps);
+  std::string d = first_divergence(a, b);
+  if (d.empty()) return {CaseResult::Ok, std::to_string(a.taps.size()) + " taps and the logits equal"};
+  return {CaseResult::Fail, "first divergence at " + d};
+}
+
+}  // namespace
+
+std::vector<DiffCase> engine_diff_cases() {
+  int n = 0;
+  const bool gpu = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  std::vector<DiffCase> cases;
+  auto add = [&](const std::string& op, const std::string& params, bool long_ctx, std::function<CaseResult()> fn) {
+    if (!gpu) fn = [] { return CaseResult{CaseResult::Skip, "no GPU"}; };
+    cases.push_back({op, params, long_ctx, fn});
+  };
+  for (WType t : {WType::F32, WType::BF16, WType::F16, WType::MLX4})
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{37, 320}, {1000, 128}, {5120, 1024}, {256, 5120}})
+      for (int64_t batch : {1, 4}) {
+        if (t == WType::MLX4 && cols % 64) continue;
+        add("matvec",
+            std::string("type=") + wtype_name(t) + ",rows=" + std::to_string(rows) + ",cols=" + std::to_string(cols) +
+                ",batch=" + std::to_string(batch),
+            false, [=] { return matvec_case(t, rows, cols, batch); });
+      }
+  for (int64_t n : {128, 256, 5120})
+    for (bool plain : {false, true})
+      add("rmsnorm", "n=" + std::to_string(n) + ",rows=3," + (plain ? "plain" : "1+w"), false,
+          [=] { return rmsnorm_case(n, 3, plain); });
+  for (const char* fmt : {"bf16", "fp8", "q4h"})
+    for (int D : {128, 256})
+      add("kv_pack", std::string("cache=") + fmt + ",head_dim=" + std::to_string(D) + ",kv=4,rows=33", false,
+          [=] { return kv_pack_case(KvFormat::parse(fmt), D, 4, 33); });
+  for (auto [nv, dk, dv] : std::vector<std::tuple<int, int, int>>{{4, 32, 32}, {48, 128, 128}, {3, 64, 48}})
+    add("deltanet", "nv=" + std::to_string(nv) + ",dk=" + std::to_string(dk) + ",dv=" + std::to_string(dv) + ",steps=5",
+        false, [=] { return deltanet_case(nv, dk, dv, 5); });
+
+  std::vector<std::string> models = {"builtin:tiny", "builtin:tiny-mlx4", "synthetic:27b-heads"};
+  const std::string hf = std::string(HKV_SOURCE_DIR) + "/fixtures/hf/";
+  if (std::filesystem::exists(hf + "manifest.json")) {
+    auto man = nlohmann::json::parse(read_file(hf + "manifest.json"));
+    for (auto& fx : man["fixtures"]) models.push_back(hf + fx["name"].get<std::string>());
+  }
+  for (const std::string& src : models)
+    for (const char* fmt : {"bf16", "fp8", "q4h"})
+      for (int64_t ctx : {37, 600, 1100}) {
+        const std::string label = src.rfind(hf, 0) == 0 ? "hf/" + src.substr(hf.size()) : src;
+        add("model", "model=" + label + ",cache=" + fmt + ",ctx=" + std::to_string(ctx) + ",decode=3", false,
+            [=] { return model_case(src, KvFormat::parse(fmt), ctx, 3, true); });
+      }
+  for (const char* fmt : {"bf16", "q4h"})
+    add("model", std::string("model=builtin:tiny,cache=") + fmt + ",ctx=4096,decode=2", false,
+        [=] { return model_case("builtin:tiny", KvFormat::parse(fmt), 4096, 2, false); });
+  // Long contexts: the fast path arrives with issue #6; until then these run the exact path, which must
+  // agree exactly. As deep as the oracle reaches on a runner's CPU in minutes.
+  for (int64_t ctx : {8192, 32768})
+    add("model", "model=builtin:tiny,cache=q4h,ctx=" + std::to_string(ctx) + ",decode=2,long", true,
+        [=] { return model_case("builtin:tiny", KvFormat::q4h(), ctx, 2, false); });
+  // A case that must fail: the engine's cache with one flipped byte.
+  add("model", "corrupted-engine-cache-must-differ,cache=q4h", false, [] {
+    auto m = cached_model("builtin:tiny");
+    auto e = cached_engine("builtin:tiny");
+    auto toks = tokens_for(*m, 40, 5);
+    Trace a = oracle_trace(*m, KvFormat::q4h(), toks, 4);
+    auto s = e->new_sequence(KvFormat::q4h(), 40);
+    Trace b;
+    b.logits = e->forward(*s, std::vector<int32_t>(toks.begin(), toks.end() - 4));
+    SequenceState st = e->download(*s);
+    st.k_cache[0][3] ^= 0x10;
+    s = e->upload(st);
+    for (size_t i = toks.size() - 4; i < toks.size(); i++) {
+      auto l = e->forward(*s, {toks[i]});
+      b.logits.insert(b.logits.end(), l.begin(), l.end());
+    }
+    a.taps.clear();
+    std::string d = first_divergence(a, b);
+    if (d.empty()) return CaseResult{CaseResult::Fail, "a flipped cache byte went unnoticed"};
+    return CaseResult{CaseResult::Ok, "detected: " + d};
+  });
+  return cases;
+}
+
+#endif
+
+}  // namespace hkv
