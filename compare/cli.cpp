@@ -3,6 +3,10 @@
 #include <omp.h>
 #include <unistd.h>
 
+#ifdef HKV_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -29,16 +33,19 @@ commands:
                --format bf16|fp8|q4h   (default q4h; ablations: q4h-norot, q4h-sym, q4h-mid, q4h-g64 ...)
                --seed N  --head-dim N (default 256)  --row gaussian|outliers|near-duplicate
                --grids   print the grid study of docs/FORMAT.md instead
-  logits     run the oracle over a token file and write fp32 logits [tokens][vocab], little-endian
-               --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--threads N]
+  logits     run the model over a token file and write fp32 logits [tokens][vocab], little-endian
+               --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--backend cpu|cuda]
+               [--threads N]
   generate   greedy decode from a prompt
-               --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]
+               --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]  [--backend cpu|cuda]
   gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
                --fixture FILE (default fixtures/tiny-gate.json)  [--backend cpu|cuda]
                [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]
                [--json FILE] [--md FILE] [--html FILE]   exit 0 when every depth passes, 1 when not
   diff       the differential suite: the engine against the oracle, one line a case, then "N passed, M failed"
-               [--op NAME] [--filter REGEX] [--long] [--list]   exit 1 when a case fails
+               [--op NAME] [--filter REGEX] [--long] [--list] [--require-gpu (exit 77 without one)]
+               exit 1 when a case fails
+  bench      decode speed of the 27B shape (MLX 4-bit weights) against its bandwidth floor (GPU only)
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
 
 models (--model): builtin:tiny (the default fixture), builtin:tiny-mlx4, builtin:100m, builtin:27b,
@@ -152,6 +159,8 @@ static void set_threads(const Args& a) {
 
 int cmd_logits(const Args& a) {
   set_threads(a);
+  if (a.get("backend", "cpu") == "cuda") return cmd_logits_cuda(a);
+  if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv logits: --backend is cpu or cuda");
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   const std::string out = a.need("out");
@@ -167,6 +176,8 @@ int cmd_logits(const Args& a) {
 
 int cmd_generate(const Args& a) {
   set_threads(a);
+  if (a.get("backend", "cpu") == "cuda") return cmd_generate_cuda(a);
+  if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv generate: --backend is cpu or cuda");
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> prompt;
   if (a.has("tokens")) prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
@@ -253,7 +264,16 @@ int cmd_diff(const Args& a) {
   opt.list_only = a.has("list");
 #ifdef HKV_HAVE_CUDA
   const bool engine = true;
+  int ngpu = 0;
+  if (a.has("require-gpu") && (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0)) {
+    std::printf("hkv diff: no GPU here: not run\n");
+    return 77;  // CTest's "not run"
+  }
 #else
+  if (a.has("require-gpu")) {
+    std::printf("hkv diff: built without the CUDA engine: not run\n");
+    return 77;
+  }
   const bool engine = false;
   std::printf("hkv diff: built without the CUDA engine: only the self-tests run\n");
 #endif
@@ -268,6 +288,15 @@ int cmd_hash(const Args& a) {
   }
   return 0;
 }
+
+#ifndef HKV_HAVE_CUDA
+static int no_engine(const char* what) {
+  throw UsageError(std::string(what) + " needs the CUDA engine, and this hkv was built without it (no nvcc at configure time, or HKV_CUDA=OFF)");
+}
+int cmd_logits_cuda(const Args&) { return no_engine("hkv logits --backend cuda"); }
+int cmd_generate_cuda(const Args&) { return no_engine("hkv generate --backend cuda"); }
+int cmd_bench(const Args&) { return no_engine("hkv bench"); }
+#endif
 
 // ---- dispatch -----------------------------------------------------------------------------------
 
@@ -288,6 +317,7 @@ int run_cli(int argc, char** argv) {
     if (a.command == "gate") return cmd_gate(a);
     if (a.command == "hash") return cmd_hash(a);
     if (a.command == "diff") return cmd_diff(a);
+    if (a.command == "bench") return cmd_bench(a);
     throw UsageError("unknown command '" + a.command + "' (hkv --help lists them)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hkv: error: %s\n", e.what());

@@ -33,5 +33,9 @@ int cmd_generate(const Args& a);
 int cmd_gate(const Args& a);
 int cmd_hash(const Args& a);
 int cmd_diff(const Args& a);
+// The engine's commands (compare/engine_cli.cpp; without the engine they refuse with a clear message).
+int cmd_logits_cuda(const Args& a);
+int cmd_generate_cuda(const Args& a);
+int cmd_bench(const Args& a);
 
 }  // namespace hkv

@@ -105,7 +105,7 @@ CaseResult matvec_case(WType t, int64_t rows, int64_t cols, int64_t batch) {
       h[i] = t == WType::BF16 ? synth_bf16(7, id, i, 9) : f16_from_f32(f32_from_bf16(synth_bf16(7, id, i, 9)));
     W.data = h.data();
   }
-  std::vector<float> X = values(batch * cols, 3), want(size_t(batch * rows));
+  std::vector<float> X = values(batch * cols, 3), want(static_cast<size_t>(batch * rows));
   matmul(W, X.data(), batch, want.data());
 
   auto dw = upload(W.data, t == WType::MLX4 ? q.size() * 4 : W.nbytes());
@@ -118,13 +118,13 @@ CaseResult matvec_case(WType t, int64_t rows, int64_t cols, int64_t batch) {
   D.data = dw->p;
   if (dsb) D.scales = dsb->as<uint16_t>(), D.biases = dsb->as<uint16_t>() + sb.size() / 2;
   auto dx = upload(X.data(), X.size() * 4);
-  DevBuf dy(size_t(batch * rows) * 4), dsum(size_t(batch * ((cols + 31) / 32)) * 4);
+  DevBuf dy(static_cast<size_t>(batch * rows) * 4), dsum(static_cast<size_t>(batch * ((cols + 31) / 32)) * 4);
   cuda::matvec(D, dx->as<float>(), cols, batch, dy.as<float>(), rows, dsum.as<float>(), nullptr);
   return compare(want, download(dy, size_t(batch * rows)));
 }
 
 CaseResult rmsnorm_case(int64_t n, int64_t rows, bool plain) {
-  std::vector<float> x = values(rows * n, 5), w = values(n, 6), want(size_t(rows * n));
+  std::vector<float> x = values(rows * n, 5), w = values(n, 6), want(static_cast<size_t>(rows * n));
   for (float& v : w) v = v / 64.0f;
   for (int64_t r = 0; r < rows; r++)
     (plain ? rmsnorm_plain : rmsnorm_1pw)(x.data() + r * n, w.data(), n, 1e-6f, want.data() + r * n);
@@ -138,7 +138,7 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int64_t N) {
   const size_t rb = kv_row_bytes(f, D);
   std::vector<float> k = values(N * KV * D, 8), v = values(N * KV * D, 9);
   for (int64_t i = 0; i < N * KV * D; i += 37) k[size_t(i)] *= 20.0f;  // outliers
-  std::vector<uint8_t> want(size_t(N) * size_t(KV) * rb * 2);
+  std::vector<uint8_t> want(static_cast<size_t>(N) * static_cast<size_t>(KV) * rb * 2);
   for (int64_t r = 0; r < N; r++)
     for (int h = 0; h < KV; h++) {
       kv_pack_row(f, k.data() + (r * KV + h) * D, D, want.data() + (size_t(r) * size_t(KV) + size_t(h)) * rb);
@@ -148,8 +148,8 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int64_t N) {
   auto dk = upload(k.data(), k.size() * 4), dv = upload(v.data(), v.size() * 4);
   DevBuf cache(want.size()), err(4);
   check(cudaMemset(err.p, 0, 4), "memset");
-  std::vector<uint8_t*> kd(size_t(N), cache.as<uint8_t>()), vd(size_t(N), cache.as<uint8_t>() + want.size() / 2);
-  std::vector<int> pos(size_t(N));
+  std::vector<uint8_t*> kd(static_cast<size_t>(N), cache.as<uint8_t>()), vd(static_cast<size_t>(N), cache.as<uint8_t>() + want.size() / 2);
+  std::vector<int> pos(static_cast<size_t>(N));
   for (int64_t r = 0; r < N; r++) pos[size_t(r)] = int(r);
   auto dkd = upload(kd.data(), kd.size() * sizeof(void*)), dvd = upload(vd.data(), vd.size() * sizeof(void*));
   auto dpos = upload(pos.data(), pos.size() * 4);
@@ -167,13 +167,14 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int64_t N) {
 }
 
 CaseResult deltanet_case(int nv, int dk, int dv, int steps) {
-  std::vector<float> S(size_t(nv) * size_t(dk * dv), 0.0f);
+  std::vector<float> S(static_cast<size_t>(nv) * static_cast<size_t>(dk * dv), 0.0f);
   auto dS = upload(S.data(), S.size() * 4);
-  DevBuf dq(size_t(nv * dk) * 4), dkk(size_t(nv * dk) * 4), dvv(size_t(nv * dv) * 4), db(size_t(nv) * 4),
+  DevBuf dq(static_cast<size_t>(nv * dk) * 4), dkk(static_cast<size_t>(nv * dk) * 4), dvv(static_cast<size_t>(nv * dv) * 4), db(static_cast<size_t>(nv) * 4),
       dg(size_t(nv) * 4), dout(size_t(nv * dv) * 4);
   for (int t = 0; t < steps; t++) {
     std::vector<float> q = values(nv * dk, 100 + uint64_t(t)), k = values(nv * dk, 200 + uint64_t(t)),
-                       v = values(nv * dv, 300 + uint64_t(t)), beta(size_t(nv)), g(size_t(nv)), o(size_t(nv * dv));
+                       v = values(nv * dv, 300 + uint64_t(t)), beta(static_cast<size_t>(nv)),
+                       g(static_cast<size_t>(nv)), o(static_cast<size_t>(nv * dv));
     for (int h = 0; h < nv; h++) {
       l2norm_inplace(k.data() + h * dk, dk);
       l2norm_inplace(q.data() + h * dk, dk);
@@ -279,10 +280,10 @@ std::vector<DiffCase> engine_diff_cases() {
                 ",batch=" + std::to_string(batch),
             false, [=] { return matvec_case(t, rows, cols, batch); });
       }
-  for (int64_t n : {128, 256, 5120})
+  for (int64_t width : {128, 256, 5120})
     for (bool plain : {false, true})
-      add("rmsnorm", "n=" + std::to_string(n) + ",rows=3," + (plain ? "plain" : "1+w"), false,
-          [=] { return rmsnorm_case(n, 3, plain); });
+      add("rmsnorm", "n=" + std::to_string(width) + ",rows=3," + (plain ? "plain" : "1+w"), false,
+          [=] { return rmsnorm_case(width, 3, plain); });
   for (const char* fmt : {"bf16", "fp8", "q4h"})
     for (int D : {128, 256})
       add("kv_pack", std::string("cache=") + fmt + ",head_dim=" + std::to_string(D) + ",kv=4,rows=33", false,

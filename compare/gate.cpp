@@ -43,6 +43,12 @@ RunnerFactory oracle_runners(const Model& m, bool wide) {
   };
 }
 
+#ifndef HKV_HAVE_CUDA
+RunnerFactory engine_runners(const Model&) {
+  throw std::runtime_error("this hkv was built without the CUDA engine (no nvcc at configure time, or HKV_CUDA=OFF)");
+}
+#endif  // with the engine: compare/engine_cli.cpp
+
 // ---- the context -----------------------------------------------------------------------------------
 
 std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows) {
