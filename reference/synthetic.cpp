@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "reference/checkpoint.h"
 
@@ -237,10 +239,25 @@ SyntheticSpec load_synthetic_spec(const std::string& path) {
   SyntheticSpec s;
   if (sj.contains("builtin")) s = builtin_spec(sj["builtin"].get<std::string>());
   if (sj.contains("config")) s.config = parse_config(sj["config"].dump(), path + ": synthetic.config");
+  // A number that fits the field's type: converting an out-of-range double (1e300 as a seed) is undefined.
   auto num = [&](const char* key, auto& out) {
+    using T = std::remove_reference_t<decltype(out)>;
     if (!sj.contains(key)) return;
-    if (!sj[key].is_number()) throw std::runtime_error(path + ": field 'synthetic." + key + "' must be a number");
-    out = sj[key].get<std::remove_reference_t<decltype(out)>>();
+    const nlohmann::json& v = sj[key];
+    const std::string field = path + ": field 'synthetic." + key + "'";
+    if (!v.is_number()) throw std::runtime_error(field + " must be a number");
+    if constexpr (std::is_integral_v<T>) {
+      if (!v.is_number_integer()) throw std::runtime_error(field + ": " + v.dump() + " is not an integer");
+      const bool fits = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= uint64_t(std::numeric_limits<T>::max())
+                            : v.get<int64_t>() >= int64_t(std::numeric_limits<T>::min()) &&
+                                  (std::is_unsigned_v<T> || v.get<int64_t>() <= int64_t(std::numeric_limits<T>::max()));
+      if (!fits) throw std::runtime_error(field + ": " + v.dump() + " is out of range");
+    } else {
+      if (!(std::fabs(v.get<double>()) <= double(std::numeric_limits<T>::max())))
+        throw std::runtime_error(field + ": " + v.dump() + " is out of range");
+    }
+    out = v.get<T>();
   };
   num("seed", s.seed);
   num("outlier_channels", s.outlier_channels);
@@ -253,6 +270,14 @@ SyntheticSpec load_synthetic_spec(const std::string& path) {
     else throw std::runtime_error(path + ": field 'synthetic.weights': '" + w + "' is not bf16 or mlx4");
   }
   if (s.config.num_hidden_layers == 0) throw std::runtime_error(path + ": field 'synthetic.config' is missing");
+  // build_synthetic indexes k_norm by (i·37 + 5) mod head_dim and shifts exponents by sharpness_log2: keep
+  // both where that arithmetic cannot overflow.
+  if (s.outlier_channels < 0 || s.outlier_channels > s.config.head_dim)
+    throw std::runtime_error(path + ": field 'synthetic.outlier_channels': " + std::to_string(s.outlier_channels) +
+                             " is not in [0, head_dim " + std::to_string(s.config.head_dim) + "]");
+  if (s.sharpness_log2 < -16 || s.sharpness_log2 > 16)
+    throw std::runtime_error(path + ": field 'synthetic.sharpness_log2': " + std::to_string(s.sharpness_log2) +
+                             " is not in [-16, 16]");
   return s;
 }
 
