@@ -39,6 +39,7 @@ void StreamingSummary::add(double x) {
 double StreamingSummary::quantile(double p) const {
   if (n_ == 0) return 0.0;
   int64_t rank = std::max<int64_t>(1, int64_t(std::ceil(p * double(n_))));
+  if (rank >= n_) return max_;  // the largest value is known exactly
   int64_t seen = 0;
   for (size_t b = 0; b < hist_.size(); b++) {
     seen += hist_[b];

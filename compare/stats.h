@@ -22,7 +22,7 @@ class StreamingSummary {
   double mean() const { return n_ ? sum_ / double(n_) : 0.0; }
   double max() const { return max_; }
   // The p-quantile (0 <= p <= 1): the geometric centre of the bin holding the ceil(p·n)-th smallest value,
-  // clamped to the exact maximum.
+  // clamped to the exact maximum; the n-th smallest is the exact maximum.
   double quantile(double p) const;
   // Histogram for plots: (bin lower edge, count) of the non-empty bins.
   std::vector<std::pair<double, int64_t>> bins() const;

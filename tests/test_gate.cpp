@@ -1,0 +1,166 @@
+// The differential layer on the CPU: statistics against direct computations, fixtures and their hashes,
+// the gate's context, the report schema, and a gate that must fail.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "compare/fixture.h"
+#include "compare/gate.h"
+#include "compare/report.h"
+#include "compare/stats.h"
+#include "reference/synthetic.h"
+#include "reference/tokens.h"
+
+using namespace hkv;
+namespace fs = std::filesystem;
+
+TEST_CASE("KL divergence of known distributions") {
+  // P = (1/2, 1/4, 1/4), Q = (1/4, 1/4, 1/2): KL = 1/2 ln 2 + 0 + 1/4 ln(1/2) = 1/4 ln 2
+  std::vector<float> p = {std::log(0.5f), std::log(0.25f), std::log(0.25f)};
+  std::vector<float> q = {std::log(0.25f) + 3.0f, std::log(0.25f) + 3.0f, std::log(0.5f) + 3.0f};  // shifted logits
+  CHECK(kl_divergence(p.data(), q.data(), 3) == doctest::Approx(0.25 * std::log(2.0)).epsilon(1e-6));
+  CHECK(kl_divergence(p.data(), p.data(), 3) == 0.0);
+  // two Bernoulli-like rows over a large vocabulary: KL is invariant to adding a constant to the logits
+  std::vector<float> a(1000, 0.0f), b(1000, 5.0f);
+  a[7] = 4.0f;
+  b[7] = 9.0f;
+  CHECK(kl_divergence(a.data(), b.data(), 1000) == doctest::Approx(0.0).epsilon(1e-12));
+  std::vector<double> lp;
+  log_softmax(a.data(), 1000, lp);
+  double total = 0;
+  for (double v : lp) total += std::exp(v);
+  CHECK(total == doctest::Approx(1.0).epsilon(1e-12));
+}
+
+TEST_CASE("streaming percentiles against exact order statistics") {
+  // 10,000 values spread over six decades; the histogram has 64 bins a decade, so a quantile is within a
+  // bin's width (a factor of 10^(1/64) = 1.037) of the exact order statistic.
+  StreamingSummary s;
+  std::vector<double> v;
+  for (int i = 0; i < 10000; i++) {
+    double x = std::pow(10.0, -8.0 + 6.0 * double(synth_bits(1, 2, uint64_t(i)) % 1000003) / 1000003.0);
+    v.push_back(x);
+    s.add(x);
+  }
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  CHECK(s.count() == 10000);
+  CHECK(s.mean() == doctest::Approx(sum / 10000).epsilon(1e-12));
+  CHECK(s.max() == v.back());
+  for (double p : {0.5, 0.9, 0.99, 0.999}) {
+    double exact = v[size_t(std::ceil(p * 10000)) - 1];
+    CAPTURE(p);
+    CHECK(s.quantile(p) <= exact * 1.04);
+    CHECK(s.quantile(p) >= exact / 1.04);
+  }
+  CHECK(s.quantile(1.0) == v.back());
+  StreamingSummary zeros;
+  zeros.add(0.0);
+  zeros.add(0.0);
+  CHECK(zeros.quantile(0.5) == 0.0);
+}
+
+static std::string tiny_fixture_json(const std::string& tokens, const std::string& xxh) {
+  return R"({"name": "t", "model": "builtin:tiny", "tokens": {"path": ")" + tokens + R"(", "xxh64": ")" + xxh +
+         R"("}, "depths": [96], "rows": 16, "formats": ["q4h"],
+         "passphrase": {"plant": " pass is ab12. ", "ask": " pass? ", "answer": "ab12"}})";
+}
+
+TEST_CASE("a fixture whose token file does not match its hash is refused, naming both hashes") {
+  const fs::path dir = fs::temp_directory_path() / "hkv_fixture_test";
+  fs::create_directories(dir);
+  std::vector<uint32_t> toks(200);
+  for (size_t i = 0; i < toks.size(); i++) toks[i] = uint32_t(97 + i % 26);
+  write_file_atomic((dir / "t.u32").string(), toks.data(), toks.size() * 4);
+  const std::string good = xxh64_hex(toks.data(), toks.size() * 4);
+  Fixture f = parse_fixture(tiny_fixture_json("t.u32", good), (dir / "f.json").string());
+  CHECK(load_fixture_tokens(f, 256).size() == 200);
+  Fixture bad = parse_fixture(tiny_fixture_json("t.u32", "0123456789abcdef"), (dir / "f.json").string());
+  CHECK_THROWS_WITH_AS(load_fixture_tokens(bad, 256), doctest::Contains(good.c_str()), std::runtime_error);
+  CHECK_THROWS_WITH_AS(load_fixture_tokens(bad, 256), doctest::Contains("0123456789abcdef"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(parse_fixture(R"({"name": "x", "model": "builtin:tiny"})", "f.json"),
+                       doctest::Contains("field 'tokens'"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(parse_fixture(tiny_fixture_json("t.u32", "short"), "f.json"), doctest::Contains("tokens.xxh64"),
+                       std::runtime_error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the committed fixtures load and their token files match") {
+  for (const char* name : {"tiny-gate.json"}) {
+    Fixture f = load_fixture(std::string(HKV_SOURCE_DIR) + "/fixtures/" + name);
+    CHECK(load_fixture_tokens(f, 256).size() >= size_t(f.depths.back() + f.rows));
+  }
+}
+
+TEST_CASE("the gate's context plants the passphrase at d/2 and asks it just before d") {
+  Fixture f = parse_fixture(tiny_fixture_json("t.u32", "0123456789abcdef"), "f.json");
+  std::vector<int32_t> text(200, 'x');
+  auto ctx = gate_context(f, text, 96, 16);
+  REQUIRE(ctx.size() == 112);
+  CHECK(std::string(ctx.begin() + 48, ctx.begin() + 48 + 15) == " pass is ab12. ");
+  CHECK(std::string(ctx.begin() + 96 - 7, ctx.begin() + 96) == " pass? ");
+  CHECK(std::string(ctx.begin() + 96, ctx.begin() + 100) == "ab12");
+  CHECK_THROWS(gate_context(f, text, 190, 16));  // does not fit the text
+}
+
+static GateReport small_gate(const std::string& candidate_format, double bar_mean = 0.01, double bar_max = 0.1) {
+  const fs::path dir = fs::temp_directory_path() / "hkv_gate_test";
+  fs::create_directories(dir);
+  std::vector<uint32_t> toks(300);
+  for (size_t i = 0; i < toks.size(); i++) toks[i] = uint32_t(synth_bits(3, 4, i) % 256);
+  write_file_atomic((dir / "t.u32").string(), toks.data(), toks.size() * 4);
+  Fixture f = parse_fixture(tiny_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
+  f.bar_kl_mean = bar_mean;
+  f.bar_kl_max = bar_max;
+  static Model m = build_synthetic(builtin_spec("tiny"));
+  GateOptions opt;
+  opt.formats = {candidate_format};
+  opt.chunk = 5;  // several chunks of rows
+  return run_gate(f, m, load_fixture_tokens(f, 256), oracle_runners(m), "oracle (CPU)", opt);
+}
+
+TEST_CASE("the gate report: values and schema") {
+  GateReport g = small_gate("q4h");
+  REQUIRE(g.results.size() == 1);
+  const DepthResult& r = g.results[0];
+  CHECK(r.rows == 16);
+  CHECK(r.kl_mean > 0.0);
+  CHECK(r.kl_max >= r.p999);
+  CHECK(r.p999 >= r.p99);
+  CHECK(r.p99 >= r.p90);
+  CHECK(r.p90 >= r.p50);
+  CHECK(r.top1_agree > 0.5);
+  CHECK(g.floor.size() == 1);
+  CHECK(g.floor[0].kl_mean < r.kl_mean);  // fp32 rounding is far below what 4 bits cost
+  auto j = nlohmann::json::parse(gate_json(g));
+  CHECK(j["schema"] == "hkv-gate-1");
+  for (const char* k : {"fixture", "model", "backend", "date", "bars", "results", "noise_floor", "pass"}) CHECK(j.contains(k));
+  const auto& d = j["results"][0];
+  for (const char* k : {"depth", "format", "rows", "kl", "top1_agreement", "perplexity", "passphrase_recalled",
+                        "top1_differences", "kl_histogram", "pass"})
+    CHECK(d.contains(k));
+  for (const char* k : {"mean", "max", "p99_9", "p99", "p90", "median"}) CHECK(d["kl"].contains(k));
+  CHECK(gate_markdown(g).find("| q4h |") != std::string::npos);
+  const std::string html = gate_html(g);
+  CHECK(html.find("<svg") != std::string::npos);
+  CHECK(html.find("</html>") != std::string::npos);
+}
+
+TEST_CASE("a gate that must fail: a format far from bf16 fails the bar") {
+  // The unrotated 4-bit grid on K with outlier channels (the tiny model's k_norm) costs more than q4h.
+  // With the bar set between the two, q4h passes and the unrotated grid FAILS: the gate can fail.
+  GateReport q4 = small_gate("q4h");
+  GateReport norot = small_gate("q4h-norot");
+  REQUIRE(norot.results[0].kl_mean > 2 * q4.results[0].kl_mean);  // rotation helps, measurably
+  const double bar = std::sqrt(norot.results[0].kl_mean * q4.results[0].kl_mean);
+  CHECK(small_gate("q4h", bar, 1.0).pass);
+  GateReport fail = small_gate("q4h-norot", bar, 1.0);
+  CHECK_FALSE(fail.pass);
+  CHECK_FALSE(fail.results[0].pass);
+  CHECK(gate_table(fail).find("FAIL") != std::string::npos);
+  CHECK(nlohmann::json::parse(gate_json(fail))["pass"] == false);
+}
