@@ -36,14 +36,14 @@ run() {  # name timeout args...
 }
 for s in $stages; do
   case $s in
-    ops) run gpu_ops 60 $bin --source-file='*gpu_ops*' ;;
-    engine) run gpu_engine 240 $bin --source-file='*gpu_engine*' ;;
+    ops) run gpu_ops 45 $bin --source-file='*gpu_ops*' ;;
+    engine) run gpu_engine 170 $bin --source-file='*gpu_engine*' ;;
     sanitize)
       run memcheck 300 compute-sanitizer --tool memcheck $bin --source-file='*gpu_ops*'
       run racecheck 300 compute-sanitizer --tool racecheck $bin --source-file='*gpu_ops*' ;;
     bench)
       HKV_BENCH_ARGS="${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8}" \
-        timeout 100 $bin -tc='hkv bench' --no-skip > "$OUT/bench.log" 2>&1
+        timeout 80 $bin -tc='hkv bench' --no-skip > "$OUT/bench.log" 2>&1
       echo "bench: rc=$?" | tee -a "$summary"
       grep -E "hkv bench|copy bandwidth|peak device|^\||median" "$OUT/bench.log" | tee -a "$summary" ;;
   esac
