@@ -9,7 +9,7 @@
 // sqrt_rn (sqrtss), both correctly rounded IEEE operations. docs/ARITHMETIC.md gives the formulas; the ULP
 // bounds are enforced by tests/test_scalar.cpp against long double. The maxima quoted below were measured
 // over all 2^32 inputs on the host, and a build for the H200 (nvcc --fmad=false) gave the same bits for
-// every input of every function here.
+// every input of every function here (round_even_small and floor_small: every input but NaN).
 //
 // Build flags (set in CMakeLists.txt): contraction off, no fast-math, no flush-to-zero.
 #pragma once
