@@ -106,57 +106,39 @@ __device__ __forceinline__ float nibble(uint32_t word, int k) {
   return __uint_as_float(0x4b000000u | ((word >> (4 * k)) & 0xfu)) - 8388608.0f;
 }
 
-// Each lane issues the loads of U chunks (its chunks c, c+32, …, c+32(U−1)) before computing them, in
-// the same order, so that a warp has U weight loads in flight instead of one.
-template <int NB, int U>
+template <int NB>
 __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(DMat W, const float* X, int64_t ldx,
-                                                                  const float* xsum, float* Y, int64_t ldy, int gshift) {
+                                                                  const float* xsum, float* Y, int64_t ldy) {
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= W.rows) return;
-  const int nch = int(W.cols / 32);
-  const int64_t gpr = W.cols / W.group;
+  const int64_t nch = W.cols / 32, gpr = W.cols / W.group;
   const uint4* q = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + r * (W.cols / 8));
-  const uint16_t* srow = W.scales + r * gpr;
-  const uint16_t* brow = W.biases + r * gpr;
   float acc[NB];
 #pragma unroll
   for (int b = 0; b < NB; b++) acc[b] = 0.0f;
-  for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-    uint4 u[U];
-    float s[U], bias[U];
+  for (int64_t c = lane; c < nch; c += 32) {
+    const uint4 u = __ldg(q + c);
+    const int64_t g = r * gpr + (c * 32) / W.group;
+    const float s = hkv::f32_from_bf16(__ldg(W.scales + g)), bias = hkv::f32_from_bf16(__ldg(W.biases + g));
+    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
-    for (int k = 0; k < U; k++) {
-      const int c = c0 + 32 * k;
-      if (c < nch) {
-        u[k] = __ldg(q + c);
-        s[k] = hkv::f32_from_bf16(__ldg(srow + (c >> gshift)));
-        bias[k] = hkv::f32_from_bf16(__ldg(brow + (c >> gshift)));
+    for (int b = 0; b < NB; b++) {
+      const float4* x4 = reinterpret_cast<const float4*>(X + b * ldx + c * 32);
+      float qx = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < 4; wi++) {
+        float4 xa = x4[2 * wi], xb = x4[2 * wi + 1];
+        qx = hkv::fma_rn(nibble(words[wi], 0), xa.x, qx);
+        qx = hkv::fma_rn(nibble(words[wi], 1), xa.y, qx);
+        qx = hkv::fma_rn(nibble(words[wi], 2), xa.z, qx);
+        qx = hkv::fma_rn(nibble(words[wi], 3), xa.w, qx);
+        qx = hkv::fma_rn(nibble(words[wi], 4), xb.x, qx);
+        qx = hkv::fma_rn(nibble(words[wi], 5), xb.y, qx);
+        qx = hkv::fma_rn(nibble(words[wi], 6), xb.z, qx);
+        qx = hkv::fma_rn(nibble(words[wi], 7), xb.w, qx);
       }
-    }
-#pragma unroll
-    for (int k = 0; k < U; k++) {
-      const int c = c0 + 32 * k;
-      if (c >= nch) break;
-      const uint32_t words[4] = {u[k].x, u[k].y, u[k].z, u[k].w};
-#pragma unroll
-      for (int b = 0; b < NB; b++) {
-        const float4* x4 = reinterpret_cast<const float4*>(X + b * ldx + int64_t(c) * 32);
-        float qx = 0.0f;
-#pragma unroll
-        for (int wi = 0; wi < 4; wi++) {
-          float4 xa = x4[2 * wi], xb = x4[2 * wi + 1];
-          qx = hkv::fma_rn(nibble(words[wi], 0), xa.x, qx);
-          qx = hkv::fma_rn(nibble(words[wi], 1), xa.y, qx);
-          qx = hkv::fma_rn(nibble(words[wi], 2), xa.z, qx);
-          qx = hkv::fma_rn(nibble(words[wi], 3), xa.w, qx);
-          qx = hkv::fma_rn(nibble(words[wi], 4), xb.x, qx);
-          qx = hkv::fma_rn(nibble(words[wi], 5), xb.y, qx);
-          qx = hkv::fma_rn(nibble(words[wi], 6), xb.z, qx);
-          qx = hkv::fma_rn(nibble(words[wi], 7), xb.w, qx);
-        }
-        acc[b] = hkv::fma_rn(s[k], qx, hkv::fma_rn(bias[k], xsum[b * nch + c], acc[b]));
-      }
+      acc[b] = hkv::fma_rn(s, qx, hkv::fma_rn(bias, xsum[b * nch + c], acc[b]));
     }
   }
 #pragma unroll
@@ -176,11 +158,7 @@ void launch(const DMat& W, const float* X, int64_t ldx, float* Y, int64_t ldy, c
     case WType::F32: matvec_dense_kernel<WType::F32, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec); break;
     case WType::BF16: matvec_dense_kernel<WType::BF16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec); break;
     case WType::F16: matvec_dense_kernel<WType::F16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec); break;
-    case WType::MLX4: {
-      const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-      matvec_mlx4_kernel<NB, NB <= 2 ? 4 : 2><<<grid, block, 0, st>>>(W, X, ldx, xsum, Y, ldy, gshift);
-      break;
-    }
+    case WType::MLX4: matvec_mlx4_kernel<NB><<<grid, block, 0, st>>>(W, X, ldx, xsum, Y, ldy); break;
   }
   HKV_CHECK_LAUNCH();
 }
@@ -193,7 +171,7 @@ void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int
   const int width = W.type == WType::F32 ? 4 : 8;
   const int64_t nch = W.cols / 32;
   if (W.type == WType::MLX4) {
-    if (W.cols % 32 != 0 || (W.group != 32 && W.group != 64 && W.group != 128) || ldx % 4 != 0 || !aligned16(X) || !aligned16(W.data))
+    if (W.cols % 32 != 0 || W.group % 32 != 0 || ldx % 4 != 0 || !aligned16(X) || !aligned16(W.data))
       throw std::runtime_error("matvec: MLX4 needs cols and group multiples of 32 and 16-byte aligned rows");
     const int64_t total = N * nch;
     chunk_sums_kernel<<<unsigned((total + 255) / 256), 256, 0, st>>>(X, ldx, N, nch, xsum);
