@@ -298,7 +298,6 @@ static void linear_attention(const Model& m, SequenceState& s, int layer, int st
   for (int64_t t = 0; t < T; t++) {
     // causal depthwise conv over the last K inputs of each channel, then SiLU; shift the window
     const float* xt = qkv.data() + t * C;
-#pragma omp parallel for schedule(static)
     for (int64_t ch = 0; ch < C; ch++) {
       float* st = conv_state + ch * (K - 1);
       const float* wc = w.conv.data() + ch * K;
@@ -317,8 +316,8 @@ static void linear_attention(const Model& m, SequenceState& s, int layer, int st
       for (int i = 0; i < dk; i++) qv[h * dk + i] = qv[h * dk + i] * q_scale;
       l2norm_inplace(kv + h * dk, dk);
     }
-    // the recurrence, one value head at a time (heads are independent)
-#pragma omp parallel for schedule(static)
+    // the recurrence, one value head at a time (heads are independent; threads only pay off for large states)
+#pragma omp parallel for schedule(static) if (nv * dk * dv >= 65536)
     for (int h = 0; h < nv; h++) {
       const int kh = h / (nv / nk);
       const float beta = sigmoid_c(b[size_t(t * nv + h)]);

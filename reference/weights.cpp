@@ -45,7 +45,18 @@ float Matrix::at(int64_t r, int64_t c) const {
 }
 
 void Matrix::row(int64_t r, float* out) const {
-  for (int64_t c = 0; c < cols; c++) out[c] = at(r, c);
+  switch (type) {
+    case WType::BF16: {
+      const uint16_t* p = static_cast<const uint16_t*>(data) + r * cols;
+      for (int64_t c = 0; c < cols; c++) out[c] = f32_from_bf16(p[c]);
+      return;
+    }
+    case WType::F32:
+      for (int64_t c = 0; c < cols; c++) out[c] = static_cast<const float*>(data)[r * cols + c];
+      return;
+    default:
+      for (int64_t c = 0; c < cols; c++) out[c] = at(r, c);
+  }
 }
 
 static bool g_wide = false;
@@ -54,8 +65,11 @@ bool wide_accumulation() { return g_wide; }
 
 // The noise-floor form: a float64 sum in index order, rounded once.
 static float dot_wide(const Matrix& W, int64_t r, const float* x) {
+  thread_local std::vector<float> w;
+  w.resize(size_t(W.cols));
+  W.row(r, w.data());
   double acc = 0.0;
-  for (int64_t j = 0; j < W.cols; j++) acc += double(W.at(r, j)) * double(x[j]);
+  for (int64_t j = 0; j < W.cols; j++) acc += double(w[size_t(j)]) * double(x[j]);
   return float(acc);
 }
 
