@@ -5,6 +5,8 @@
 
 #ifdef HKV_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "cuda/device_select.h"
 #endif
 
 #include <chrono>
@@ -280,10 +282,12 @@ int cmd_diff(const Args& a) {
 #ifdef HKV_HAVE_CUDA
   const bool engine = true;
   int ngpu = 0;
-  if (a.has("require-gpu") && (cudaGetDeviceCount(&ngpu) != cudaSuccess || ngpu == 0)) {
+  const bool have_gpu = cudaGetDeviceCount(&ngpu) == cudaSuccess && ngpu > 0;
+  if (a.has("require-gpu") && !have_gpu) {
     std::printf("hkv diff: no GPU here: not run\n");
     return 77;  // CTest's "not run"
   }
+  if (have_gpu) cuda::select_ctest_device();
 #else
   if (a.has("require-gpu")) {
     std::printf("hkv diff: built without the CUDA engine: not run\n");

@@ -19,7 +19,7 @@ date -u +"date %Y-%m-%dT%H:%M:%SZ" | tee -a "$summary"
 t0=$SECONDS
 cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 "${deps[@]}" > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
-cmake --build build-gpu -j16 --target hkv_gpu_tests > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+cmake --build build-gpu -j16 --target hkv_gpu_tests hkv > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 echo "build: $((SECONDS - t0)) s" | tee -a "$summary"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-16}
 bin=build-gpu/tests/hkv_gpu_tests
@@ -42,8 +42,7 @@ for s in $stages; do
       run memcheck 300 compute-sanitizer --tool memcheck $bin --source-file='*gpu_ops*'
       run racecheck 300 compute-sanitizer --tool racecheck $bin --source-file='*gpu_ops*' ;;
     bench)
-      HKV_BENCH_ARGS="${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8}" \
-        timeout 80 $bin -tc='hkv bench' --no-skip > "$OUT/bench.log" 2>&1
+      timeout 80 build-gpu/hkv bench ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} > "$OUT/bench.log" 2>&1
       echo "bench: rc=$?" | tee -a "$summary"
       grep -E "hkv bench|copy bandwidth|peak device|^\||median" "$OUT/bench.log" | tee -a "$summary" ;;
   esac

@@ -6,12 +6,18 @@
 
 #include <cstdio>
 
+#include "cuda/device_select.h"
+
 int main(int argc, char** argv) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
     std::fprintf(stderr, "hkv gpu tests: no GPU (%s): not run\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 77;
+  }
+  if (hkv::cuda::select_ctest_device() < 0) {
+    std::fprintf(stderr, "hkv gpu tests: the device CTest assigned cannot be selected\n");
+    return 1;
   }
   doctest::Context ctx;
   ctx.applyCommandLine(argc, argv);
