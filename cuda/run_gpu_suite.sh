@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
-# a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [bench] [sanitize]   (default: ops engine bench)
+# a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [diff] [gate] [bench] [sanitize]
+# (default: ops engine bench)
 # Headers missing there (doctest, xxhash, nlohmann-json) travel as .deb files in .deps (shared/device.md).
 set -uo pipefail
 OUT=${OUT:-/tmp/hkv-out}
@@ -41,6 +42,18 @@ for s in $stages; do
     sanitize)
       run memcheck 300 compute-sanitizer --tool memcheck $bin --source-file='*gpu_ops*'
       run racecheck 300 compute-sanitizer --tool racecheck $bin --source-file='*gpu_ops*' ;;
+    diff)  # the table-driven differential suite (hkv diff), engine against oracle
+      t=$SECONDS
+      timeout "${HKV_DIFF_LIMIT:-70}" build-gpu/hkv diff ${HKV_DIFF_ARGS:-} > "$OUT/diff.log" 2>&1
+      echo "diff: rc=$?, $((SECONDS - t)) s: $(grep -E '^[0-9]+ passed' "$OUT/diff.log")" | tee -a "$summary"
+      grep -E ": FAIL" "$OUT/diff.log" | head -8 | tee -a "$summary" ;;
+    gate)  # the fidelity gate on the engine, trained model
+      t=$SECONDS
+      timeout "${HKV_GATE_LIMIT:-70}" build-gpu/hkv gate --fixture fixtures/trained-gate.json --backend cuda --no-floor \
+        ${HKV_GATE_ARGS:---depths 1024,8192,32768} --json "$OUT/gate-trained-cuda.json" --md "$OUT/gate-trained-cuda.md" \
+        > "$OUT/gate.log" 2>&1
+      echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
+      grep -E "^(fp8|q4h) " "$OUT/gate.log" | tee -a "$summary" ;;
     bench)
       timeout 80 build-gpu/hkv bench ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} > "$OUT/bench.log" 2>&1
       echo "bench: rc=$?" | tee -a "$summary"
