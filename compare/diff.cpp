@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <regex>
 
 #include "reference/model.h"
@@ -34,19 +35,44 @@ static std::string compare_floats(const std::vector<float>& a, const std::vector
   return buf;
 }
 
+// The order in which a forward pass produces its tensors: by layer, then tensor (q, k, attn, deltanet,
+// hidden), then token. A backend may report them in another order (the engine runs long prompts in rounds
+// of tokens), so both traces are compared in this canonical order: the first mismatch is then the
+// earliest layer and tensor where the two part.
+static int tensor_rank(const std::string& name) {
+  static const char* order[] = {"q", "k", "attn", "deltanet", "hidden"};
+  for (int i = 0; i < 5; i++)
+    if (name == order[i]) return i;
+  return 5;
+}
+
+static std::vector<const Trace::Tap*> canonical(const Trace& t) {
+  std::vector<const Trace::Tap*> v;
+  for (const auto& tap : t.taps) v.push_back(&tap);
+  std::stable_sort(v.begin(), v.end(), [](const Trace::Tap* x, const Trace::Tap* y) {
+    if (x->layer != y->layer) return x->layer < y->layer;
+    int rx = tensor_rank(x->name), ry = tensor_rank(y->name);
+    if (rx != ry) return rx < ry;
+    if (x->name != y->name) return x->name < y->name;
+    return x->pos < y->pos;
+  });
+  return v;
+}
+
 std::string first_divergence(const Trace& a, const Trace& b) {
-  // Taps come in the order the forward pass produced them: the first mismatch is the first divergence.
-  const size_t n = std::min(a.taps.size(), b.taps.size());
+  const auto ta = canonical(a), tb = canonical(b);
+  const size_t n = std::min(ta.size(), tb.size());
   for (size_t i = 0; i < n; i++) {
-    const Trace::Tap &x = a.taps[i], &y = b.taps[i];
+    const Trace::Tap &x = *ta[i], &y = *tb[i];
     if (x.layer != y.layer || x.name != y.name || x.pos != y.pos)
-      return "tap " + std::to_string(i) + " is layer " + std::to_string(x.layer) + " " + x.name + " on one side and layer " +
-             std::to_string(y.layer) + " " + y.name + " on the other";
+      return "layer " + std::to_string(x.layer) + " " + x.name + " token " + std::to_string(x.pos) +
+             " is reported on one side only (the other has layer " + std::to_string(y.layer) + " " + y.name + " token " +
+             std::to_string(y.pos) + " there)";
     std::string d = compare_floats(x.data, y.data);
     if (!d.empty()) return "layer " + std::to_string(x.layer) + " tensor " + x.name + " token " + std::to_string(x.pos) + " " + d;
   }
-  if (a.taps.size() != b.taps.size())
-    return "tap counts " + std::to_string(a.taps.size()) + " and " + std::to_string(b.taps.size());
+  if (ta.size() != tb.size())
+    return "tap counts " + std::to_string(ta.size()) + " and " + std::to_string(tb.size());
   std::string d = compare_floats(a.logits, b.logits);
   return d.empty() ? "" : "logits " + d;
 }

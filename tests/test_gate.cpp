@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "compare/diff.h"
 #include "compare/fixture.h"
 #include "compare/gate.h"
 #include "compare/report.h"
@@ -163,4 +164,29 @@ TEST_CASE("a gate that must fail: a format far from bf16 fails the bar") {
   CHECK_FALSE(fail.results[0].pass);
   CHECK(gate_table(fail).find("FAIL") != std::string::npos);
   CHECK(nlohmann::json::parse(gate_json(fail))["pass"] == false);
+}
+
+TEST_CASE("first divergence: the order taps are reported in does not matter, the earliest layer is named") {
+  // The engine reports a prompt's taps in rounds of tokens, the oracle layer by layer: the same tensors
+  // in another order must compare equal, and a mismatch must be named at its layer, tensor and token.
+  Trace a, b;
+  for (int layer = 0; layer < 2; layer++)
+    for (const char* name : {"deltanet", "hidden"})
+      for (int64_t t = 0; t < 3; t++) a.taps.push_back({layer, name, t, {float(layer), float(t), 1.5f}});
+  for (int64_t t = 0; t < 3; t++)  // token-major: another order of the same taps
+    for (int layer = 0; layer < 2; layer++)
+      for (const char* name : {"deltanet", "hidden"}) b.taps.push_back({layer, name, t, {float(layer), float(t), 1.5f}});
+  a.logits = b.logits = {1.0f, 2.0f};
+  CHECK(first_divergence(a, b).empty());
+  Trace missing = b;
+  missing.taps.erase(missing.taps.begin());  // layer 0 deltanet token 0 absent on one side
+  CHECK(first_divergence(a, missing).find("reported on one side only") != std::string::npos);
+  // corrupt layer 1 hidden token 2 and layer 0 deltanet token 1: the earliest (layer 0) is reported
+  for (auto& tap : b.taps) {
+    if (tap.layer == 1 && tap.name == "hidden" && tap.pos == 2) tap.data[2] = 2.5f;
+    if (tap.layer == 0 && tap.name == "deltanet" && tap.pos == 1) tap.data[1] = 7.0f;
+  }
+  const std::string d = first_divergence(a, b);
+  CHECK(d.find("layer 0 tensor deltanet token 1 index 1") != std::string::npos);
+  CHECK(d.find("1 of 3 elements differ") != std::string::npos);
 }
