@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 #include "compare/diff.h"
@@ -156,6 +157,22 @@ int cmd_format(const Args& a) {
 
 // ---- hkv logits / generate ----------------------------------------------------------------------
 
+void check_logits_finite(const std::vector<float>& logits, int64_t vocab, const std::string& model) {
+  for (size_t i = 0; i < logits.size(); i++)
+    if (!std::isfinite(logits[i]))
+      throw std::runtime_error(model + ": the logits of token " + std::to_string(i / size_t(vocab)) +
+                               " are not finite (an activation overflowed): nothing was written");
+}
+
+void check_context(const std::string& tokens_path, int64_t n, const Model& m) {
+  if (n <= m.config.max_position_embeddings) return;
+  std::string where = m.source;
+  if (std::filesystem::is_directory(where)) where += "/config.json";
+  throw std::runtime_error(tokens_path + ": " + std::to_string(n) + " tokens exceed max_position_embeddings " +
+                           std::to_string(m.config.max_position_embeddings) + " (field 'max_position_embeddings' of " +
+                           where + ")");
+}
+
 static void set_threads(const Args& a) {
   if (a.has("threads")) omp_set_num_threads(int(a.get_int("threads", 1)));
 }
@@ -168,8 +185,10 @@ int cmd_logits(const Args& a) {
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   const std::string out = a.need("out");
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  check_context(a.need("tokens"), int64_t(tokens.size()), m);
   SequenceState s = new_sequence(m.config, f, int64_t(tokens.size()));
   std::vector<float> logits = forward(m, s, tokens);
+  check_logits_finite(logits, m.config.vocab_size, m.source);
   write_file_atomic(out, logits.data(), logits.size() * sizeof(float));
   std::printf("%s: %zu tokens x %lld vocab, cache %s, xxh64 %s\n", out.c_str(), tokens.size(),
               static_cast<long long>(m.config.vocab_size), f.name().c_str(),
@@ -191,7 +210,9 @@ int cmd_generate(const Args& a) {
     if (prompt.empty()) throw UsageError("hkv generate: --prompt is empty");
   }
   const int n = int(a.get_int("n", 32));
+  if (n < 1) throw UsageError("hkv generate: --n must be at least 1");
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  check_context(a.has("tokens") ? a.get("tokens") : std::string("--prompt"), int64_t(prompt.size()) + n, m);
   SequenceState s = new_sequence(m.config, f, int64_t(prompt.size()) + n);
   // the prompt in one call, then one token a call (generate_greedy's steps), timed separately
   ForwardOptions last;

@@ -8,6 +8,8 @@
 
 namespace hkv {
 
+struct Model;
+
 // Parsed `--key value` and `--flag` arguments after the subcommand.
 struct Args {
   std::string command;
@@ -23,6 +25,11 @@ struct Args {
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Refuse non-finite logits (naming the model and the token) and contexts past max_position_embeddings
+// (naming the token file and the model) before anything is written.
+void check_logits_finite(const std::vector<float>& logits, int64_t vocab, const std::string& model);
+void check_context(const std::string& tokens_path, int64_t n, const Model& m);
 
 // Returns the process exit code: 0 success, 1 a check that failed (gate/diff), 2 usage or input error.
 int run_cli(int argc, char** argv);

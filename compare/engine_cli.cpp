@@ -59,9 +59,11 @@ int cmd_logits_cuda(const Args& a) {
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   const std::string out = a.need("out");
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  check_context(a.need("tokens"), int64_t(tokens.size()), m);
   cuda::Engine eng(m);
   auto s = eng.new_sequence(f, int64_t(tokens.size()));
   std::vector<float> logits = eng.forward(*s, tokens);
+  check_logits_finite(logits, m.config.vocab_size, m.source);
   write_file_atomic(out, logits.data(), logits.size() * sizeof(float));
   std::printf("%s: %zu tokens x %lld vocab, cache %s, backend cuda, xxh64 %s\n", out.c_str(), tokens.size(),
               static_cast<long long>(m.config.vocab_size), f.name().c_str(),

@@ -28,6 +28,7 @@ static void check_id(int64_t id, size_t i, int64_t vocab, const std::string& whe
 }
 
 std::vector<int32_t> parse_tokens_json(const std::string& text, const std::string& where, int64_t vocab) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw std::runtime_error(where + ": the token file is empty");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
