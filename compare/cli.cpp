@@ -21,6 +21,7 @@
 #include "compare/format_study.h"
 #include "compare/gate.h"
 #include "compare/report.h"
+#include "compare/stats.h"
 #include "reference/model.h"
 #include "reference/synthetic.h"
 #include "reference/tokens.h"
@@ -40,6 +41,8 @@ commands:
   logits     run the model over a token file and write fp32 logits [tokens][vocab], little-endian
                --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--backend cpu|cuda]
                [--threads N]
+  score      teacher-forced scoring: log p of every next token, streamed (chunk x vocab logits at a time)
+               --model PATH  --tokens FILE  [--out FILE (fp32 [tokens-1])]  [--kv-cache F]  [--chunk N]
   generate   greedy decode from a prompt
                --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]  [--backend cpu|cuda]
   gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
@@ -193,6 +196,40 @@ int cmd_logits(const Args& a) {
   std::printf("%s: %zu tokens x %lld vocab, cache %s, xxh64 %s\n", out.c_str(), tokens.size(),
               static_cast<long long>(m.config.vocab_size), f.name().c_str(),
               xxh64_hex(logits.data(), logits.size() * sizeof(float)).c_str());
+  return 0;
+}
+
+// Teacher-forced scoring: log p(token t+1 | tokens 0..t) for every t, fed in chunks so that only
+// chunk × vocab logits are held at once, written as fp32 [tokens − 1] (little-endian).
+int cmd_score(const Args& a) {
+  set_threads(a);
+  Model m = load_any_model(a.need("model"));
+  std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
+  if (tokens.size() < 2) throw std::runtime_error(a.get("tokens") + ": scoring needs at least 2 tokens");
+  check_context(a.get("tokens"), int64_t(tokens.size()), m);
+  const int64_t chunk = a.get_int("chunk", 256), V = m.config.vocab_size;
+  if (chunk < 1) throw UsageError("hkv score: --chunk must be positive");
+  KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  SequenceState s = new_sequence(m.config, f, int64_t(tokens.size()));
+  std::vector<float> logprobs;
+  logprobs.reserve(tokens.size() - 1);
+  std::vector<double> lp;
+  double nll = 0;
+  for (size_t c = 0; c + 1 < tokens.size(); c += size_t(chunk)) {
+    const size_t n = std::min(size_t(chunk), tokens.size() - 1 - c);
+    std::vector<float> logits = forward(m, s, std::vector<int32_t>(tokens.begin() + long(c), tokens.begin() + long(c + n)));
+    check_logits_finite(logits, V, m.source);
+    for (size_t i = 0; i < n; i++) {
+      log_softmax(logits.data() + i * size_t(V), V, lp);
+      const double l = lp[size_t(tokens[c + i + 1])];
+      logprobs.push_back(float(l));
+      nll -= l;
+    }
+  }
+  const double mean = nll / double(logprobs.size());
+  std::printf("%zu tokens scored, cache %s: mean NLL %.5f nats/token (%.4f bits), perplexity %.4f\n", logprobs.size(),
+              f.name().c_str(), mean, mean / std::log(2.0), std::exp(mean));
+  if (a.has("out")) write_file_atomic(a.get("out"), logprobs.data(), logprobs.size() * sizeof(float));
   return 0;
 }
 
@@ -355,6 +392,7 @@ int run_cli(int argc, char** argv) {
     if (a.command == "logits") return cmd_logits(a);
     if (a.command == "generate") return cmd_generate(a);
     if (a.command == "gate") return cmd_gate(a);
+    if (a.command == "score") return cmd_score(a);
     if (a.command == "hash") return cmd_hash(a);
     if (a.command == "diff") return cmd_diff(a);
     if (a.command == "bench") return cmd_bench(a);

@@ -38,6 +38,7 @@ int cmd_format(const Args& a);
 int cmd_logits(const Args& a);
 int cmd_generate(const Args& a);
 int cmd_gate(const Args& a);
+int cmd_score(const Args& a);
 int cmd_hash(const Args& a);
 int cmd_diff(const Args& a);
 // The engine's commands (compare/engine_cli.cpp; without the engine they refuse with a clear message).

@@ -233,3 +233,60 @@ TEST_CASE("the cache formats differ from bf16 by a little, not a lot") {
     CHECK(worst > 0.0);  // and they are not silently the same cache
   }
 }
+
+TEST_CASE("the cache holds each K row exactly as its format packs it") {
+  // Every K row the model wrote equals kv_pack_row of the K vector the layer computed (tapped after
+  // k_norm and RoPE), byte for byte; and unpacking it gives that vector back within the format's bound.
+  const auto toks = text_tokens(20);
+  for (const char* fmt : {"bf16", "fp8", "q4h"}) {
+    const KvFormat f = KvFormat::parse(fmt);
+    std::vector<std::vector<float>> ks;  // [t] K of the first full-attention layer (layer 1)
+    Tap tap = [&ks](int layer, const char* name, int64_t, const float* data, int64_t n) {
+      if (layer == 1 && std::string(name) == "k") ks.emplace_back(data, data + n);
+    };
+    ForwardOptions opt;
+    opt.tap = &tap;
+    SequenceState s = new_sequence(tiny().config, f, 32);
+    forward(tiny(), s, toks, opt);
+    REQUIRE(ks.size() == toks.size());
+    const int D = tiny().config.head_dim;
+    std::vector<uint8_t> row(s.row_bytes);
+    std::vector<float> back(static_cast<size_t>(D));
+    for (size_t t = 0; t < ks.size(); t++) {
+      kv_pack_row(f, ks[t].data(), D, row.data());
+      CHECK(std::memcmp(row.data(), s.k_cache[0].data() + t * s.row_bytes, s.row_bytes) == 0);
+      kv_unpack_row(f, s.k_cache[0].data() + t * s.row_bytes, D, back.data());
+      double e2 = 0, x2 = 0;
+      for (int d = 0; d < D; d++) {
+        e2 += (back[size_t(d)] - ks[t][size_t(d)]) * double(back[size_t(d)] - ks[t][size_t(d)]);
+        x2 += double(ks[t][size_t(d)]) * ks[t][size_t(d)];
+      }
+      // relative RMS error bounds of docs/FORMAT.md's table, with room for rows unlike the study's
+      CHECK(std::sqrt(e2 / x2) < (f.kind == KvKind::Q4H ? 0.15 : f.kind == KvKind::FP8 ? 0.04 : 0.004));
+    }
+  }
+}
+
+TEST_CASE("hkv score: chunked scoring gives the bytes of one pass, and the log-probabilities of the logits") {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const auto toks = text_tokens(50);
+  std::string json = "[";
+  for (size_t i = 0; i < toks.size(); i++) json += (i ? "," : "") + std::to_string(toks[i]);
+  write_file_atomic(dir + "/hkv_score.json", (json + "]").data(), json.size() + 1);
+  const std::string base = std::string(HKV_BINARY) + " score --model builtin:tiny --tokens " + dir + "/hkv_score.json";
+  REQUIRE(std::system((base + " --chunk 7 --out " + dir + "/hkv_score7.f32 > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((base + " --chunk 1000 --out " + dir + "/hkv_score_all.f32 > /dev/null").c_str()) == 0);
+  const std::string a = read_file(dir + "/hkv_score7.f32"), b = read_file(dir + "/hkv_score_all.f32");
+  REQUIRE(a.size() == (toks.size() - 1) * 4);
+  CHECK(a == b);
+  SequenceState s = new_sequence(tiny().config, KvFormat::bf16(), 64);
+  std::vector<float> logits = forward(tiny(), s, toks);
+  const float* lp = reinterpret_cast<const float*>(a.data());
+  const int64_t V = tiny().config.vocab_size;
+  for (size_t t = 0; t + 1 < toks.size(); t++) {
+    double m = -1e30, z = 0;
+    for (int64_t i = 0; i < V; i++) m = std::max(m, double(logits[t * size_t(V) + size_t(i)]));
+    for (int64_t i = 0; i < V; i++) z += std::exp(logits[t * size_t(V) + size_t(i)] - m);
+    CHECK(lp[t] == doctest::Approx(logits[t * size_t(V) + size_t(toks[t + 1])] - m - std::log(z)).epsilon(1e-6));
+  }
+}
