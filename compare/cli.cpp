@@ -46,7 +46,7 @@ commands:
   generate   greedy decode from a prompt
                --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]  [--backend cpu|cuda]
   gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
-               --fixture FILE (default fixtures/tiny-gate.json)  [--backend cpu|cuda]
+               --fixture FILE (default fixtures/trained-gate.json)  [--backend cpu|cuda]
                [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]
                [--json FILE] [--md FILE] [--html FILE]   exit 0 when every depth passes, 1 when not
   diff       the differential suite: the engine against the oracle, one line a case, then "N passed, M failed"
@@ -301,7 +301,7 @@ static void write_text(const std::string& path, const std::string& text) {
 
 int cmd_gate(const Args& a) {
   set_threads(a);
-  const std::string fixture_path = a.get("fixture", std::string(HKV_SOURCE_DIR) + "/fixtures/tiny-gate.json");
+  const std::string fixture_path = a.get("fixture", std::string(HKV_SOURCE_DIR) + "/fixtures/trained-gate.json");
   Fixture f = load_fixture(fixture_path);
   GateOptions opt;
   if (a.has("depths"))
