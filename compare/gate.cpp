@@ -174,6 +174,8 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
     if (d - 1 + rows > m.config.max_position_embeddings)
       return "beyond max_position_embeddings " + std::to_string(m.config.max_position_embeddings);
     if (int64_t(text.size()) < d + rows) return "the token file holds " + std::to_string(text.size()) + " tokens";
+    if (!f.plant.empty() && (d / 2 + int64_t(f.plant.size()) > d - int64_t(f.ask.size()) || int64_t(f.answer.size()) > rows))
+      return "too short for the passphrase";
     (void)fmt;
     return "";
   };

@@ -223,32 +223,39 @@ std::string kl_by_depth(const GateReport& g) {
 }
 
 std::string kl_distribution(const GateReport& g) {
+  // The summary's bins are 1/64 of a decade; plotted in eighths of a decade so that 256 rows show a shape.
+  const int per_decade = 8;
   std::string out;
   for (const auto& r : g.results) {
     if (r.skipped || r.histogram.empty()) continue;
+    std::map<int, int64_t> bins;  // floor(log10(edge) · 8) -> rows
+    int64_t zeros = 0;
+    for (auto& [e, n] : r.histogram) {
+      if (e <= 0) zeros += n;
+      else bins[int(std::floor(std::log10(e) * per_decade + 1e-9))] += n;
+    }
+    if (bins.empty()) continue;
     Plot p;
     p.h = 200;
-    double lo = 1e30, hi = 0;
     int64_t top = 1;
-    for (auto& [e, n] : r.histogram)
-      if (e > 0) lo = std::min(lo, e), hi = std::max(hi, e), top = std::max(top, n);
-    if (hi == 0) continue;
-    p.x0 = std::floor(std::log10(lo)) - 0.1;
-    p.x1 = std::ceil(std::log10(hi) + 0.05) + 0.1;
+    for (auto& [b, n] : bins) top = std::max(top, n);
+    p.x0 = std::floor(double(bins.begin()->first) / per_decade);
+    p.x1 = std::ceil(double(bins.rbegin()->first + 1) / per_decade);
     p.y0 = 0;
     p.y1 = double(top) * 1.1;
     p.begin("KL of a row (log scale)", "rows");
-    for (int e = int(std::ceil(p.x0)); e <= int(std::floor(p.x1)); e++) p.text(p.X(e), p.h - p.bottom + 16, "1e" + std::to_string(e));
-    const double bw = 1.0 / StreamingSummary::kPerDecade;
-    for (auto& [e, n] : r.histogram) {
-      if (e <= 0) continue;
-      double xa = p.X(std::log10(e)), xb = p.X(std::log10(e) + bw);
-      p.svg += "<rect x='" + fmt("%.1f", xa) + "' y='" + fmt("%.1f", p.Y(double(n))) + "' width='" +
-               fmt("%.1f", std::max(1.0, xb - xa)) + "' height='" + fmt("%.1f", p.Y(0) - p.Y(double(n))) +
-               "' fill='#1f77b4'><title>" + sci(e) + ": " + std::to_string(n) + " rows</title></rect>";
+    for (int e = int(p.x0); e <= int(p.x1); e++) p.text(p.X(e), p.h - p.bottom + 16, "1e" + std::to_string(e));
+    for (int i = 0; i <= 2; i++) p.text(p.left - 6, p.Y(p.y1 * i / 2.2) + 4, std::to_string(int64_t(p.y1 * i / 2.2)), "end");
+    for (auto& [b, n] : bins) {
+      double xa = p.X(double(b) / per_decade), xb = p.X(double(b + 1) / per_decade);
+      p.svg += "<rect x='" + fmt("%.1f", xa + 0.5) + "' y='" + fmt("%.1f", p.Y(double(n))) + "' width='" +
+               fmt("%.1f", std::max(1.0, xb - xa - 1)) + "' height='" + fmt("%.1f", p.Y(0) - p.Y(double(n))) +
+               "' fill='#1f77b4'><title>" + sci(std::pow(10.0, double(b) / per_decade)) + "–" +
+               sci(std::pow(10.0, double(b + 1) / per_decade)) + ": " + std::to_string(n) + " rows</title></rect>";
     }
     p.svg += "</svg>";
-    out += "<h3>" + r.format + " at depth " + depth_name(r.depth) + "</h3>" + p.svg;
+    out += "<h3>" + r.format + " at depth " + depth_name(r.depth) + "</h3>" + p.svg +
+           (zeros ? "<p>" + std::to_string(zeros) + " rows with KL below 1e-12.</p>" : "");
   }
   return out.empty() ? "<p>No KL values.</p>" : out;
 }
