@@ -116,9 +116,9 @@ int cmd_format(const Args& a) {
   }
   KvFormat f = KvFormat::parse(a.get("format", "q4h"));
   std::string kind_s = a.get("row", "outliers");
-  RowKind kind = kind_s == "gaussian" ? RowKind::Gaussian
+  RowKind kind = kind_s == "gaussian"         ? RowKind::Gaussian
                  : kind_s == "near-duplicate" ? RowKind::NearDuplicate
-                 : kind_s == "outliers" ? RowKind::Outliers
+                 : kind_s == "outliers"       ? RowKind::Outliers
                                         : throw UsageError("hkv format: --row is gaussian, outliers or near-duplicate");
   if (head_dim <= 0 || head_dim % f.group != 0)
     throw UsageError("hkv format: --head-dim must be a positive multiple of " + std::to_string(f.group));
@@ -130,9 +130,11 @@ int cmd_format(const Args& a) {
 
   std::printf("format %s, head_dim %d, a %s row (seed %lld): %zu bytes (bf16 would be %d)\n", f.name().c_str(),
               head_dim, kind_s.c_str(), a.get_int("seed", 1), bytes.size(), 2 * head_dim);
-  size_t code_bytes = f.kind == KvKind::BF16 ? bytes.size() : f.kind == KvKind::FP8 ? size_t(head_dim) : size_t(head_dim / 2);
+  size_t code_bytes = f.kind == KvKind::BF16  ? bytes.size()
+                      : f.kind == KvKind::FP8 ? size_t(head_dim)
+                                              : size_t(head_dim / 2);
   std::printf("\nbytes (offset: hex)   [0, %zu) %s", code_bytes,
-              f.kind == KvKind::BF16 ? "bf16 values, little-endian\n"
+              f.kind == KvKind::BF16  ? "bf16 values, little-endian\n"
               : f.kind == KvKind::FP8 ? "e4m3 codes, one a byte\n"
                                       : "4-bit codes, element 2i in the low nibble of byte i, 2i+1 in the high\n");
   if (code_bytes < bytes.size())
@@ -153,8 +155,8 @@ int cmd_format(const Args& a) {
     if (std::fabs(e) > worst) worst = std::fabs(e), worst_i = d;
     std::printf("  [%3d] %9.4f -> %9.4f (%+.4f)%s", d, x[size_t(d)], back[size_t(d)], e, d % 3 == 2 ? "\n" : "");
   }
-  std::printf("\n\nerror: RMS %.5f (relative %.5f), worst %.5f at [%d]\n", std::sqrt(e2 / head_dim),
-              std::sqrt(e2 / s2), worst, worst_i);
+  std::printf("\n\nerror: RMS %.5f (relative %.5f), worst %.5f at [%d]\n", std::sqrt(e2 / head_dim), std::sqrt(e2 / s2),
+              worst, worst_i);
   return 0;
 }
 
@@ -217,7 +219,8 @@ int cmd_score(const Args& a) {
   double nll = 0;
   for (size_t c = 0; c + 1 < tokens.size(); c += size_t(chunk)) {
     const size_t n = std::min(size_t(chunk), tokens.size() - 1 - c);
-    std::vector<float> logits = forward(m, s, std::vector<int32_t>(tokens.begin() + long(c), tokens.begin() + long(c + n)));
+    std::vector<float> logits =
+        forward(m, s, std::vector<int32_t>(tokens.begin() + long(c), tokens.begin() + long(c + n)));
     check_logits_finite(logits, V, m.source);
     for (size_t i = 0; i < n; i++) {
       log_softmax(logits.data() + i * size_t(V), V, lp);
@@ -239,10 +242,12 @@ int cmd_generate(const Args& a) {
   if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv generate: --backend is cpu or cuda");
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> prompt;
-  if (a.has("tokens")) prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
+  if (a.has("tokens"))
+    prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
   else {
     std::string text = a.need("prompt");
-    if (m.config.vocab_size < 256) throw UsageError("hkv generate: --prompt needs a byte-level vocabulary; use --tokens");
+    if (m.config.vocab_size < 256)
+      throw UsageError("hkv generate: --prompt needs a byte-level vocabulary; use --tokens");
     for (unsigned char ch : text) prompt.push_back(ch);
     if (prompt.empty()) throw UsageError("hkv generate: --prompt is empty");
   }
@@ -264,8 +269,10 @@ int cmd_generate(const Args& a) {
   }
   auto t2 = std::chrono::steady_clock::now();
   const double tp = std::chrono::duration<double>(t1 - t0).count(), td = std::chrono::duration<double>(t2 - t1).count();
-  std::fprintf(stderr, "oracle, %d threads: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %d tokens in %.3f s (%.2f tokens/s)\n",
-               omp_get_max_threads(), prompt.size(), tp, double(prompt.size()) / tp, n - 1, td, double(n - 1) / td);
+  std::fprintf(
+      stderr,
+      "oracle, %d threads: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %d tokens in %.3f s (%.2f tokens/s)\n",
+      omp_get_max_threads(), prompt.size(), tp, double(prompt.size()) / tp, n - 1, td, double(n - 1) / td);
   std::printf("[");
   for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
   std::printf("]\n");
@@ -290,7 +297,8 @@ static int64_t parse_depth(const std::string& s) {
   char* end = nullptr;
   long long v = std::strtoll(s.c_str(), &end, 10);
   if (end && (*end == 'K' || *end == 'k')) v *= 1024, end++;
-  if (s.empty() || !end || *end != '\0' || v < 2) throw UsageError("hkv gate: --depths wants numbers like 1024 or 8K, got '" + s + "'");
+  if (s.empty() || !end || *end != '\0' || v < 2)
+    throw UsageError("hkv gate: --depths wants numbers like 1024 or 8K, got '" + s + "'");
   return v;
 }
 
@@ -319,8 +327,10 @@ int cmd_gate(const Args& a) {
   Model m = load_any_model(f.model);
   std::vector<int32_t> text = load_fixture_tokens(f, m.config.vocab_size);
   RunnerFactory runners;
-  if (backend == "cpu") runners = oracle_runners(m);
-  else runners = engine_runners(m);  // throws when the engine is not built or no GPU is present
+  if (backend == "cpu")
+    runners = oracle_runners(m);
+  else
+    runners = engine_runners(m);  // throws when the engine is not built or no GPU is present
   std::fprintf(stderr, "gate: fixture %s (%s), backend %s\n", f.name.c_str(), f.path.c_str(), backend.c_str());
   GateReport g = run_gate(f, m, text, runners, backend == "cpu" ? "oracle (CPU)" : "engine (CUDA)", opt);
   if (tty) std::fprintf(stderr, "\r\033[K");
@@ -368,7 +378,9 @@ int cmd_hash(const Args& a) {
 
 #ifndef HKV_HAVE_CUDA
 static int no_engine(const char* what) {
-  throw UsageError(std::string(what) + " needs the CUDA engine, and this hkv was built without it (no nvcc at configure time, or HKV_CUDA=OFF)");
+  throw UsageError(
+      std::string(what) +
+      " needs the CUDA engine, and this hkv was built without it (no nvcc at configure time, or HKV_CUDA=OFF)");
 }
 int cmd_logits_cuda(const Args&) { return no_engine("hkv logits --backend cuda"); }
 int cmd_generate_cuda(const Args&) { return no_engine("hkv generate --backend cuda"); }

@@ -1,9 +1,9 @@
 #include "compare/diff.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
 #include <regex>
 
 #include "reference/model.h"
@@ -66,13 +66,13 @@ std::string first_divergence(const Trace& a, const Trace& b) {
     const Trace::Tap &x = *ta[i], &y = *tb[i];
     if (x.layer != y.layer || x.name != y.name || x.pos != y.pos)
       return "layer " + std::to_string(x.layer) + " " + x.name + " token " + std::to_string(x.pos) +
-             " is reported on one side only (the other has layer " + std::to_string(y.layer) + " " + y.name + " token " +
-             std::to_string(y.pos) + " there)";
+             " is reported on one side only (the other has layer " + std::to_string(y.layer) + " " + y.name +
+             " token " + std::to_string(y.pos) + " there)";
     std::string d = compare_floats(x.data, y.data);
-    if (!d.empty()) return "layer " + std::to_string(x.layer) + " tensor " + x.name + " token " + std::to_string(x.pos) + " " + d;
+    if (!d.empty())
+      return "layer " + std::to_string(x.layer) + " tensor " + x.name + " token " + std::to_string(x.pos) + " " + d;
   }
-  if (ta.size() != tb.size())
-    return "tap counts " + std::to_string(ta.size()) + " and " + std::to_string(tb.size());
+  if (ta.size() != tb.size()) return "tap counts " + std::to_string(ta.size()) + " and " + std::to_string(tb.size());
   std::string d = compare_floats(a.logits, b.logits);
   return d.empty() ? "" : "logits " + d;
 }
@@ -162,12 +162,15 @@ int run_diff(const std::vector<DiffCase>& cases, const DiffOptions& opt) {
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const char* word = r.status == CaseResult::Ok ? "OK" : r.status == CaseResult::Fail ? "FAIL" : "SKIP";
-    std::printf("%s%s%s%s (%.2f s)\n", word, r.detail.empty() ? "" : " (", r.detail.c_str(), r.detail.empty() ? "" : ")", s);
+    std::printf("%s%s%s%s (%.2f s)\n", word, r.detail.empty() ? "" : " (", r.detail.c_str(),
+                r.detail.empty() ? "" : ")", s);
     (r.status == CaseResult::Ok ? passed : r.status == CaseResult::Fail ? failed : skipped)++;
   }
   if (!opt.list_only) {
-    if (skipped) std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    else std::printf("%d passed, %d failed\n", passed, failed);
+    if (skipped)
+      std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    else
+      std::printf("%d passed, %d failed\n", passed, failed);
   }
   return failed;
 }

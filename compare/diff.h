@@ -22,8 +22,8 @@ struct CaseResult {
 };
 
 struct DiffCase {
-  std::string op;      // "matvec", "rmsnorm", "kv_pack", "attention", "deltanet", "model", "self-test", ...
-  std::string params;  // "type=bf16,rows=37,cols=320,batch=3"
+  std::string op;             // "matvec", "rmsnorm", "kv_pack", "attention", "deltanet", "model", "self-test", ...
+  std::string params;         // "type=bf16,rows=37,cols=320,batch=3"
   bool long_context = false;  // run only with --long
   std::function<CaseResult()> run;
   std::string name() const { return op + "(" + params + ")"; }

@@ -38,7 +38,9 @@ struct DevBuf {
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
   template <typename T>
-  T* as() const { return static_cast<T*>(p); }
+  T* as() const {
+    return static_cast<T*>(p);
+  }
 };
 
 std::unique_ptr<DevBuf> upload(const void* host, size_t n) {
@@ -148,7 +150,8 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int64_t N) {
   auto dk = upload(k.data(), k.size() * 4), dv = upload(v.data(), v.size() * 4);
   DevBuf cache(want.size()), err(4);
   check(cudaMemset(err.p, 0, 4), "memset");
-  std::vector<uint8_t*> kd(static_cast<size_t>(N), cache.as<uint8_t>()), vd(static_cast<size_t>(N), cache.as<uint8_t>() + want.size() / 2);
+  std::vector<uint8_t*> kd(static_cast<size_t>(N), cache.as<uint8_t>()),
+      vd(static_cast<size_t>(N), cache.as<uint8_t>() + want.size() / 2);
   std::vector<int> pos(static_cast<size_t>(N));
   for (int64_t r = 0; r < N; r++) pos[size_t(r)] = int(r);
   auto dkd = upload(kd.data(), kd.size() * sizeof(void*)), dvd = upload(vd.data(), vd.size() * sizeof(void*));
@@ -169,8 +172,9 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int64_t N) {
 CaseResult deltanet_case(int nv, int dk, int dv, int steps) {
   std::vector<float> S(static_cast<size_t>(nv) * static_cast<size_t>(dk * dv), 0.0f);
   auto dS = upload(S.data(), S.size() * 4);
-  DevBuf dq(static_cast<size_t>(nv * dk) * 4), dkk(static_cast<size_t>(nv * dk) * 4), dvv(static_cast<size_t>(nv * dv) * 4), db(static_cast<size_t>(nv) * 4),
-      dg(size_t(nv) * 4), dout(size_t(nv * dv) * 4);
+  DevBuf dq(static_cast<size_t>(nv * dk) * 4), dkk(static_cast<size_t>(nv * dk) * 4),
+      dvv(static_cast<size_t>(nv * dv) * 4), db(static_cast<size_t>(nv) * 4), dg(size_t(nv) * 4),
+      dout(size_t(nv * dv) * 4);
   for (int t = 0; t < steps; t++) {
     std::vector<float> q = values(nv * dk, 100 + uint64_t(t)), k = values(nv * dk, 200 + uint64_t(t)),
                        v = values(nv * dv, 300 + uint64_t(t)), beta(static_cast<size_t>(nv)),
@@ -201,8 +205,7 @@ CaseResult deltanet_case(int nv, int dk, int dv, int steps) {
 
 // ---- model cases -----------------------------------------------------------------------------------
 
-Trace engine_trace(cuda::Engine& e, const KvFormat& f, const std::vector<int32_t>& tokens, int64_t decode,
-                   bool taps) {
+Trace engine_trace(cuda::Engine& e, const KvFormat& f, const std::vector<int32_t>& tokens, int64_t decode, bool taps) {
   Trace tr;
   auto s = e.new_sequence(f, int64_t(tokens.size()));
   int64_t base = 0;
@@ -223,15 +226,17 @@ Trace engine_trace(cuda::Engine& e, const KvFormat& f, const std::vector<int32_t
 
 std::vector<int32_t> tokens_for(const Model& m, int64_t n, uint64_t seed) {
   std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; i++) t[size_t(i)] = int32_t(synth_bits(seed, 11, uint64_t(i)) % uint64_t(m.config.vocab_size));
+  for (int64_t i = 0; i < n; i++)
+    t[size_t(i)] = int32_t(synth_bits(seed, 11, uint64_t(i)) % uint64_t(m.config.vocab_size));
   return t;
 }
 
 // Models are built once and shared by their cases.
 std::shared_ptr<Model> cached_model(const std::string& source) {
-  static std::map<std::string, std::shared_ptr<Model>> cache;
+  static std::map<std::string, std::shared_ptr<Model> > cache;
   auto& slot = cache[source];
-  if (!slot) slot = std::make_shared<Model>(source == "synthetic:27b-heads" ? [] {
+  if (!slot)
+    slot = std::make_shared<Model>(source == "synthetic:27b-heads" ? [] {
     SyntheticSpec s = builtin_spec("27b");  // the 27B head layout with a small hidden size and 4 layers
     s.config.hidden_size = 512;
     s.config.intermediate_size = 1024;
@@ -245,7 +250,7 @@ std::shared_ptr<Model> cached_model(const std::string& source) {
 }
 
 std::shared_ptr<cuda::Engine> cached_engine(const std::string& source) {
-  static std::map<std::string, std::shared_ptr<cuda::Engine>> cache;
+  static std::map<std::string, std::shared_ptr<cuda::Engine> > cache;
   auto& slot = cache[source];
   if (!slot) slot = std::make_shared<cuda::Engine>(*cached_model(source));
   return slot;
@@ -272,7 +277,8 @@ std::vector<DiffCase> engine_diff_cases() {
     cases.push_back({op, params, long_ctx, fn});
   };
   for (WType t : {WType::F32, WType::BF16, WType::F16, WType::MLX4})
-    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{37, 320}, {1000, 128}, {5120, 1024}, {256, 5120}})
+    for (auto [rows, cols] :
+         std::vector<std::pair<int64_t, int64_t> >{{37, 320}, {1000, 128}, {5120, 1024}, {256, 5120}})
       for (int64_t batch : {1, 4}) {
         if (t == WType::MLX4 && cols % 64) continue;
         add("matvec",
@@ -288,7 +294,7 @@ std::vector<DiffCase> engine_diff_cases() {
     for (int D : {128, 256})
       add("kv_pack", std::string("cache=") + fmt + ",head_dim=" + std::to_string(D) + ",kv=4,rows=33", false,
           [=] { return kv_pack_case(KvFormat::parse(fmt), D, 4, 33); });
-  for (auto [nv, dk, dv] : std::vector<std::tuple<int, int, int>>{{4, 32, 32}, {48, 128, 128}, {3, 64, 48}})
+  for (auto [nv, dk, dv] : std::vector<std::tuple<int, int, int> >{{4, 32, 32}, {48, 128, 128}, {3, 64, 48}})
     add("deltanet", "nv=" + std::to_string(nv) + ",dk=" + std::to_string(dk) + ",dv=" + std::to_string(dv) + ",steps=5",
         false, [=] { return deltanet_case(nv, dk, dv, 5); });
 

@@ -46,7 +46,8 @@ class EngineRunner : public SequenceRunner {
 
 RunnerFactory engine_runners(const Model& m) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) throw std::runtime_error("the CUDA engine needs a GPU; none is present");
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+    throw std::runtime_error("the CUDA engine needs a GPU; none is present");
   auto eng = std::make_shared<cuda::Engine>(m);
   return [eng](const KvFormat& f, int64_t capacity) -> std::unique_ptr<SequenceRunner> {
     return std::make_unique<EngineRunner>(eng, f, capacity);
@@ -75,7 +76,8 @@ int cmd_logits_cuda(const Args& a) {
 int cmd_generate_cuda(const Args& a) {
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> prompt;
-  if (a.has("tokens")) prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
+  if (a.has("tokens"))
+    prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
   else
     for (unsigned char ch : a.need("prompt")) prompt.push_back(ch);
   if (prompt.empty()) throw UsageError("hkv generate: the prompt is empty");
@@ -160,8 +162,10 @@ int cmd_bench(const Args& a) {
   HKV_CUDA_CHECK(cudaDriverGetVersion(&driver));
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<cuda::Engine> eng;
-  if (model.rfind("builtin:", 0) == 0) eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
-  else eng = std::make_unique<cuda::Engine>(load_any_model(model));
+  if (model.rfind("builtin:", 0) == 0)
+    eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
+  else
+    eng = std::make_unique<cuda::Engine>(load_any_model(model));
   const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   eng->set_graphs(graphs);
   const Config& c = eng->config();
@@ -203,7 +207,8 @@ int cmd_bench(const Args& a) {
       const double cache = 2.0 * c.n_full_layers() * c.num_key_value_heads * mid_depth * double(s->row_bytes());
       const double states = 2.0 * double(c.n_linear_layers()) *
                             (double(c.conv_dim()) * (c.linear_conv_kernel_dim - 1) +
-                             double(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim) * 4.0;
+                             double(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim) *
+                            4.0;
       const double bytes = double(eng->weight_bytes_per_token()) + cache + states;
       rows.push_back({f.name(), (long long)depth, med, bytes / bw * 1e3, bytes / 1e9});
       std::printf("  %s depth %lld: median %.3f ms/token (min %.3f, max %.3f over %d tokens)\n", f.name().c_str(),

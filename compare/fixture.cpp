@@ -57,7 +57,8 @@ Fixture parse_fixture(const std::string& text, const std::string& path) {
   if (f.model.rfind("builtin:", 0) != 0) f.model = resolve(f.model);
 
   const json& t = need("tokens");
-  if (!t.is_object() || !t.contains("path") || !t["path"].is_string()) throw field_error(path, "tokens.path", "is missing");
+  if (!t.is_object() || !t.contains("path") || !t["path"].is_string())
+    throw field_error(path, "tokens.path", "is missing");
   f.tokens_path = resolve(t["path"].get<std::string>());
   if (!t.contains("xxh64") || !t["xxh64"].is_string() || t["xxh64"].get<std::string>().size() != 16)
     throw field_error(path, "tokens.xxh64", "expected 16 hex digits");
@@ -72,7 +73,8 @@ Fixture parse_fixture(const std::string& text, const std::string& path) {
     }
   }
   if (j.contains("rows")) {
-    if (!j["rows"].is_number_integer() || j["rows"].get<int64_t>() < 1) throw field_error(path, "rows", "expected a positive integer");
+    if (!j["rows"].is_number_integer() || j["rows"].get<int64_t>() < 1)
+      throw field_error(path, "rows", "expected a positive integer");
     f.rows = j["rows"].get<int64_t>();
   }
   if (j.contains("formats")) {

@@ -9,9 +9,12 @@ namespace hkv {
 
 const char* row_kind_name(RowKind k) {
   switch (k) {
-    case RowKind::Gaussian: return "gaussian";
-    case RowKind::Outliers: return "outliers";
-    case RowKind::NearDuplicate: return "near-duplicate";
+    case RowKind::Gaussian:
+      return "gaussian";
+    case RowKind::Outliers:
+      return "outliers";
+    case RowKind::NearDuplicate:
+      return "near-duplicate";
   }
   return "?";
 }
@@ -30,8 +33,7 @@ std::vector<float> seeded_row(RowKind kind, uint64_t seed, int head_dim) {
     for (int i = 0; i < 4; i++) x[size_t((i * 37 + 5) % head_dim)] *= 20.0f;
   if (kind == RowKind::NearDuplicate) {
     // a base key shared by all seeds, plus small per-seed noise
-    for (int d = 0; d < head_dim; d++)
-      x[size_t(d)] = float(gauss(7, 2, uint64_t(d)) + 0.05 * double(x[size_t(d)]));
+    for (int d = 0; d < head_dim; d++) x[size_t(d)] = float(gauss(7, 2, uint64_t(d)) + 0.05 * double(x[size_t(d)]));
   }
   return x;
 }
@@ -60,11 +62,11 @@ RoundTripError measure_round_trip(const KvFormat& f, RowKind kind, int rows, int
 
 std::string grid_study_markdown(int rows, int head_dim, uint64_t seed) {
   std::string out =
-      "| grid | rotation | gaussian RMS | gaussian worst | outliers RMS | outliers worst | near-dup RMS | near-dup worst |\n"
+      "| grid | rotation | gaussian RMS | gaussian worst | outliers RMS | outliers worst | near-dup RMS | near-dup "
+      "worst |\n"
       "|---|---|---|---|---|---|---|---|\n";
-  const char* grids[3][2] = {{"", "q4_0-style −8..7 (q4h)"},
-                             {"-sym", "symmetric absmax −7..7"},
-                             {"-mid", "midpoint, 16 levels, no zero"}};
+  const char* grids[3][2] = {
+      {"", "q4_0-style −8..7 (q4h)"}, {"-sym", "symmetric absmax −7..7"}, {"-mid", "midpoint, 16 levels, no zero"}};
   for (auto& g : grids)
     for (int rot = 1; rot >= 0; rot--) {
       KvFormat f = KvFormat::parse(std::string("q4h") + (rot ? "" : "-norot") + g[0]);

@@ -62,8 +62,8 @@ std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& 
     if (depth / 2 + p > depth - a || n > rows)
       throw std::runtime_error("depth " + std::to_string(depth) + " is too short for the passphrase");
     std::copy(f.plant.begin(), f.plant.end(), ctx.begin() + depth / 2);  // planted at d/2
-    std::copy(f.ask.begin(), f.ask.end(), ctx.begin() + (depth - a));   // asked, ending at d−1
-    std::copy(f.answer.begin(), f.answer.end(), ctx.begin() + depth);   // the answer starts at d
+    std::copy(f.ask.begin(), f.ask.end(), ctx.begin() + (depth - a));    // asked, ending at d−1
+    std::copy(f.answer.begin(), f.answer.end(), ctx.begin() + depth);    // the answer starts at d
   }
   return ctx;
 }
@@ -118,7 +118,8 @@ DepthResult gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64
       for (int64_t v = 0; v < vocab; v++) k += std::exp(lpa[size_t(v)]) * (lpa[size_t(v)] - lpb[size_t(v)]);
       kl.add(std::max(k, 0.0));
       const int32_t ta = argmax(pa, vocab), tb = argmax(pb, vocab);
-      if (ta == tb) agree++;
+      if (ta == tb)
+        agree++;
       else
         r.diffs.push_back({row, ta, tb, lpa[size_t(ta)] - lpa[size_t(tb)], lpb[size_t(tb)] - lpb[size_t(ta)]});
       const int32_t next = ctx[size_t(depth + row)];
@@ -174,7 +175,8 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
     if (d - 1 + rows > m.config.max_position_embeddings)
       return "beyond max_position_embeddings " + std::to_string(m.config.max_position_embeddings);
     if (int64_t(text.size()) < d + rows) return "the token file holds " + std::to_string(text.size()) + " tokens";
-    if (!f.plant.empty() && (d / 2 + int64_t(f.plant.size()) > d - int64_t(f.ask.size()) || int64_t(f.answer.size()) > rows))
+    if (!f.plant.empty() &&
+        (d / 2 + int64_t(f.plant.size()) > d - int64_t(f.ask.size()) || int64_t(f.answer.size()) > rows))
       return "too short for the passphrase";
     (void)fmt;
     return "";
@@ -192,7 +194,8 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
         g.results.push_back(r);
         continue;
       }
-      g.results.push_back(gate_depth(f, text, d, rows, runners, KvFormat::bf16(), runners, KvFormat::parse(fmt), V, opt));
+      g.results.push_back(
+          gate_depth(f, text, d, rows, runners, KvFormat::bf16(), runners, KvFormat::parse(fmt), V, opt));
       g.pass = g.pass && g.results.back().pass;
     }
   if (opt.noise_floor) {

@@ -36,10 +36,10 @@ RunnerFactory oracle_runners(const Model& m, bool wide = false);
 RunnerFactory engine_runners(const Model& m);
 
 struct TopDiff {
-  int64_t row;              // scored row index (0 = the row predicting token d)
-  int32_t ref_top, fmt_top; // each side's top token
-  double ref_margin;        // log p_ref(ref_top) − log p_ref(fmt_top)
-  double fmt_margin;        // log p_fmt(fmt_top) − log p_fmt(ref_top)
+  int64_t row;               // scored row index (0 = the row predicting token d)
+  int32_t ref_top, fmt_top;  // each side's top token
+  double ref_margin;         // log p_ref(ref_top) − log p_ref(fmt_top)
+  double fmt_margin;         // log p_fmt(fmt_top) − log p_fmt(ref_top)
 };
 
 struct DepthResult {
@@ -67,10 +67,10 @@ struct GateReport {
 };
 
 struct GateOptions {
-  std::vector<int64_t> depths;        // empty: the fixture's
-  std::vector<std::string> formats;   // empty: the fixture's
-  int64_t rows = 0;                   // 0: the fixture's
-  int64_t chunk = 64;                 // rows of logits held at once
+  std::vector<int64_t> depths;       // empty: the fixture's
+  std::vector<std::string> formats;  // empty: the fixture's
+  int64_t rows = 0;                  // 0: the fixture's
+  int64_t chunk = 64;                // rows of logits held at once
   bool noise_floor = true;
   std::function<void(const std::string&)> progress;  // one-line progress messages
 };

@@ -16,9 +16,7 @@ static std::string fmt(const char* f, double x) {
 }
 static std::string sci(double x) { return x == 0 ? "0" : fmt("%.2e", x); }
 static std::string recall(int r) { return r < 0 ? "-" : r ? "yes" : "no"; }
-static std::string depth_name(int64_t d) {
-  return d % 1024 == 0 ? std::to_string(d / 1024) + "K" : std::to_string(d);
-}
+static std::string depth_name(int64_t d) { return d % 1024 == 0 ? std::to_string(d / 1024) + "K" : std::to_string(d); }
 
 std::string gate_table(const GateReport& g) {
   std::string s = "gate: fixture " + g.fixture + ", model " + g.model + ", backend " + g.backend + "\n";
@@ -70,15 +68,19 @@ static nlohmann::json depth_json(const DepthResult& r) {
     return j;
   }
   j["rows"] = r.rows;
-  j["kl"] = {{"mean", r.kl_mean}, {"max", r.kl_max}, {"p99_9", r.p999}, {"p99", r.p99}, {"p90", r.p90}, {"median", r.p50}};
+  j["kl"] = {{"mean", r.kl_mean}, {"max", r.kl_max}, {"p99_9", r.p999},
+             {"p99", r.p99},      {"p90", r.p90},    {"median", r.p50}};
   j["top1_agreement"] = r.top1_agree;
   j["perplexity"] = {{"bf16", r.ppl_ref}, {"format", r.ppl_fmt}};
   j["passphrase_recalled"] = {{"bf16", r.recall_ref < 0 ? nlohmann::json() : nlohmann::json(r.recall_ref == 1)},
                               {"format", r.recall_fmt < 0 ? nlohmann::json() : nlohmann::json(r.recall_fmt == 1)}};
   nlohmann::json diffs = nlohmann::json::array();
   for (const auto& d : r.diffs)
-    diffs.push_back({{"row", d.row}, {"bf16_top", d.ref_top}, {"format_top", d.fmt_top},
-                     {"bf16_margin", d.ref_margin}, {"format_margin", d.fmt_margin}});
+    diffs.push_back({{"row", d.row},
+                     {"bf16_top", d.ref_top},
+                     {"format_top", d.fmt_top},
+                     {"bf16_margin", d.ref_margin},
+                     {"format_margin", d.fmt_margin}});
   j["top1_differences"] = diffs;
   nlohmann::json hist = nlohmann::json::array();
   for (const auto& [edge, n] : r.histogram) hist.push_back({edge, n});
@@ -118,7 +120,10 @@ std::string gate_markdown(const GateReport& g) {
     s += "| " + name + " | " + depth_name(r.depth) + " | " + std::to_string(r.rows) + " | " + sci(r.kl_mean) + " | " +
          sci(r.kl_max) + " | " + sci(r.p999) + " | " + sci(r.p99) + " | " + sci(r.p90) + " | " + sci(r.p50) + " | " +
          fmt("%.2f%%", 100 * r.top1_agree) + " | " + fmt("%.3f", r.ppl_ref) + " | " + fmt("%.3f", r.ppl_fmt) + " | " +
-         recall(r.recall_ref) + "/" + recall(r.recall_fmt) + " | " + (floor ? "noise floor" : r.pass ? "PASS" : "**FAIL**") +
+         recall(r.recall_ref) + "/" + recall(r.recall_fmt) + " | " +
+         (floor    ? "noise floor"
+          : r.pass ? "PASS"
+                   : "**FAIL**") +
          " |\n";
   };
   for (const auto& r : g.results) row(r, r.format, false);
@@ -127,7 +132,8 @@ std::string gate_markdown(const GateReport& g) {
   for (const auto& r : g.results) ndiff += r.diffs.size();
   s += "\nTop-token differences: " + std::to_string(ndiff) + ".\n";
   if (ndiff) {
-    s += "\n| format | depth | row | bf16 top | format top | bf16 margin | format margin |\n|---|---|---|---|---|---|---|\n";
+    s += "\n| format | depth | row | bf16 top | format top | bf16 margin | format margin "
+         "|\n|---|---|---|---|---|---|---|\n";
     for (const auto& r : g.results)
       for (const auto& d : r.diffs)
         s += "| " + r.format + " | " + depth_name(r.depth) + " | " + std::to_string(d.row) + " | " +
@@ -154,16 +160,18 @@ struct Plot {
           "' font-family='sans-serif' font-size='12'>";
     svg += "<rect x='" + fmt("%.0f", left) + "' y='" + fmt("%.0f", top) + "' width='" + fmt("%.0f", w - left - right) +
            "' height='" + fmt("%.0f", h - top - bottom) + "' fill='#fafafa' stroke='#999'/>";
-    svg += "<text x='" + fmt("%.0f", (w + left) / 2) + "' y='" + fmt("%.0f", h - 8) + "' text-anchor='middle'>" + xlabel + "</text>";
-    svg += "<text transform='translate(14," + fmt("%.0f", (h - bottom + top) / 2) + ") rotate(-90)' text-anchor='middle'>" +
-           ylabel + "</text>";
+    svg += "<text x='" + fmt("%.0f", (w + left) / 2) + "' y='" + fmt("%.0f", h - 8) + "' text-anchor='middle'>" +
+           xlabel + "</text>";
+    svg += "<text transform='translate(14," + fmt("%.0f", (h - bottom + top) / 2) +
+           ") rotate(-90)' text-anchor='middle'>" + ylabel + "</text>";
   }
   void line(double xa, double ya, double xb, double yb, const std::string& style) {
-    svg += "<line x1='" + fmt("%.1f", X(xa)) + "' y1='" + fmt("%.1f", Y(ya)) + "' x2='" + fmt("%.1f", X(xb)) + "' y2='" +
-           fmt("%.1f", Y(yb)) + "' " + style + "/>";
+    svg += "<line x1='" + fmt("%.1f", X(xa)) + "' y1='" + fmt("%.1f", Y(ya)) + "' x2='" + fmt("%.1f", X(xb)) +
+           "' y2='" + fmt("%.1f", Y(yb)) + "' " + style + "/>";
   }
   void text(double px, double py, const std::string& t, const std::string& anchor = "middle") {
-    svg += "<text x='" + fmt("%.1f", px) + "' y='" + fmt("%.1f", py) + "' text-anchor='" + anchor + "'>" + t + "</text>";
+    svg +=
+        "<text x='" + fmt("%.1f", px) + "' y='" + fmt("%.1f", py) + "' text-anchor='" + anchor + "'>" + t + "</text>";
   }
   void yticks_log() {
     for (int e = int(std::ceil(y0)); e <= int(std::floor(y1)); e++) {
@@ -231,8 +239,10 @@ std::string kl_distribution(const GateReport& g) {
     std::map<int, int64_t> bins;  // floor(log10(edge) · 8) -> rows
     int64_t zeros = 0;
     for (auto& [e, n] : r.histogram) {
-      if (e <= 0) zeros += n;
-      else bins[int(std::floor(std::log10(e) * per_decade + 1e-9))] += n;
+      if (e <= 0)
+        zeros += n;
+      else
+        bins[int(std::floor(std::log10(e) * per_decade + 1e-9))] += n;
     }
     if (bins.empty()) continue;
     Plot p;
@@ -245,7 +255,8 @@ std::string kl_distribution(const GateReport& g) {
     p.y1 = double(top) * 1.1;
     p.begin("KL of a row (log scale)", "rows");
     for (int e = int(p.x0); e <= int(p.x1); e++) p.text(p.X(e), p.h - p.bottom + 16, "1e" + std::to_string(e));
-    for (int i = 0; i <= 2; i++) p.text(p.left - 6, p.Y(p.y1 * i / 2.2) + 4, std::to_string(int64_t(p.y1 * i / 2.2)), "end");
+    for (int i = 0; i <= 2; i++)
+      p.text(p.left - 6, p.Y(p.y1 * i / 2.2) + 4, std::to_string(int64_t(p.y1 * i / 2.2)), "end");
     for (auto& [b, n] : bins) {
       double xa = p.X(double(b) / per_decade), xb = p.X(double(b + 1) / per_decade);
       p.svg += "<rect x='" + fmt("%.1f", xa + 0.5) + "' y='" + fmt("%.1f", p.Y(double(n))) + "' width='" +
@@ -282,8 +293,8 @@ std::string top_diffs(const GateReport& g) {
   std::string rows;
   for (auto& [r, d] : all) {
     p.svg += "<circle cx='" + fmt("%.1f", p.X(d->ref_margin)) + "' cy='" + fmt("%.1f", p.Y(d->fmt_margin)) +
-             "' r='4' fill='#d62728' fill-opacity='0.6'><title>" + r->format + " depth " + depth_name(r->depth) + " row " +
-             std::to_string(d->row) + "</title></circle>";
+             "' r='4' fill='#d62728' fill-opacity='0.6'><title>" + r->format + " depth " + depth_name(r->depth) +
+             " row " + std::to_string(d->row) + "</title></circle>";
     rows += "<tr><td>" + r->format + "</td><td>" + depth_name(r->depth) + "</td><td>" + std::to_string(d->row) +
             "</td><td>" + std::to_string(d->ref_top) + "</td><td>" + std::to_string(d->fmt_top) + "</td><td>" +
             fmt("%.4f", d->ref_margin) + "</td><td>" + fmt("%.4f", d->fmt_margin) + "</td></tr>";
@@ -301,19 +312,23 @@ std::string top_diffs(const GateReport& g) {
 std::string gate_html(const GateReport& g) {
   std::string md = gate_markdown(g);
   std::string table;
-  table += "<table><tr><th>format</th><th>depth</th><th>rows</th><th>KL mean</th><th>KL max</th><th>p99.9</th><th>p99</th>"
-           "<th>p90</th><th>median</th><th>top-1 agree</th><th>ppl bf16</th><th>ppl fmt</th><th>passphrase</th><th>result</th></tr>";
+  table +=
+      "<table><tr><th>format</th><th>depth</th><th>rows</th><th>KL mean</th><th>KL max</th><th>p99.9</th><th>p99</th>"
+      "<th>p90</th><th>median</th><th>top-1 agree</th><th>ppl bf16</th><th>ppl "
+      "fmt</th><th>passphrase</th><th>result</th></tr>";
   auto row = [&](const DepthResult& r, const std::string& name, bool floor) {
     if (r.skipped) {
-      table += "<tr><td>" + name + "</td><td>" + depth_name(r.depth) + "</td><td colspan='12'>skipped: " + r.skip_reason + "</td></tr>";
+      table += "<tr><td>" + name + "</td><td>" + depth_name(r.depth) +
+               "</td><td colspan='12'>skipped: " + r.skip_reason + "</td></tr>";
       return;
     }
     std::string res = floor ? "noise floor" : r.pass ? "<b class='pass'>PASS</b>" : "<b class='fail'>FAIL</b>";
-    table += "<tr><td>" + name + "</td><td>" + depth_name(r.depth) + "</td><td>" + std::to_string(r.rows) + "</td><td>" +
-             sci(r.kl_mean) + "</td><td>" + sci(r.kl_max) + "</td><td>" + sci(r.p999) + "</td><td>" + sci(r.p99) +
-             "</td><td>" + sci(r.p90) + "</td><td>" + sci(r.p50) + "</td><td>" + fmt("%.2f%%", 100 * r.top1_agree) +
-             "</td><td>" + fmt("%.3f", r.ppl_ref) + "</td><td>" + fmt("%.3f", r.ppl_fmt) + "</td><td>" + recall(r.recall_ref) +
-             " / " + recall(r.recall_fmt) + "</td><td>" + res + "</td></tr>";
+    table += "<tr><td>" + name + "</td><td>" + depth_name(r.depth) + "</td><td>" + std::to_string(r.rows) +
+             "</td><td>" + sci(r.kl_mean) + "</td><td>" + sci(r.kl_max) + "</td><td>" + sci(r.p999) + "</td><td>" +
+             sci(r.p99) + "</td><td>" + sci(r.p90) + "</td><td>" + sci(r.p50) + "</td><td>" +
+             fmt("%.2f%%", 100 * r.top1_agree) + "</td><td>" + fmt("%.3f", r.ppl_ref) + "</td><td>" +
+             fmt("%.3f", r.ppl_fmt) + "</td><td>" + recall(r.recall_ref) + " / " + recall(r.recall_fmt) + "</td><td>" +
+             res + "</td></tr>";
   };
   for (const auto& r : g.results) row(r, r.format, false);
   for (const auto& r : g.floor) row(r, "fp32 vs f64 (bf16)", true);
@@ -321,11 +336,13 @@ std::string gate_html(const GateReport& g) {
   (void)md;
   return std::string("<!doctype html><html><head><meta charset='utf-8'><title>hkv gate: ") + g.fixture +
          "</title><style>body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222}"
-         "table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
-         "th{background:#f0f0f0}.pass{color:#2a7d2a}.fail{color:#c0392b}.legend{font-size:13px}h1 small{font-weight:normal;color:#666}"
+         "table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px "
+         "7px;text-align:right}"
+         "th{background:#f0f0f0}.pass{color:#2a7d2a}.fail{color:#c0392b}.legend{font-size:13px}h1 "
+         "small{font-weight:normal;color:#666}"
          "</style></head><body><h1>hkv gate: " +
-         (g.pass ? "<span class='pass'>PASS</span>" : "<span class='fail'>FAIL</span>") + " <small>" + g.fixture + "</small></h1>" +
-         "<p>Model <code>" + g.model + "</code>, backend " + g.backend + ", " + g.date +
+         (g.pass ? "<span class='pass'>PASS</span>" : "<span class='fail'>FAIL</span>") + " <small>" + g.fixture +
+         "</small></h1>" + "<p>Model <code>" + g.model + "</code>, backend " + g.backend + ", " + g.date +
          ". Each cache format against the bf16 cache, teacher-forced; rows scored from each depth. Bar: KL mean &le; " +
          fmt("%g", g.bar_kl_mean) + " and worst row &le; " + fmt("%g", g.bar_kl_max) +
          ". The noise floor is the bf16 cache with the contract's fp32 arithmetic against float64 accumulation: KL "

@@ -7,9 +7,9 @@
 
 namespace hkv {
 
-std::string gate_table(const GateReport& g);     // for the terminal
-std::string gate_json(const GateReport& g);      // schema: docs/GATE.md
+std::string gate_table(const GateReport& g);  // for the terminal
+std::string gate_json(const GateReport& g);   // schema: docs/GATE.md
 std::string gate_markdown(const GateReport& g);
-std::string gate_html(const GateReport& g);      // self-contained, inline SVG plots
+std::string gate_html(const GateReport& g);  // self-contained, inline SVG plots
 
 }  // namespace hkv

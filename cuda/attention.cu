@@ -42,15 +42,19 @@ __device__ __forceinline__ void load_group(const uint8_t* row, int g, uint32_t* 
   } else {
 #pragma unroll
     for (int i = 0; i < nb / 4; i++)
-      w[i] = uint32_t(p[4 * i]) | uint32_t(p[4 * i + 1]) << 8 | uint32_t(p[4 * i + 2]) << 16 | uint32_t(p[4 * i + 3]) << 24;
+      w[i] = uint32_t(p[4 * i]) | uint32_t(p[4 * i + 1]) << 8 | uint32_t(p[4 * i + 2]) << 16 |
+             uint32_t(p[4 * i + 3]) << 24;
   }
 }
 
 template <KvKind F>
 __device__ __forceinline__ float unit(const uint32_t* w, int j) {
-  if constexpr (F == KvKind::BF16) return hkv::f32_from_bf16(uint16_t(w[j / 2] >> (16 * (j % 2))));
-  else if constexpr (F == KvKind::FP8) return hkv::f32_from_e4m3(uint8_t(w[j / 4] >> (8 * (j % 4))));
-  else return float(int((w[j / 8] >> (4 * (j % 8))) & 0xfu) - 8);
+  if constexpr (F == KvKind::BF16)
+    return hkv::f32_from_bf16(uint16_t(w[j / 2] >> (16 * (j % 2))));
+  else if constexpr (F == KvKind::FP8)
+    return hkv::f32_from_e4m3(uint8_t(w[j / 4] >> (8 * (j % 4))));
+  else
+    return float(int((w[j / 8] >> (4 * (j % 8))) & 0xfu) - 8);
 }
 
 template <KvKind F>
@@ -89,7 +93,8 @@ __global__ void __launch_bounds__(kThreads) attn_chunk_kernel(AttnArgs a, int qb
   for (int i = tid; i < ng * D; i += kThreads) q_s[i] = a.q[row * a.ldq + int64_t(h0) * D + i];
   __syncthreads();
   if constexpr (F == KvKind::Q4H) {
-    for (int gi = warp; gi < ng * D / 32; gi += kThreads / 32) q_s[gi * 32 + lane] = warp_wht32(q_s[gi * 32 + lane], lane);
+    for (int gi = warp; gi < ng * D / 32; gi += kThreads / 32)
+      q_s[gi * 32 + lane] = warp_wht32(q_s[gi * 32 + lane], lane);
     __syncthreads();
   }
 
@@ -198,8 +203,10 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
 template <KvKind F>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, bool v16, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
-  if (v16) attn_chunk_kernel<F, true><<<grid, kThreads, 0, st>>>(a, qblocks, maxch, scale);
-  else attn_chunk_kernel<F, false><<<grid, kThreads, 0, st>>>(a, qblocks, maxch, scale);
+  if (v16)
+    attn_chunk_kernel<F, true><<<grid, kThreads, 0, st>>>(a, qblocks, maxch, scale);
+  else
+    attn_chunk_kernel<F, false><<<grid, kThreads, 0, st>>>(a, qblocks, maxch, scale);
   HKV_CHECK_LAUNCH();
 }
 
@@ -212,16 +219,23 @@ size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
 
 void attention(const AttnArgs& a, cudaStream_t st) {
   if (a.N <= 0 || a.max_keys <= 0) return;
-  if (a.D % 32 != 0 || a.D > kMaxD) throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");
+  if (a.D % 32 != 0 || a.D > kMaxD)
+    throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");
   if (a.H % a.KV != 0) throw std::runtime_error("attention: heads must be a multiple of kv heads");
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
   const int qpk = a.H / a.KV, qblocks = (qpk + kMaxG - 1) / kMaxG;
   dim3 grid(unsigned(maxch), unsigned(a.KV * qblocks), unsigned(a.N));
   const bool v16 = a.row_bytes % 16 == 0;
   switch (a.kind) {
-    case KvKind::BF16: launch_chunks<KvKind::BF16>(a, grid, qblocks, maxch, v16, st); break;
-    case KvKind::FP8: launch_chunks<KvKind::FP8>(a, grid, qblocks, maxch, v16, st); break;
-    case KvKind::Q4H: launch_chunks<KvKind::Q4H>(a, grid, qblocks, maxch, v16, st); break;
+    case KvKind::BF16:
+      launch_chunks<KvKind::BF16>(a, grid, qblocks, maxch, v16, st);
+      break;
+    case KvKind::FP8:
+      launch_chunks<KvKind::FP8>(a, grid, qblocks, maxch, v16, st);
+      break;
+    case KvKind::Q4H:
+      launch_chunks<KvKind::Q4H>(a, grid, qblocks, maxch, v16, st);
+      break;
   }
   attn_merge_kernel<<<dim3(unsigned(a.N), unsigned(a.H)), unsigned(a.D), 0, st>>>(a, maxch, a.kind == KvKind::Q4H);
   HKV_CHECK_LAUNCH();

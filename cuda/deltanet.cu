@@ -62,8 +62,8 @@ __global__ void conv_kernel(DeltaArgs a) {
 
 // deltanet_step for column j of S (s[i] = S[i][j]); returns o[j].
 template <int DK>
-__device__ __forceinline__ float delta_column(float (&s)[DK], const float* q_s, const float* k_s, float vj,
-                                              float beta, float decay) {
+__device__ __forceinline__ float delta_column(float (&s)[DK], const float* q_s, const float* k_s, float vj, float beta,
+                                              float decay) {
   float mj = 0.0f;
 #pragma unroll
   for (int i = 0; i < DK; i++) {
@@ -150,21 +150,35 @@ void deltanet(const DeltaArgs& a, cudaStream_t st) {
   l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
   dim3 grid(unsigned(a.B), unsigned(a.nv));
   switch (a.dk) {
-    case 32: recurrence_kernel<32><<<grid, unsigned(a.dv), 0, st>>>(a); break;
-    case 64: recurrence_kernel<64><<<grid, unsigned(a.dv), 0, st>>>(a); break;
-    case 128: recurrence_kernel<128><<<grid, unsigned(a.dv), 0, st>>>(a); break;
-    default: throw std::runtime_error("deltanet: key head dim " + std::to_string(a.dk) + " (32, 64 or 128 supported)");
+    case 32:
+      recurrence_kernel<32><<<grid, unsigned(a.dv), 0, st>>>(a);
+      break;
+    case 64:
+      recurrence_kernel<64><<<grid, unsigned(a.dv), 0, st>>>(a);
+      break;
+    case 128:
+      recurrence_kernel<128><<<grid, unsigned(a.dv), 0, st>>>(a);
+      break;
+    default:
+      throw std::runtime_error("deltanet: key head dim " + std::to_string(a.dk) + " (32, 64 or 128 supported)");
   }
   HKV_CHECK_LAUNCH();
 }
 
-void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta,
-                         const float* g, int nv, int dk, int dv, float* o, cudaStream_t st) {
+void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta, const float* g,
+                         int nv, int dk, int dv, float* o, cudaStream_t st) {
   switch (dk) {
-    case 32: step_heads_kernel<32><<<unsigned(nv), unsigned(dv), 0, st>>>(S, q, k, v, beta, g, dv, o); break;
-    case 64: step_heads_kernel<64><<<unsigned(nv), unsigned(dv), 0, st>>>(S, q, k, v, beta, g, dv, o); break;
-    case 128: step_heads_kernel<128><<<unsigned(nv), unsigned(dv), 0, st>>>(S, q, k, v, beta, g, dv, o); break;
-    default: throw std::runtime_error("deltanet_step_heads: dk must be 32, 64 or 128");
+    case 32:
+      step_heads_kernel<32><<<unsigned(nv), unsigned(dv), 0, st>>>(S, q, k, v, beta, g, dv, o);
+      break;
+    case 64:
+      step_heads_kernel<64><<<unsigned(nv), unsigned(dv), 0, st>>>(S, q, k, v, beta, g, dv, o);
+      break;
+    case 128:
+      step_heads_kernel<128><<<unsigned(nv), unsigned(dv), 0, st>>>(S, q, k, v, beta, g, dv, o);
+      break;
+    default:
+      throw std::runtime_error("deltanet_step_heads: dk must be 32, 64 or 128");
   }
   HKV_CHECK_LAUNCH();
 }

@@ -4,8 +4,6 @@
 //   residual; post-attention RMSNorm; SwiGLU MLP; residual; then the final norm and lm_head.
 // Every kernel follows its oracle function's order (see each kernel file); no batch size, row position or
 // round boundary enters any value, so a sequence's bytes are the same alone, in a batch, or resumed.
-#include "cuda/engine.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +11,7 @@
 #include <stdexcept>
 
 #include "cuda/check.h"
+#include "cuda/engine.h"
 #include "reference/scalar.h"
 
 namespace hkv::cuda {
@@ -47,9 +46,9 @@ void Engine::check_fits(size_t need, const std::string& what) const {
   size_t free_b = 0, total_b = 0;
   HKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   if (need + kReserve > free_b)
-    throw std::runtime_error(what + " needs " + std::to_string(need) + " bytes (" + gib(need) + ") but the device has " +
-                             std::to_string(free_b) + " bytes (" + gib(free_b) + ") free of " + gib(total_b) +
-                             ", keeping " + gib(kReserve) + " in reserve");
+    throw std::runtime_error(what + " needs " + std::to_string(need) + " bytes (" + gib(need) +
+                             ") but the device has " + std::to_string(free_b) + " bytes (" + gib(free_b) +
+                             ") free of " + gib(total_b) + ", keeping " + gib(kReserve) + " in reserve");
 }
 
 void* Engine::dalloc(size_t bytes, const char* what) {
@@ -115,9 +114,9 @@ Engine::Engine(const Model& m) : c_(m.config) {
   init_common();
   size_t need = 0;
   for (const LayerWeights& lw : m.w.layers)
-    for (const Matrix* mm : {&lw.full.q_proj, &lw.full.k_proj, &lw.full.v_proj, &lw.full.o_proj, &lw.lin.in_proj_qkv,
-                             &lw.lin.in_proj_z, &lw.lin.in_proj_b, &lw.lin.in_proj_a, &lw.lin.out_proj, &lw.gate_proj,
-                             &lw.up_proj, &lw.down_proj})
+    for (const Matrix* mm :
+         {&lw.full.q_proj, &lw.full.k_proj, &lw.full.v_proj, &lw.full.o_proj, &lw.lin.in_proj_qkv, &lw.lin.in_proj_z,
+          &lw.lin.in_proj_b, &lw.lin.in_proj_a, &lw.lin.out_proj, &lw.gate_proj, &lw.up_proj, &lw.down_proj})
       need += mm->data ? mm->nbytes() : 0;
   need += m.w.embed.nbytes() + (m.w.lm_head.data == m.w.embed.data ? 0 : m.w.lm_head.nbytes());
   check_fits(need, "the weights of " + m.source);
@@ -296,7 +295,8 @@ std::unique_ptr<Sequence> Engine::new_sequence(const KvFormat& f, int64_t capaci
   const size_t cache = align256(size_t(capacity) * size_t(c_.num_key_value_heads) * s->row_bytes_);
   const int K = c_.linear_conv_kernel_dim;
   const size_t conv_f = size_t(c_.conv_dim()) * size_t(K - 1);
-  const size_t S_f = size_t(c_.linear_num_value_heads) * size_t(c_.linear_key_head_dim) * size_t(c_.linear_value_head_dim);
+  const size_t S_f =
+      size_t(c_.linear_num_value_heads) * size_t(c_.linear_key_head_dim) * size_t(c_.linear_value_head_dim);
   s->state_bytes_ = size_t(n_lin_) * (conv_f + S_f) * 4;
   s->bytes_ = 2 * size_t(n_full_) * cache + align256(s->state_bytes_);
   check_fits(s->bytes_, "a sequence of " + std::to_string(capacity) + " positions in " + f.name() + " (cache " +
@@ -324,12 +324,16 @@ SequenceState Engine::download(const Sequence& s) const {
   st.pos = s.pos_;
   HKV_CUDA_CHECK(cudaStreamSynchronize(stream_));
   for (int i = 0; i < n_full_; i++) {
-    HKV_CUDA_CHECK(cudaMemcpy(st.k_cache[size_t(i)].data(), s.k_[size_t(i)], st.k_cache[size_t(i)].size(), cudaMemcpyDeviceToHost));
-    HKV_CUDA_CHECK(cudaMemcpy(st.v_cache[size_t(i)].data(), s.v_[size_t(i)], st.v_cache[size_t(i)].size(), cudaMemcpyDeviceToHost));
+    HKV_CUDA_CHECK(cudaMemcpy(st.k_cache[size_t(i)].data(), s.k_[size_t(i)], st.k_cache[size_t(i)].size(),
+                              cudaMemcpyDeviceToHost));
+    HKV_CUDA_CHECK(cudaMemcpy(st.v_cache[size_t(i)].data(), s.v_[size_t(i)], st.v_cache[size_t(i)].size(),
+                              cudaMemcpyDeviceToHost));
   }
   for (int i = 0; i < n_lin_; i++) {
-    HKV_CUDA_CHECK(cudaMemcpy(st.conv[size_t(i)].data(), s.conv_[size_t(i)], st.conv[size_t(i)].size() * 4, cudaMemcpyDeviceToHost));
-    HKV_CUDA_CHECK(cudaMemcpy(st.S[size_t(i)].data(), s.S_[size_t(i)], st.S[size_t(i)].size() * 4, cudaMemcpyDeviceToHost));
+    HKV_CUDA_CHECK(cudaMemcpy(st.conv[size_t(i)].data(), s.conv_[size_t(i)], st.conv[size_t(i)].size() * 4,
+                              cudaMemcpyDeviceToHost));
+    HKV_CUDA_CHECK(
+        cudaMemcpy(st.S[size_t(i)].data(), s.S_[size_t(i)], st.S[size_t(i)].size() * 4, cudaMemcpyDeviceToHost));
   }
   return st;
 }
@@ -340,12 +344,16 @@ std::unique_ptr<Sequence> Engine::upload(const SequenceState& st) {
     throw std::runtime_error("engine: sequence state is for another model shape");
   s->pos_ = st.pos;
   for (int i = 0; i < n_full_; i++) {
-    HKV_CUDA_CHECK(cudaMemcpy(s->k_[size_t(i)], st.k_cache[size_t(i)].data(), st.k_cache[size_t(i)].size(), cudaMemcpyHostToDevice));
-    HKV_CUDA_CHECK(cudaMemcpy(s->v_[size_t(i)], st.v_cache[size_t(i)].data(), st.v_cache[size_t(i)].size(), cudaMemcpyHostToDevice));
+    HKV_CUDA_CHECK(cudaMemcpy(s->k_[size_t(i)], st.k_cache[size_t(i)].data(), st.k_cache[size_t(i)].size(),
+                              cudaMemcpyHostToDevice));
+    HKV_CUDA_CHECK(cudaMemcpy(s->v_[size_t(i)], st.v_cache[size_t(i)].data(), st.v_cache[size_t(i)].size(),
+                              cudaMemcpyHostToDevice));
   }
   for (int i = 0; i < n_lin_; i++) {
-    HKV_CUDA_CHECK(cudaMemcpy(s->conv_[size_t(i)], st.conv[size_t(i)].data(), st.conv[size_t(i)].size() * 4, cudaMemcpyHostToDevice));
-    HKV_CUDA_CHECK(cudaMemcpy(s->S_[size_t(i)], st.S[size_t(i)].data(), st.S[size_t(i)].size() * 4, cudaMemcpyHostToDevice));
+    HKV_CUDA_CHECK(cudaMemcpy(s->conv_[size_t(i)], st.conv[size_t(i)].data(), st.conv[size_t(i)].size() * 4,
+                              cudaMemcpyHostToDevice));
+    HKV_CUDA_CHECK(
+        cudaMemcpy(s->S_[size_t(i)], st.S[size_t(i)].data(), st.S[size_t(i)].size() * 4, cudaMemcpyHostToDevice));
   }
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
   return s;
@@ -376,8 +384,10 @@ void Engine::rollback(Sequence& s, const Snapshot& sn) {
 void Engine::fill_random_cache(Sequence& s, int64_t pos, uint64_t seed) {
   if (pos > s.capacity_) throw std::runtime_error("engine: fill past the capacity");
   for (int i = 0; i < n_full_; i++) {
-    kv_fill_random(s.format_.kind, s.k_[size_t(i)], pos, c_.num_key_value_heads, c_.head_dim, seed + 2 * uint64_t(i), stream_);
-    kv_fill_random(s.format_.kind, s.v_[size_t(i)], pos, c_.num_key_value_heads, c_.head_dim, seed + 2 * uint64_t(i) + 1, stream_);
+    kv_fill_random(s.format_.kind, s.k_[size_t(i)], pos, c_.num_key_value_heads, c_.head_dim, seed + 2 * uint64_t(i),
+                   stream_);
+    kv_fill_random(s.format_.kind, s.v_[size_t(i)], pos, c_.num_key_value_heads, c_.head_dim,
+                   seed + 2 * uint64_t(i) + 1, stream_);
   }
   HKV_CUDA_CHECK(cudaStreamSynchronize(stream_));
   s.pos_ = pos;
@@ -402,7 +412,7 @@ struct Engine::Round {
   uint8_t** d_v = nullptr;
   float** d_conv = nullptr;  // [n_lin][B]
   float** d_S = nullptr;
-  float* d_rope = nullptr;   // [N][rd]
+  float* d_rope = nullptr;  // [N][rd]
 };
 
 void Engine::ensure_scratch(int64_t rows, int max_keys) {
@@ -427,10 +437,10 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
     const int64_t per_row = 3 * E + 2 * big + 2 * KV * D + 2 * H * D + nvdv + 2 * nv + C + nvdv + xs + c.vocab_size;
     size_t bytes = 0;
     std::vector<std::pair<float**, int64_t>> parts = {
-        {&h_, E},          {&x_, E},        {&y_, E},       {&big_, big},    {&big2_, big},
-        {&kbuf_, KV * D},  {&vbuf_, KV * D}, {&qbuf_, H * D}, {&att_, H * D},  {&zbuf_, nvdv},
-        {&bbuf_, nv},      {&abuf_, nv},    {&conv_out_, C}, {&core_, nvdv},  {&xsum_, xs},
-        {&logits_, c.vocab_size}};
+        {&h_, E},        {&x_, E},         {&y_, E},         {&big_, big},
+        {&big2_, big},   {&kbuf_, KV * D}, {&vbuf_, KV * D}, {&qbuf_, H * D},
+        {&att_, H * D},  {&zbuf_, nvdv},   {&bbuf_, nv},     {&abuf_, nv},
+        {&conv_out_, C}, {&core_, nvdv},   {&xsum_, xs},     {&logits_, c.vocab_size}};
     for (auto& pr : parts) bytes += align256(size_t(pr.second * rows) * 4);
     (void)per_row;
     check_fits(bytes, "scratch for " + std::to_string(rows) + " rows");
@@ -453,7 +463,8 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
       HKV_CUDA_CHECK(cudaFree(part_));
       part_ = nullptr;
     }
-    check_fits(part_need * 4, "attention partials for " + std::to_string(rows) + " rows of " + std::to_string(max_keys) + " keys");
+    check_fits(part_need * 4,
+               "attention partials for " + std::to_string(rows) + " rows of " + std::to_string(max_keys) + " keys");
     HKV_CUDA_CHECK(cudaMalloc(&part_, part_need * 4));
     part_floats_ = part_need;
   }
@@ -606,8 +617,9 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
   const bool all_rows = int64_t(r.logit_rows.size()) == N;
   const bool use_graph = graphs_ && !opt.tap && (all_rows || r.logit_rows.empty());
   if (use_graph) {
-    const std::string key = std::to_string(N) + "/" + std::to_string(B) + "/" + std::to_string((r.max_keys + 511) / 512) +
-                            "/" + std::to_string(int(r.kind)) + "/" + (all_rows ? "all" : "none");
+    const std::string key = std::to_string(N) + "/" + std::to_string(B) + "/" +
+                            std::to_string((r.max_keys + 511) / 512) + "/" + std::to_string(int(r.kind)) + "/" +
+                            (all_rows ? "all" : "none");
     auto it = graph_cache_.find(key);
     if (it == graph_cache_.end()) {
       cudaGraph_t g;

@@ -45,9 +45,9 @@ class Sequence {
   int64_t capacity_ = 0, pos_ = 0;
   size_t row_bytes_ = 0, bytes_ = 0, state_bytes_ = 0;
   void* mem_ = nullptr;
-  std::vector<uint8_t*> k_, v_;    // per full-attention layer
-  float* states_ = nullptr;        // conv and S of every DeltaNet layer, contiguous
-  std::vector<float*> conv_, S_;   // per DeltaNet layer, into states_
+  std::vector<uint8_t*> k_, v_;   // per full-attention layer
+  float* states_ = nullptr;       // conv and S of every DeltaNet layer, contiguous
+  std::vector<float*> conv_, S_;  // per DeltaNet layer, into states_
 };
 
 // The DeltaNet and conv states and the position of a sequence, for rolling back drafted tokens.

@@ -25,8 +25,7 @@ struct DMat {
 // ---- matvec.cu ----------------------------------------------------------------------------------
 // Y[n][r] = dot_row(W, r, X[n]) for n < N; X [N][ldx], Y [N][ldy]. xsum: scratch of N·ceil(cols/32)
 // floats (MLX4 chunk sums). Each (n, r) is computed alone: batch-invariant.
-void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, float* xsum,
-            cudaStream_t st);
+void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, float* xsum, cudaStream_t st);
 
 // ---- norms.cu -----------------------------------------------------------------------------------
 // out[r] = rmsnorm_1pw(x[r], w) (w may be null), or rmsnorm_plain(x[r], w) when plain.
@@ -64,13 +63,13 @@ struct AttnArgs {
   int64_t ldq = 0;
   const float* gate = nullptr;  // [N][ldg], head h at h·gate_stride (null: no gate)
   int64_t ldg = 0, gate_stride = 0;
-  const int* n_keys = nullptr;            // [N] keys each row attends to (its position + 1)
+  const int* n_keys = nullptr;             // [N] keys each row attends to (its position + 1)
   const uint8_t* const* k_rows = nullptr;  // [N] K cache base of the row's sequence, [capacity][KV][row_bytes]
   const uint8_t* const* v_rows = nullptr;
   float* out = nullptr;  // [N][ldo], head h at h·D
   int64_t ldo = 0;
   int64_t N = 0;
-  int max_keys = 0;   // the largest n_keys (sets the chunk grid)
+  int max_keys = 0;       // the largest n_keys (sets the chunk grid)
   float* part = nullptr;  // scratch: attn_part_floats(N, H, D, max_keys)
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
@@ -81,7 +80,7 @@ struct DeltaArgs {
   int nk = 0, nv = 0, dk = 0, dv = 0, K = 4;
   int64_t C = 0;  // conv channels = 2·nk·dk + nv·dv
   float eps = 1e-6f, q_scale = 1.0f;
-  int B = 0;                   // sequences
+  int B = 0;                       // sequences
   const int* seq_first = nullptr;  // [B] first row, [B] row count (rows of a sequence in order)
   const int* seq_rows = nullptr;
   float* const* conv_state = nullptr;  // [B] -> [C][K-1]
@@ -101,8 +100,8 @@ struct DeltaArgs {
 // The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows.
 void deltanet(const DeltaArgs& a, cudaStream_t st);
 // One deltanet_step per value head (tests): S [nv][dk][dv], q,k [nv][dk], v [nv][dv], beta, g [nv] -> o.
-void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta,
-                         const float* g, int nv, int dk, int dv, float* o, cudaStream_t st);
+void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta, const float* g,
+                         int nv, int dk, int dv, float* o, cudaStream_t st);
 
 // ---- synthetic.cu -------------------------------------------------------------------------------
 // The bytes of reference/synthetic.cpp's generators, on the device.

@@ -93,9 +93,12 @@ __global__ void kv_fill_kernel(KvKind kind, uint8_t* cache, int64_t nbytes, size
     const int64_t off = i % int64_t(row_bytes);
     const uint8_t r = uint8_t(mix64(seed * 0x9e3779b97f4a7c15ull + uint64_t(i)));
     uint8_t b = r;
-    if (kind == KvKind::BF16) b = (off & 1) ? uint8_t(0x3f | (r & 0x80)) - (r & 1) : r;  // exponent ~2^0
-    else if (kind == KvKind::FP8) b = off < D ? uint8_t(r & 0xef) : ((off - D) & 1 ? 0x20 : 0x00);  // |code| <= 0x6f, f16 2^-7
-    else b = off < D / 2 ? r : ((off - D / 2) & 1 ? 0x2c : 0x00);  // f16 0x2c00 = 2^-4
+    if (kind == KvKind::BF16)
+      b = (off & 1) ? uint8_t(0x3f | (r & 0x80)) - (r & 1) : r;  // exponent ~2^0
+    else if (kind == KvKind::FP8)
+      b = off < D ? uint8_t(r & 0xef) : ((off - D) & 1 ? 0x20 : 0x00);  // |code| <= 0x6f, f16 2^-7
+    else
+      b = off < D / 2 ? r : ((off - D / 2) & 1 ? 0x2c : 0x00);  // f16 0x2c00 = 2^-4
     cache[i] = b;
   }
 }

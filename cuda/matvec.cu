@@ -22,10 +22,13 @@ namespace hkv::cuda {
 
 size_t DMat::nbytes() const {
   switch (type) {
-    case WType::F32: return size_t(rows * cols) * 4;
+    case WType::F32:
+      return size_t(rows * cols) * 4;
     case WType::BF16:
-    case WType::F16: return size_t(rows * cols) * 2;
-    case WType::MLX4: return size_t(rows * cols) / 2 + size_t(rows * (cols / group)) * 4;
+    case WType::F16:
+      return size_t(rows * cols) * 2;
+    case WType::MLX4:
+      return size_t(rows * cols) / 2 + size_t(rows * (cols / group)) * 4;
   }
   return 0;
 }
@@ -46,14 +49,17 @@ __global__ void chunk_sums_kernel(const float* X, int64_t ldx, int64_t N, int64_
 
 template <WType T>
 __device__ __forceinline__ float dense_at(const void* row, int64_t j) {
-  if constexpr (T == WType::F32) return static_cast<const float*>(row)[j];
-  else if constexpr (T == WType::BF16) return hkv::f32_from_bf16(static_cast<const uint16_t*>(row)[j]);
-  else return hkv::f32_from_f16(static_cast<const uint16_t*>(row)[j]);
+  if constexpr (T == WType::F32)
+    return static_cast<const float*>(row)[j];
+  else if constexpr (T == WType::BF16)
+    return hkv::f32_from_bf16(static_cast<const uint16_t*>(row)[j]);
+  else
+    return hkv::f32_from_f16(static_cast<const uint16_t*>(row)[j]);
 }
 
 template <WType T, int NB>
-__global__ void __launch_bounds__(kWarps * 32) matvec_dense_kernel(DMat W, const float* X, int64_t ldx, float* Y,
-                                                                   int64_t ldy, bool vec) {
+__global__ void __launch_bounds__(kWarps * 32)
+    matvec_dense_kernel(DMat W, const float* X, int64_t ldx, float* Y, int64_t ldy, bool vec) {
   constexpr int width = T == WType::F32 ? 4 : 8;
   constexpr int esize = T == WType::F32 ? 4 : 2;
   const int lane = threadIdx.x & 31;
@@ -69,7 +75,8 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_dense_kernel(DMat W, const
     if (vec) {
       uint4 u = __ldg(reinterpret_cast<const uint4*>(wrow) + c);
       if constexpr (T == WType::F32) {
-        w[0] = __uint_as_float(u.x), w[1] = __uint_as_float(u.y), w[2] = __uint_as_float(u.z), w[3] = __uint_as_float(u.w);
+        w[0] = __uint_as_float(u.x), w[1] = __uint_as_float(u.y), w[2] = __uint_as_float(u.z),
+        w[3] = __uint_as_float(u.w);
       } else {
         uint32_t v4[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
@@ -110,8 +117,8 @@ __device__ __forceinline__ float nibble(uint32_t word, int k) {
 }
 
 template <int NB>
-__global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(DMat W, const float* X, int64_t ldx,
-                                                                  const float* xsum, float* Y, int64_t ldy) {
+__global__ void __launch_bounds__(kWarps * 32)
+    matvec_mlx4_kernel(DMat W, const float* X, int64_t ldx, const float* xsum, float* Y, int64_t ldy) {
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (r >= W.rows) return;
@@ -158,10 +165,18 @@ void launch(const DMat& W, const float* X, int64_t ldx, float* Y, int64_t ldy, c
             cudaStream_t st) {
   dim3 grid(unsigned((W.rows + kWarps - 1) / kWarps)), block(kWarps * 32);
   switch (W.type) {
-    case WType::F32: matvec_dense_kernel<WType::F32, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec); break;
-    case WType::BF16: matvec_dense_kernel<WType::BF16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec); break;
-    case WType::F16: matvec_dense_kernel<WType::F16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec); break;
-    case WType::MLX4: matvec_mlx4_kernel<NB><<<grid, block, 0, st>>>(W, X, ldx, xsum, Y, ldy); break;
+    case WType::F32:
+      matvec_dense_kernel<WType::F32, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec);
+      break;
+    case WType::BF16:
+      matvec_dense_kernel<WType::BF16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec);
+      break;
+    case WType::F16:
+      matvec_dense_kernel<WType::F16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec);
+      break;
+    case WType::MLX4:
+      matvec_mlx4_kernel<NB><<<grid, block, 0, st>>>(W, X, ldx, xsum, Y, ldy);
+      break;
   }
   HKV_CHECK_LAUNCH();
 }
@@ -186,10 +201,14 @@ void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int
     const float* x = X + n0 * ldx;
     float* y = Y + n0 * ldy;
     const float* xs = W.type == WType::MLX4 ? xsum + n0 * nch : nullptr;
-    if (left >= 8) launch<8>(W, x, ldx, y, ldy, xs, vec, st), n0 += 8;
-    else if (left >= 4) launch<4>(W, x, ldx, y, ldy, xs, vec, st), n0 += 4;
-    else if (left >= 2) launch<2>(W, x, ldx, y, ldy, xs, vec, st), n0 += 2;
-    else launch<1>(W, x, ldx, y, ldy, xs, vec, st), n0 += 1;
+    if (left >= 8)
+      launch<8>(W, x, ldx, y, ldy, xs, vec, st), n0 += 8;
+    else if (left >= 4)
+      launch<4>(W, x, ldx, y, ldy, xs, vec, st), n0 += 4;
+    else if (left >= 2)
+      launch<2>(W, x, ldx, y, ldy, xs, vec, st), n0 += 2;
+    else
+      launch<1>(W, x, ldx, y, ldy, xs, vec, st), n0 += 1;
   }
 }
 

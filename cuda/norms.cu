@@ -79,9 +79,15 @@ __global__ void embed_kernel(DMat E, const int32_t* tokens, float* h) {
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
     float v = 0.0f;
     switch (E.type) {
-      case WType::F32: v = static_cast<const float*>(E.data)[t * n + c]; break;
-      case WType::BF16: v = hkv::f32_from_bf16(static_cast<const uint16_t*>(E.data)[t * n + c]); break;
-      case WType::F16: v = hkv::f32_from_f16(static_cast<const uint16_t*>(E.data)[t * n + c]); break;
+      case WType::F32:
+        v = static_cast<const float*>(E.data)[t * n + c];
+        break;
+      case WType::BF16:
+        v = hkv::f32_from_bf16(static_cast<const uint16_t*>(E.data)[t * n + c]);
+        break;
+      case WType::F16:
+        v = hkv::f32_from_f16(static_cast<const uint16_t*>(E.data)[t * n + c]);
+        break;
       case WType::MLX4: {
         uint32_t word = static_cast<const uint32_t*>(E.data)[t * (n / 8) + c / 8];
         uint32_t nib = (word >> (4 * (c % 8))) & 0xfu;
@@ -123,7 +129,8 @@ void attn_prep(const float* qg, float* q, float* k, const float* q_norm, const f
                int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st) {
   if (N <= 0) return;
   if (D > 1024) throw std::runtime_error("attn_prep: head_dim above 1024");
-  attn_prep_kernel<<<dim3(unsigned(N), unsigned(H + KV)), 32, 0, st>>>(qg, q, k, q_norm, k_norm, rope, H, KV, D, rd, eps);
+  attn_prep_kernel<<<dim3(unsigned(N), unsigned(H + KV)), 32, 0, st>>>(qg, q, k, q_norm, k_norm, rope, H, KV, D, rd,
+                                                                       eps);
   HKV_CHECK_LAUNCH();
 }
 

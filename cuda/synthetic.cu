@@ -37,7 +37,7 @@ void synth_mlx4_fill(uint32_t* words, uint16_t* scales, uint16_t* biases, int64_
                      uint64_t seed, uint64_t tensor, int e, cudaStream_t st) {
   if (nwords <= 0) return;
   mlx4_kernel<<<unsigned(std::min<int64_t>((nwords + 255) / 256, 65536)), 256, 0, st>>>(words, scales, biases, nwords,
-                                                                                       ngroups, seed, tensor, e);
+                                                                                        ngroups, seed, tensor, e);
   HKV_CHECK_LAUNCH();
 }
 

@@ -44,7 +44,9 @@ struct Config {
 
   int n_full_layers() const;
   int n_linear_layers() const;
-  int64_t conv_dim() const { return 2LL * linear_num_key_heads * linear_key_head_dim + int64_t(linear_num_value_heads) * linear_value_head_dim; }
+  int64_t conv_dim() const {
+    return 2LL * linear_num_key_heads * linear_key_head_dim + int64_t(linear_num_value_heads) * linear_value_head_dim;
+  }
 
   // Checks every relation between fields; throws std::runtime_error naming the field.
   void validate(const std::string& where) const;
@@ -58,14 +60,14 @@ Config parse_config(const std::string& json_text, const std::string& where);
 // All weights as fp32-computable matrices and vectors. Norm vectors are stored as the model uses them:
 // `*_norm` of the (1+w) kind keep w (the +1 is applied by the norm), the DeltaNet norm keeps its plain w.
 struct LinearAttnWeights {
-  Matrix in_proj_qkv;       // [2·nk·dk + nv·dv, hidden]
-  Matrix in_proj_z;         // [nv·dv, hidden]
-  Matrix in_proj_b;         // [nv, hidden]
-  Matrix in_proj_a;         // [nv, hidden]
-  std::vector<float> conv;  // [conv_dim][K] (HF [C,1,K] and MLX [C,K,1] both land here)
+  Matrix in_proj_qkv;                 // [2·nk·dk + nv·dv, hidden]
+  Matrix in_proj_z;                   // [nv·dv, hidden]
+  Matrix in_proj_b;                   // [nv, hidden]
+  Matrix in_proj_a;                   // [nv, hidden]
+  std::vector<float> conv;            // [conv_dim][K] (HF [C,1,K] and MLX [C,K,1] both land here)
   std::vector<float> A_log, dt_bias;  // [nv]
-  std::vector<float> norm;  // [dv], plain weight
-  Matrix out_proj;          // [hidden, nv·dv]
+  std::vector<float> norm;            // [dv], plain weight
+  Matrix out_proj;                    // [hidden, nv·dv]
 };
 struct FullAttnWeights {
   Matrix q_proj;  // [heads·2·head_dim, hidden]: per head, head_dim query rows then head_dim gate rows

@@ -18,13 +18,20 @@ KvFormat KvFormat::parse(const std::string& name) {
     if (name[pos] != '-') throw std::invalid_argument("unknown cache format '" + name + "'");
     size_t end = name.find('-', pos + 1);
     std::string part = name.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
-    if (part == "norot") f.rotate = false;
-    else if (part == "sym") f.grid = Grid::Symmetric;
-    else if (part == "mid") f.grid = Grid::Midpoint;
-    else if (part == "g16") f.group = 16;
-    else if (part == "g64") f.group = 64;
-    else if (part == "g128") f.group = 128;
-    else throw std::invalid_argument("unknown cache format option '" + part + "' in '" + name + "'");
+    if (part == "norot")
+      f.rotate = false;
+    else if (part == "sym")
+      f.grid = Grid::Symmetric;
+    else if (part == "mid")
+      f.grid = Grid::Midpoint;
+    else if (part == "g16")
+      f.group = 16;
+    else if (part == "g64")
+      f.group = 64;
+    else if (part == "g128")
+      f.group = 128;
+    else
+      throw std::invalid_argument("unknown cache format option '" + part + "' in '" + name + "'");
     pos = end == std::string::npos ? name.size() : end;
   }
   return f;
@@ -48,13 +55,18 @@ bool KvFormat::is_canonical() const {
 }
 
 size_t kv_row_bytes(const KvFormat& f, int head_dim) {
-  if (head_dim % f.group != 0) throw std::invalid_argument("head_dim " + std::to_string(head_dim) + " is not a multiple of the group size");
+  if (head_dim % f.group != 0)
+    throw std::invalid_argument("head_dim " + std::to_string(head_dim) + " is not a multiple of the group size");
   size_t groups = size_t(head_dim / f.group);
   switch (f.kind) {
-    case KvKind::BF16: return size_t(head_dim) * 2;
-    case KvKind::F32: return size_t(head_dim) * 4;
-    case KvKind::FP8: return size_t(head_dim) + groups * 2;
-    case KvKind::Q4H: return size_t(head_dim) / 2 + groups * 2;
+    case KvKind::BF16:
+      return size_t(head_dim) * 2;
+    case KvKind::F32:
+      return size_t(head_dim) * 4;
+    case KvKind::FP8:
+      return size_t(head_dim) + groups * 2;
+    case KvKind::Q4H:
+      return size_t(head_dim) / 2 + groups * 2;
   }
   return 0;
 }
@@ -106,9 +118,15 @@ static void q4_group(Grid grid, const float* x, int n, uint8_t* codes, uint16_t*
   }
   float s = 0.0f;
   switch (grid) {
-    case Grid::Midpoint: s = stored_scale(amax / 7.5f, scale_bits); break;
-    case Grid::Symmetric: s = stored_scale(amax / 7.0f, scale_bits); break;
-    case Grid::Q4_0: s = stored_scale(extreme / -8.0f, scale_bits); break;
+    case Grid::Midpoint:
+      s = stored_scale(amax / 7.5f, scale_bits);
+      break;
+    case Grid::Symmetric:
+      s = stored_scale(amax / 7.0f, scale_bits);
+      break;
+    case Grid::Q4_0:
+      s = stored_scale(extreme / -8.0f, scale_bits);
+      break;
   }
   for (int j = 0; j < n; j++) {
     if (s == 0.0f) {  // an all-zero group (or one whose scale underflows fp16): every value reads 0
@@ -138,7 +156,9 @@ void kv_pack_row(const KvFormat& f, const float* x, int head_dim, uint8_t* out) 
     case KvKind::BF16:
       for (int d = 0; d < head_dim; d++) put_f16(out + 2 * d, bf16_from_f32(x[d]));
       return;
-    case KvKind::F32: std::memcpy(out, x, size_t(head_dim) * 4); return;
+    case KvKind::F32:
+      std::memcpy(out, x, size_t(head_dim) * 4);
+      return;
     case KvKind::FP8:
       for (int g = 0; g < groups; g++) {
         float amax = 0.0f;

@@ -39,8 +39,9 @@ struct KvFormat {
   static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Q4_0}; }
   static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Q4_0}; }
   static KvFormat f32() { return {KvKind::F32, false, 32, Grid::Q4_0}; }
-  // "bf16", "fp8", "q4h"; "f32" (no rounding: for conformance with fp32 implementations); ablations "q4h-norot", "q4h-g16|g64|g128", "q4h-sym", "q4h-mid" and
-  // combinations such as "q4h-norot-sym". Throws std::invalid_argument naming the text.
+  // "bf16", "fp8", "q4h"; "f32" (no rounding: for conformance with fp32 implementations); ablations "q4h-norot",
+  // "q4h-g16|g64|g128", "q4h-sym", "q4h-mid" and combinations such as "q4h-norot-sym". Throws std::invalid_argument
+  // naming the text.
   static KvFormat parse(const std::string& name);
   std::string name() const;
   bool is_canonical() const;  // one of the three formats the engine implements

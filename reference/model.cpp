@@ -90,7 +90,8 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
   std::vector<float> q(q_in, q_in + head_dim);
   if (f.rotated()) rotate_groups(q.data(), head_dim, G);  // the query is rotated once
 
-  std::vector<float> u(static_cast<size_t>(head_dim)), s(static_cast<size_t>(groups)), e(512), oc(static_cast<size_t>(head_dim));
+  std::vector<float> u(static_cast<size_t>(head_dim)), s(static_cast<size_t>(groups)), e(512),
+      oc(static_cast<size_t>(head_dim));
   float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
   std::vector<float> o(static_cast<size_t>(head_dim), 0.0f);
   for (int64_t c0 = 0; c0 < n; c0 += 512) {
@@ -206,9 +207,8 @@ SequenceState new_sequence(const Config& c, const KvFormat& f, int64_t capacity)
       s.v_cache.emplace_back(cache_bytes, 0);
     } else {
       s.conv.emplace_back(size_t(c.conv_dim()) * size_t(K - 1), 0.0f);
-      s.S.emplace_back(size_t(c.linear_num_value_heads) * size_t(c.linear_key_head_dim) *
-                           size_t(c.linear_value_head_dim),
-                       0.0f);
+      s.S.emplace_back(
+          size_t(c.linear_num_value_heads) * size_t(c.linear_key_head_dim) * size_t(c.linear_value_head_dim), 0.0f);
     }
   }
   return s;
@@ -224,19 +224,21 @@ static void tap(const ForwardOptions& opt, int layer, const char* name, int64_t 
 }
 
 // x [T][hidden] -> y [T][hidden]
-static void full_attention(const Model& m, SequenceState& s, int layer, int cache_index, const float* x,
-                           int64_t T, float* y, const ForwardOptions& opt) {
+static void full_attention(const Model& m, SequenceState& s, int layer, int cache_index, const float* x, int64_t T,
+                           float* y, const ForwardOptions& opt) {
   const Config& c = m.config;
   const FullAttnWeights& w = m.w.layers[size_t(layer)].full;
   const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim, rd = c.rotary_dim();
   const float eps = float(c.rms_norm_eps);
-  std::vector<float> qg(static_cast<size_t>(T * H * 2 * D)), k(static_cast<size_t>(T * KV * D)), v(static_cast<size_t>(T * KV * D));
+  std::vector<float> qg(static_cast<size_t>(T * H * 2 * D)), k(static_cast<size_t>(T * KV * D)),
+      v(static_cast<size_t>(T * KV * D));
   matmul(w.q_proj, x, T, qg.data());  // per head: D query rows, then D gate rows
   matmul(w.k_proj, x, T, k.data());
   matmul(w.v_proj, x, T, v.data());
 
   // q/k norms and RoPE, then K and V rows packed into the cache at their positions
-  std::vector<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2)), q(static_cast<size_t>(T * H * D)), gate(static_cast<size_t>(T * H * D));
+  std::vector<float> cs(static_cast<size_t>(rd / 2)), sn(static_cast<size_t>(rd / 2)),
+      q(static_cast<size_t>(T * H * D)), gate(static_cast<size_t>(T * H * D));
   for (int64_t t = 0; t < T; t++) {
     rope_row(c, s.pos + t, cs.data(), sn.data());
     for (int h = 0; h < H; h++) {
@@ -276,14 +278,15 @@ static void full_attention(const Model& m, SequenceState& s, int layer, int cach
   matmul(w.o_proj, att.data(), T, y);
 }
 
-static void linear_attention(const Model& m, SequenceState& s, int layer, int state_index, const float* x,
-                             int64_t T, float* y, const ForwardOptions& opt) {
+static void linear_attention(const Model& m, SequenceState& s, int layer, int state_index, const float* x, int64_t T,
+                             float* y, const ForwardOptions& opt) {
   const Config& c = m.config;
   const LinearAttnWeights& w = m.w.layers[size_t(layer)].lin;
   const int nk = c.linear_num_key_heads, nv = c.linear_num_value_heads;
   const int dk = c.linear_key_head_dim, dv = c.linear_value_head_dim, K = c.linear_conv_kernel_dim;
   const int64_t C = c.conv_dim();
-  std::vector<float> qkv(static_cast<size_t>(T * C)), z(static_cast<size_t>(T * nv * dv)), b(static_cast<size_t>(T * nv)), a(static_cast<size_t>(T * nv));
+  std::vector<float> qkv(static_cast<size_t>(T * C)), z(static_cast<size_t>(T * nv * dv)),
+      b(static_cast<size_t>(T * nv)), a(static_cast<size_t>(T * nv));
   matmul(w.in_proj_qkv, x, T, qkv.data());
   matmul(w.in_proj_z, x, T, z.data());
   matmul(w.in_proj_b, x, T, b.data());
@@ -372,8 +375,10 @@ std::vector<float> forward(const Model& m, SequenceState& s, const std::vector<i
   for (int l = 0; l < c.num_hidden_layers; l++) {
     const LayerWeights& lw = m.w.layers[size_t(l)];
     for (int64_t t = 0; t < T; t++) rmsnorm_1pw(h.data() + t * E, lw.input_norm.data(), E, eps, x.data() + t * E);
-    if (lw.kind == LayerKind::Full) full_attention(m, s, l, full_i++, x.data(), T, y.data(), opt);
-    else linear_attention(m, s, l, lin_i++, x.data(), T, y.data(), opt);
+    if (lw.kind == LayerKind::Full)
+      full_attention(m, s, l, full_i++, x.data(), T, y.data(), opt);
+    else
+      linear_attention(m, s, l, lin_i++, x.data(), T, y.data(), opt);
     for (size_t i = 0; i < h.size(); i++) h[i] = h[i] + y[i];
     for (int64_t t = 0; t < T; t++) rmsnorm_1pw(h.data() + t * E, lw.post_attn_norm.data(), E, eps, x.data() + t * E);
     mlp(lw, x.data(), T, y.data());
@@ -384,14 +389,14 @@ std::vector<float> forward(const Model& m, SequenceState& s, const std::vector<i
   if (!opt.want_logits) return {};
 
   const int64_t first = opt.last_only ? T - 1 : 0, R = T - first;
-  for (int64_t t = first; t < T; t++) rmsnorm_1pw(h.data() + t * E, m.w.final_norm.data(), E, eps, x.data() + (t - first) * E);
+  for (int64_t t = first; t < T; t++)
+    rmsnorm_1pw(h.data() + t * E, m.w.final_norm.data(), E, eps, x.data() + (t - first) * E);
   std::vector<float> logits(static_cast<size_t>(R * c.vocab_size));
   matmul(m.w.lm_head, x.data(), R, logits.data());
   return logits;
 }
 
-std::vector<int32_t> generate_greedy(const Model& m, SequenceState& s, const std::vector<int32_t>& prompt,
-                                     int n_new) {
+std::vector<int32_t> generate_greedy(const Model& m, SequenceState& s, const std::vector<int32_t>& prompt, int n_new) {
   std::vector<int32_t> out;
   ForwardOptions opt;
   opt.last_only = true;
@@ -453,7 +458,8 @@ SequenceState load_state(const Config& c, const std::string& path, int64_t capac
   };
   char magic[8];
   get(magic, 8, "magic");
-  if (std::memcmp(magic, kStateMagic, 8) != 0) throw std::runtime_error(path + ": field 'magic': not an hkv state file");
+  if (std::memcmp(magic, kStateMagic, 8) != 0)
+    throw std::runtime_error(path + ": field 'magic': not an hkv state file");
   int64_t head[6];
   get(head, sizeof head, "header");
   if (head[1] != c.num_hidden_layers || head[2] != c.hidden_size || head[3] != c.head_dim)

@@ -24,10 +24,10 @@ void rope_row(const Config& c, int64_t pos, float* cos_out, float* sin_out);
 
 // Everything a sequence carries from one token to the next.
 struct SequenceState {
-  int64_t pos = 0;                 // tokens consumed so far
-  int64_t capacity = 0;            // cache slots per full-attention layer
-  KvFormat format;                 // cache format
-  size_t row_bytes = 0;            // one (position, kv head) row of K or V
+  int64_t pos = 0;       // tokens consumed so far
+  int64_t capacity = 0;  // cache slots per full-attention layer
+  KvFormat format;       // cache format
+  size_t row_bytes = 0;  // one (position, kv head) row of K or V
   // full-attention layers, in order: cache[l] holds K then V, each [capacity][kv_heads][row_bytes]
   std::vector<std::vector<uint8_t>> k_cache, v_cache;
   // DeltaNet layers, in order: conv[l] is [conv_dim][K-1] (oldest first), S[l] is [nv][dk][dv]
@@ -46,8 +46,8 @@ SequenceState load_state(const Config& c, const std::string& path, int64_t capac
 using Tap = std::function<void(int layer, const char* name, int64_t t, const float* data, int64_t n)>;
 
 struct ForwardOptions {
-  bool want_logits = true;   // compute logits for every token (else only hidden states advance)
-  bool last_only = false;    // logits for the last token only
+  bool want_logits = true;  // compute logits for every token (else only hidden states advance)
+  bool last_only = false;   // logits for the last token only
   const Tap* tap = nullptr;
 };
 
@@ -57,8 +57,7 @@ std::vector<float> forward(const Model& m, SequenceState& s, const std::vector<i
                            const ForwardOptions& opt = {});
 
 // Greedy decode: feeds the prompt, then n_new argmax tokens. Returns the new tokens.
-std::vector<int32_t> generate_greedy(const Model& m, SequenceState& s, const std::vector<int32_t>& prompt,
-                                     int n_new);
+std::vector<int32_t> generate_greedy(const Model& m, SequenceState& s, const std::vector<int32_t>& prompt, int n_new);
 
 // Index of the largest logit (the first one on ties).
 int32_t argmax(const float* logits, int64_t n);
@@ -80,7 +79,7 @@ void attend(const KvFormat& f, const float* q, int head_dim, const uint8_t* k_ro
             size_t stride, int64_t n, float* out);
 
 // One DeltaNet recurrence step for one value head: S [dk][dv] in place; q,k [dk], v [dv] -> o [dv].
-void deltanet_step(float* S, const float* q, const float* k, const float* v, float beta, float g, int dk,
-                   int dv, float* o);
+void deltanet_step(float* S, const float* q, const float* k, const float* v, float beta, float g, int dk, int dv,
+                   float* o);
 
 }  // namespace hkv

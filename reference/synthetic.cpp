@@ -118,7 +118,8 @@ Model build_synthetic(const SyntheticSpec& spec) {
       lw.full.q_norm = b.vec(p + "self_attn.q_norm", D, 10);
       lw.full.k_norm = b.vec(p + "self_attn.k_norm", D, 10);
       // outlier channels: spread over the head, made large through (1 + w)
-      for (int i = 0; i < spec.outlier_channels; i++) lw.full.k_norm[size_t((i * 37 + 5) % D)] = spec.outlier_gain - 1.0f;
+      for (int i = 0; i < spec.outlier_channels; i++)
+        lw.full.k_norm[size_t((i * 37 + 5) % D)] = spec.outlier_gain - 1.0f;
     } else {
       const int nv = c.linear_num_value_heads;
       const int dv = c.linear_value_head_dim;
@@ -131,7 +132,6 @@ Model build_synthetic(const SyntheticSpec& spec) {
       lw.lin.A_log = b.vec(p + "linear_attn.A_log", nv, 7);
       lw.lin.dt_bias = b.vec(p + "linear_attn.dt_bias", nv, 8);
       lw.lin.norm = b.vec(p + "linear_attn.norm", dv, 10, 1.0f);
-
     }
     lw.gate_proj = b.linear(p + "mlp.gate_proj", I, E);
     lw.up_proj = b.linear(p + "mlp.up_proj", I, E);
@@ -265,9 +265,12 @@ SyntheticSpec load_synthetic_spec(const std::string& path) {
   num("sharpness_log2", s.sharpness_log2);
   if (sj.contains("weights")) {
     std::string w = sj["weights"].get<std::string>();
-    if (w == "bf16") s.weights = WType::BF16;
-    else if (w == "mlx4") s.weights = WType::MLX4;
-    else throw std::runtime_error(path + ": field 'synthetic.weights': '" + w + "' is not bf16 or mlx4");
+    if (w == "bf16")
+      s.weights = WType::BF16;
+    else if (w == "mlx4")
+      s.weights = WType::MLX4;
+    else
+      throw std::runtime_error(path + ": field 'synthetic.weights': '" + w + "' is not bf16 or mlx4");
   }
   if (s.config.num_hidden_layers == 0) throw std::runtime_error(path + ": field 'synthetic.config' is missing");
   // build_synthetic indexes k_norm by (i·37 + 5) mod head_dim and shifts exponents by sharpness_log2: keep

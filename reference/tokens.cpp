@@ -21,14 +21,16 @@ std::string read_file(const std::string& path) {
 
 static void check_id(int64_t id, size_t i, int64_t vocab, const std::string& where) {
   if (id < 0 || id > INT32_MAX)
-    throw std::runtime_error(where + ": element " + std::to_string(i) + ": " + std::to_string(id) + " is not a token id");
+    throw std::runtime_error(where + ": element " + std::to_string(i) + ": " + std::to_string(id) +
+                             " is not a token id");
   if (vocab > 0 && id >= vocab)
     throw std::runtime_error(where + ": element " + std::to_string(i) + ": token id " + std::to_string(id) +
                              " >= vocab_size " + std::to_string(vocab));
 }
 
 std::vector<int32_t> parse_tokens_json(const std::string& text, const std::string& where, int64_t vocab) {
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw std::runtime_error(where + ": the token file is empty");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw std::runtime_error(where + ": the token file is empty");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -54,7 +56,8 @@ std::vector<int32_t> read_tokens(const std::string& path, int64_t vocab) {
   const bool raw = path.size() >= 4 && path.substr(path.size() - 4) == ".u32";
   if (!raw) return parse_tokens_json(bytes, path, vocab);
   if (bytes.size() % 4 != 0)
-    throw std::runtime_error(path + ": size " + std::to_string(bytes.size()) + " is not a multiple of 4 (uint32 tokens)");
+    throw std::runtime_error(path + ": size " + std::to_string(bytes.size()) +
+                             " is not a multiple of 4 (uint32 tokens)");
   if (bytes.empty()) throw std::runtime_error(path + ": the token file is empty");
   std::vector<int32_t> out(bytes.size() / 4);
   for (size_t i = 0; i < out.size(); i++) {

@@ -8,20 +8,27 @@ namespace hkv {
 
 const char* wtype_name(WType t) {
   switch (t) {
-    case WType::F32: return "f32";
-    case WType::BF16: return "bf16";
-    case WType::F16: return "f16";
-    case WType::MLX4: return "mlx4";
+    case WType::F32:
+      return "f32";
+    case WType::BF16:
+      return "bf16";
+    case WType::F16:
+      return "f16";
+    case WType::MLX4:
+      return "mlx4";
   }
   return "?";
 }
 
 size_t Matrix::nbytes() const {
   switch (type) {
-    case WType::F32: return size_t(rows * cols) * 4;
+    case WType::F32:
+      return size_t(rows * cols) * 4;
     case WType::BF16:
-    case WType::F16: return size_t(rows * cols) * 2;
-    case WType::MLX4: return size_t(rows * cols) / 2 + size_t(rows * (cols / group)) * 4;
+    case WType::F16:
+      return size_t(rows * cols) * 2;
+    case WType::MLX4:
+      return size_t(rows * cols) / 2 + size_t(rows * (cols / group)) * 4;
   }
   return 0;
 }
@@ -36,10 +43,14 @@ static float mlx4_at(const Matrix& W, int64_t r, int64_t c) {
 
 float Matrix::at(int64_t r, int64_t c) const {
   switch (type) {
-    case WType::F32: return static_cast<const float*>(data)[r * cols + c];
-    case WType::BF16: return f32_from_bf16(static_cast<const uint16_t*>(data)[r * cols + c]);
-    case WType::F16: return f32_from_f16(static_cast<const uint16_t*>(data)[r * cols + c]);
-    case WType::MLX4: return mlx4_at(*this, r, c);
+    case WType::F32:
+      return static_cast<const float*>(data)[r * cols + c];
+    case WType::BF16:
+      return f32_from_bf16(static_cast<const uint16_t*>(data)[r * cols + c]);
+    case WType::F16:
+      return f32_from_f16(static_cast<const uint16_t*>(data)[r * cols + c]);
+    case WType::MLX4:
+      return mlx4_at(*this, r, c);
   }
   return 0.0f;
 }
@@ -136,7 +147,8 @@ float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum) {
       const uint16_t* w = static_cast<const uint16_t*>(W.data) + r * n;
       return dot_dense<8>(n, x, [w](int64_t j) { return f32_from_f16(w[j]); });
     }
-    case WType::MLX4: return dot_mlx4(W, r, x, xsum);
+    case WType::MLX4:
+      return dot_mlx4(W, r, x, xsum);
   }
   return 0.0f;
 }

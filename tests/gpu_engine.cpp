@@ -38,8 +38,8 @@ struct TapLog {
 std::string compare_taps(const TapLog& eng, const TapLog& ora) {
   for (const auto& key : ora.order) {
     auto it = eng.data.find(key);
-    const std::string where = "layer " + std::to_string(std::get<0>(key)) + " tensor '" + std::get<1>(key) + "' token " +
-                              std::to_string(std::get<2>(key));
+    const std::string where = "layer " + std::to_string(std::get<0>(key)) + " tensor '" + std::get<1>(key) +
+                              "' token " + std::to_string(std::get<2>(key));
     if (it == eng.data.end()) return where + ": not tapped by the engine";
     std::string d = first_diff(it->second, ora.data.at(key));
     if (!d.empty()) return "first divergence at " + where + ", " + d;
@@ -169,7 +169,8 @@ TEST_CASE("whole model: contexts crossing 512-key chunks, up to 4K") {
   for (const KvFormat& f : kFormats)
     report("long(tiny,format=" + f.name() + ",prompt=1100,decode=3)",
            engine_vs_oracle(tiny, et, f, random_tokens(1100, 256, 3), 3, false));
-  report("long(tiny,format=q4h,prompt=4090,decode=6)", engine_vs_oracle(tiny, et, KvFormat::q4h(), random_tokens(4090, 256, 4), 6, false));
+  report("long(tiny,format=q4h,prompt=4090,decode=6)",
+         engine_vs_oracle(tiny, et, KvFormat::q4h(), random_tokens(4090, 256, 4), 6, false));
   Model big = build_synthetic(head_layout_27b(true));
   Engine eb(big);
   report("long(27b-layout-mlx4,format=q4h,prompt=1030,decode=2)",
@@ -203,7 +204,8 @@ TEST_CASE("concurrent = solo: mixed lengths across 512-key chunks, batched prefi
     // batched
     std::vector<std::unique_ptr<cuda::Sequence>> seqs;
     std::vector<cuda::Sequence*> ptrs;
-    for (size_t i = 0; i < lens.size(); i++) seqs.push_back(batch_eng.new_sequence(f, 1100)), ptrs.push_back(seqs.back().get());
+    for (size_t i = 0; i < lens.size(); i++)
+      seqs.push_back(batch_eng.new_sequence(f, 1100)), ptrs.push_back(seqs.back().get());
     ForwardOptions o;
     o.last_only = true;
     std::string d;
@@ -218,7 +220,8 @@ TEST_CASE("concurrent = solo: mixed lengths across 512-key chunks, batched prefi
         if (!d.empty()) d = "sequence " + std::to_string(i) + " step " + std::to_string(k) + ": " + d;
       }
     }
-    for (size_t i = 0; i < lens.size() && d.empty(); i++) d = compare_states(batch_eng.download(*seqs[i]), solo_state[i], m.config);
+    for (size_t i = 0; i < lens.size() && d.empty(); i++)
+      d = compare_states(batch_eng.download(*seqs[i]), solo_state[i], m.config);
     report("concurrent=solo(tiny,format=" + f.name() + ",lengths=5/530/1030,steps=4)", d);
   }
 }

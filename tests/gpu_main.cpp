@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
-    std::fprintf(stderr, "hkv gpu tests: no GPU (%s): not run\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    std::fprintf(stderr, "hkv gpu tests: no GPU (%s): not run\n",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 77;
   }
   if (hkv::cuda::select_ctest_device() < 0) {

@@ -87,7 +87,8 @@ TEST_CASE("matvec: every weight type, odd shapes, 1..11 input rows, byte for byt
   };
   std::vector<Case> cases;
   for (WType t : {WType::F32, WType::BF16, WType::F16})
-    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {7, 40}, {33, 256}, {300, 1000}, {5, 1}, {17, 13}, {9, 5120}})
+    for (auto [r, c] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {7, 40}, {33, 256}, {300, 1000}, {5, 1}, {17, 13}, {9, 5120}})
       cases.push_back({t, r, c, 0});
   for (int g : {32, 64, 128})
     for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{1, 128}, {13, 256}, {257, 1024}, {40, 5120}})
@@ -123,8 +124,10 @@ TEST_CASE("rmsnorm and l2norm: byte for byte") {
     for (int mode = 0; mode < 3; mode++) {  // 1+w, plain w, no weight
       std::vector<float> ref(size_t(rows * n));
       for (int64_t r = 0; r < rows; r++) {
-        if (mode == 1) rmsnorm_plain(x.data() + r * n, w.data(), n, 1e-6f, ref.data() + r * n);
-        else rmsnorm_1pw(x.data() + r * n, mode == 0 ? w.data() : nullptr, n, 1e-6f, ref.data() + r * n);
+        if (mode == 1)
+          rmsnorm_plain(x.data() + r * n, w.data(), n, 1e-6f, ref.data() + r * n);
+        else
+          rmsnorm_1pw(x.data() + r * n, mode == 0 ? w.data() : nullptr, n, 1e-6f, ref.data() + r * n);
       }
       dout.poison();
       cuda::rmsnorm_rows(dx.p, n, mode == 2 ? nullptr : dw.p, mode == 1, n, 1e-6f, rows, dout.p, n, nullptr);
@@ -157,12 +160,24 @@ namespace {
 std::vector<float> test_row(int kind, int D, uint64_t seed) {
   std::vector<float> x = gaussian(size_t(D), seed, 1.0f);
   switch (kind) {
-    case 1: for (int i = 0; i < D; i += 37) x[size_t(i)] *= 40.0f; break;
-    case 2: for (auto& v : x) v = 0.0f; x[3] = -0.0f; break;
-    case 3: for (int i = 0; i < D; i++) x[size_t(i)] = (i % 5 == 0) ? 3.0f : ((i % 5 == 1) ? -3.0f : 0.5f); break;
-    case 4: for (auto& v : x) v *= 1e-7f; break;
-    case 5: for (int i = 0; i < D; i++) x[size_t(i)] *= float(1 << (i % 8)); break;
-    default: break;
+    case 1:
+      for (int i = 0; i < D; i += 37) x[size_t(i)] *= 40.0f;
+      break;
+    case 2:
+      for (auto& v : x) v = 0.0f;
+      x[3] = -0.0f;
+      break;
+    case 3:
+      for (int i = 0; i < D; i++) x[size_t(i)] = (i % 5 == 0) ? 3.0f : ((i % 5 == 1) ? -3.0f : 0.5f);
+      break;
+    case 4:
+      for (auto& v : x) v *= 1e-7f;
+      break;
+    case 5:
+      for (int i = 0; i < D; i++) x[size_t(i)] *= float(1 << (i % 8));
+      break;
+    default:
+      break;
   }
   return x;
 }
@@ -195,7 +210,8 @@ TEST_CASE("cache row packing: bf16, fp8, q4h bytes equal kv_pack_row") {
       for (int r = 0; r < N; r++) pos[size_t(r)] = r;
       DBuf<uint8_t*> dkp(kp), dvp(vp);
       DBuf<int> dpos(pos), err(std::vector<int>{0});
-      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p, nullptr);
+      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                    nullptr);
       std::vector<uint8_t> kg = kc.get(), vg = vc.get();
       std::string d = first_diff_bytes(kg.data(), kref.data(), kref.size());
       if (d.empty()) d = first_diff_bytes(vg.data(), vref.data(), vref.size());
@@ -206,7 +222,8 @@ TEST_CASE("cache row packing: bf16, fp8, q4h bytes equal kv_pack_row") {
       k[5] = std::nanf("");
       CHECK_THROWS_AS(kv_pack_row(f, k.data(), D, kref.data()), std::domain_error);
       dk.put(k);
-      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p, nullptr);
+      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                    nullptr);
       CHECK((err.get()[0] & 1) == 1);
     }
 }
@@ -271,12 +288,14 @@ TEST_CASE("DeltaNet step: byte for byte with deltanet_step over several tokens")
     bool ok = true;
     std::string d;
     for (int t = 0; t < steps && ok; t++) {
-      std::vector<float> q = gaussian(size_t(nv * dk), 300 + size_t(t), 0.2f), k = gaussian(size_t(nv * dk), 400 + size_t(t), 0.2f),
-                         v = gaussian(size_t(nv * dv), 500 + size_t(t)), beta = {0.3f, 0.9f, 0.01f}, g = {-0.1f, -2.0f, -0.0001f};
+      std::vector<float> q = gaussian(size_t(nv * dk), 300 + size_t(t), 0.2f),
+                         k = gaussian(size_t(nv * dk), 400 + size_t(t), 0.2f),
+                         v = gaussian(size_t(nv * dv), 500 + size_t(t)), beta = {0.3f, 0.9f, 0.01f},
+                         g = {-0.1f, -2.0f, -0.0001f};
       std::vector<float> o(size_t(nv * dv));
       for (int h = 0; h < nv; h++)
-        deltanet_step(S.data() + size_t(h * dk * dv), q.data() + h * dk, k.data() + h * dk, v.data() + h * dv, beta[size_t(h)],
-                      g[size_t(h)], dk, dv, o.data() + h * dv);
+        deltanet_step(S.data() + size_t(h * dk * dv), q.data() + h * dk, k.data() + h * dk, v.data() + h * dv,
+                      beta[size_t(h)], g[size_t(h)], dk, dv, o.data() + h * dv);
       DBuf<float> dq(q), dkk(k), dvv(v), db(beta), dg(g), dout(o.size());
       cuda::deltanet_step_heads(dS.p, dq.p, dkk.p, dvv.p, db.p, dg.p, nv, dk, dv, dout.p, nullptr);
       d = first_diff(dout.get(), o);

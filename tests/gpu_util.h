@@ -23,7 +23,9 @@ struct DBuf {
   explicit DBuf(const std::vector<T>& v) : DBuf(v.size()) { put(v); }
   ~DBuf() { cudaFree(p); }
   DBuf(const DBuf&) = delete;
-  void put(const std::vector<T>& v) { HKV_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  void put(const std::vector<T>& v) {
+    HKV_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
   std::vector<T> get() const {
     std::vector<T> v(n);
     HKV_CUDA_CHECK(cudaDeviceSynchronize());
@@ -59,8 +61,8 @@ inline std::string first_diff(const float* a, const float* b, size_t n) {
     if (x != y) {
       std::ostringstream s;
       s.precision(9);
-      s << "index " << i << ": engine " << a[i] << " (0x" << std::hex << x << ") oracle " << std::dec << b[i]
-        << " (0x" << std::hex << y << ")";
+      s << "index " << i << ": engine " << a[i] << " (0x" << std::hex << x << ") oracle " << std::dec << b[i] << " (0x"
+        << std::hex << y << ")";
       return s.str();
     }
   }

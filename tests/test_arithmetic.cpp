@@ -19,10 +19,10 @@ namespace {
 // Random test matrices built with the synthetic generator (values n·2^-e, exact in every format).
 struct TestMatrix {
   Matrix m;
-  std::vector<uint16_t> h;  // bf16/f16 storage
-  std::vector<float> f;     // f32 storage
-  std::vector<uint32_t> q;  // mlx4 words
-  std::vector<uint16_t> sb; // mlx4 scales then biases
+  std::vector<uint16_t> h;   // bf16/f16 storage
+  std::vector<float> f;      // f32 storage
+  std::vector<uint32_t> q;   // mlx4 words
+  std::vector<uint16_t> sb;  // mlx4 scales then biases
 };
 
 std::unique_ptr<TestMatrix> make(WType t, int64_t rows, int64_t cols, uint64_t seed) {
@@ -46,7 +46,8 @@ std::unique_ptr<TestMatrix> make(WType t, int64_t rows, int64_t cols, uint64_t s
     m.biases = tm->sb.data() + ng;
   } else if (t == WType::F32) {
     tm->f.resize(size_t(rows * cols));
-    for (size_t i = 0; i < tm->f.size(); i++) tm->f[i] = float(synth_int(seed, 4, i)) * 0.0078125f + 0.001f * float(i % 7);
+    for (size_t i = 0; i < tm->f.size(); i++)
+      tm->f[i] = float(synth_int(seed, 4, i)) * 0.0078125f + 0.001f * float(i % 7);
     m.data = tm->f.data();
   } else {
     tm->h.resize(size_t(rows * cols));
@@ -84,7 +85,8 @@ float independent_dot(const Matrix& W, int64_t r, const std::vector<float>& x) {
         int64_t g = r * (W.cols / W.group) + c * 32 / W.group;
         acc = std::fma(f32_from_bf16(W.scales[g]), qx, std::fma(f32_from_bf16(W.biases[g]), xs, acc));
       } else {
-        for (int64_t j = c * width; j < std::min(W.cols, c * width + width); j++) acc = std::fma(W.at(r, j), x[size_t(j)], acc);
+        for (int64_t j = c * width; j < std::min(W.cols, c * width + width); j++)
+          acc = std::fma(W.at(r, j), x[size_t(j)], acc);
       }
     }
     lanes[l] = acc;

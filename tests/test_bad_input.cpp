@@ -148,7 +148,8 @@ void with_config(const fs::path& dir, const std::function<void(json&)>& f) {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
   return s;
 }
 
@@ -164,11 +165,12 @@ void check_case(const Case& c, const fs::path& root) {
   const fs::path out = fs::path(c.out).is_absolute() ? fs::path(c.out) : dir / c.out;
   const std::string model = c.model_is_dir ? dir.string() : (dir / "config.json").string();
   const bool out_existed = fs::exists(out);
-  std::vector<std::string> args = {"logits", "--model", model, "--tokens", (dir / c.tokens).string(),
-                                   "--out", out.string(), "--threads", "1"};
+  std::vector<std::string> args = {"logits", "--model",    model,       "--tokens", (dir / c.tokens).string(),
+                                   "--out",  out.string(), "--threads", "1"};
   if (!c.argv.empty()) {
     args.clear();
-    for (const std::string& a : c.argv) args.push_back(replace_all(replace_all(a, "{dir}", dir.string()), "{out}", out.string()));
+    for (const std::string& a : c.argv)
+      args.push_back(replace_all(replace_all(a, "{dir}", dir.string()), "{out}", out.string()));
   }
   Run r = run_hkv(args, root / (c.name + ".stderr"));
   INFO("case: ", c.name);
@@ -247,13 +249,12 @@ std::vector<Case> refused_cases() {
                 },
                 {st, "overlap", "'model.layers.0.input_layernorm.weight'", "'model.layers.1.input_layernorm.weight'",
                  "data_offsets"}});
-  cs.push_back({"offsets_bytes_do_not_match_shape",
-                [](const fs::path& d) {
-                  with_st(d, [](St& s) {
-                    s.header["model.norm.weight"]["data_offsets"][1] = s.end("model.norm.weight") - 2;
-                  });
-                },
-                {st, "tensor 'model.norm.weight'", "data_offsets", "needs 128"}});
+  cs.push_back(
+      {"offsets_bytes_do_not_match_shape",
+       [](const fs::path& d) {
+         with_st(d, [](St& s) { s.header["model.norm.weight"]["data_offsets"][1] = s.end("model.norm.weight") - 2; });
+       },
+       {st, "tensor 'model.norm.weight'", "data_offsets", "needs 128"}});
   cs.push_back({"unknown_dtype",
                 [](const fs::path& d) { with_st(d, [](St& s) { s.header["lm_head.weight"]["dtype"] = "Q4"; }); },
                 {st, "tensor 'lm_head.weight'", "dtype \"Q4\""}});
@@ -270,9 +271,10 @@ std::vector<Case> refused_cases() {
                   with_st(d, [](St& s) { s.header["model.embed_tokens.weight"]["shape"] = {64, 320}; });
                 },
                 {st, "tensor 'model.embed_tokens.weight'", "shape [64, 320]", "[320, 64]"}});
-  cs.push_back({"missing_tensor",
-                [](const fs::path& d) { with_st(d, [](St& s) { s.header.erase("model.layers.2.mlp.up_proj.weight"); }); },
-                {st, "tensor 'model.layers.2.mlp.up_proj.weight'", "missing"}});
+  cs.push_back(
+      {"missing_tensor",
+       [](const fs::path& d) { with_st(d, [](St& s) { s.header.erase("model.layers.2.mlp.up_proj.weight"); }); },
+       {st, "tensor 'model.layers.2.mlp.up_proj.weight'", "missing"}});
   cs.push_back({"extra_tensor",
                 [](const fs::path& d) {
                   with_st(d, [](St& s) {
@@ -281,7 +283,9 @@ std::vector<Case> refused_cases() {
                 },
                 {st, "tensor 'model.layers.9.mlp.bias'", "not part of the model"}});
   cs.push_back({"nan_in_weight",
-                [](const fs::path& d) { with_st(d, [](St& s) { s.set_bf16("model.layers.1.self_attn.k_proj.weight", 77, kBf16NaN); }); },
+                [](const fs::path& d) {
+                  with_st(d, [](St& s) { s.set_bf16("model.layers.1.self_attn.k_proj.weight", 77, kBf16NaN); });
+                },
                 {st, "tensor 'model.layers.1.self_attn.k_proj.weight'", "element 77", "NaN"}});
   cs.push_back({"inf_in_norm",
                 [](const fs::path& d) { with_st(d, [](St& s) { s.set_bf16("model.norm.weight", 5, kBf16Inf); }); },
@@ -297,7 +301,9 @@ std::vector<Case> refused_cases() {
   cs.push_back({"config_disagrees_with_weights",
                 [](const fs::path& d) { with_config(d, [](json& c) { c["intermediate_size"] = 96; }); },
                 {st, "tensor 'model.layers.0.mlp.gate_proj.weight'", "shape [128, 64]", "[96, 64]"},
-                "tokens.json", "out.f32", false});
+                "tokens.json",
+                "out.f32",
+                false});
 
   // ---- token files ----
   cs.push_back({"token_id_equal_to_vocab",
@@ -321,26 +327,41 @@ std::vector<Case> refused_cases() {
                 [](const fs::path& d) { spit(d / "tokens.u32", std::string("\x01\x00\x00\x00\x02", 5)); },
                 {"{dir}/tokens.u32", "size 5", "multiple of 4"},
                 "tokens.u32"});
-  cs.push_back({"token_file_missing",
-                [](const fs::path&) {},
-                {"{dir}/absent.json"},
-                "absent.json"});
+  cs.push_back({"token_file_missing", [](const fs::path&) {}, {"{dir}/absent.json"}, "absent.json"});
 
   // ---- synthetic specs (--model spec.json): numbers that would overflow the generator ----
   const auto spec = [](const std::string& synthetic) {
     return [synthetic](const fs::path& d) { spit(d / "spec.json", "{\"synthetic\": " + synthetic + "}"); };
   };
   const std::vector<std::string> spec_argv = {"logits", "--model", "{dir}/spec.json", "--tokens", "{dir}/tokens.json",
-                                              "--out", "{out}", "--threads", "1"};
-  cs.push_back({"synthetic_seed_out_of_range", spec(R"({"builtin": "tiny", "seed": 1e300})"),
-                {"{dir}/spec.json", "field 'synthetic.seed'", "not an integer"}, "tokens.json", "out.f32", true,
+                                              "--out",  "{out}",   "--threads",       "1"};
+  cs.push_back({"synthetic_seed_out_of_range",
+                spec(R"({"builtin": "tiny", "seed": 1e300})"),
+                {"{dir}/spec.json", "field 'synthetic.seed'", "not an integer"},
+                "tokens.json",
+                "out.f32",
+                true,
                 spec_argv});
-  cs.push_back({"synthetic_outlier_channels_too_many", spec(R"({"builtin": "tiny", "outlier_channels": 2147483647})"),
-                {"{dir}/spec.json", "field 'synthetic.outlier_channels'"}, "tokens.json", "out.f32", true, spec_argv});
-  cs.push_back({"synthetic_sharpness_overflows", spec(R"({"builtin": "tiny", "sharpness_log2": -2147483648})"),
-                {"{dir}/spec.json", "field 'synthetic.sharpness_log2'"}, "tokens.json", "out.f32", true, spec_argv});
-  cs.push_back({"synthetic_gain_out_of_range", spec(R"({"builtin": "tiny", "outlier_gain": 1e300})"),
-                {"{dir}/spec.json", "field 'synthetic.outlier_gain'", "out of range"}, "tokens.json", "out.f32", true,
+  cs.push_back({"synthetic_outlier_channels_too_many",
+                spec(R"({"builtin": "tiny", "outlier_channels": 2147483647})"),
+                {"{dir}/spec.json", "field 'synthetic.outlier_channels'"},
+                "tokens.json",
+                "out.f32",
+                true,
+                spec_argv});
+  cs.push_back({"synthetic_sharpness_overflows",
+                spec(R"({"builtin": "tiny", "sharpness_log2": -2147483648})"),
+                {"{dir}/spec.json", "field 'synthetic.sharpness_log2'"},
+                "tokens.json",
+                "out.f32",
+                true,
+                spec_argv});
+  cs.push_back({"synthetic_gain_out_of_range",
+                spec(R"({"builtin": "tiny", "outlier_gain": 1e300})"),
+                {"{dir}/spec.json", "field 'synthetic.outlier_gain'", "out of range"},
+                "tokens.json",
+                "out.f32",
+                true,
                 spec_argv});
 
   // ---- the context ----
@@ -348,7 +369,7 @@ std::vector<Case> refused_cases() {
                 [](const fs::path& d) {
                   with_config(d, [](json& c) { c["max_position_embeddings"] = 16; });
                   std::string t = "[";
-                  for (int i = 0; i < 20; i++) t += (i ? ", " : "") + std::to_string(i);
+                  for (int i = 0; i < 20; i++) t.append(i ? ", " : "").append(std::to_string(i));
                   spit(d / "tokens.json", t + "]");
                 },
                 {"20", "max_position_embeddings 16"}});
@@ -357,7 +378,8 @@ std::vector<Case> refused_cases() {
   cs.push_back({"out_dir_does_not_exist",
                 [](const fs::path&) {},
                 {"/nonexistent_dir_hkv/x.f32", "cannot be written"},
-                "tokens.json", "/nonexistent_dir_hkv/x.f32"});
+                "tokens.json",
+                "/nonexistent_dir_hkv/x.f32"});
   cs.push_back({"out_is_a_directory",
                 [](const fs::path& d) { fs::create_directories(d / "out.f32"); },
                 {"{dir}/out.f32", "write failed"}});
@@ -372,7 +394,7 @@ std::vector<Case> late_cases() {
                 [](const fs::path& d) {
                   with_config(d, [](json& c) { c["max_position_embeddings"] = 16; });
                   std::string t = "[";
-                  for (int i = 0; i < 20; i++) t += (i ? ", " : "") + std::to_string(i);
+                  for (int i = 0; i < 20; i++) t.append(i ? ", " : "").append(std::to_string(i));
                   spit(d / "tokens.json", t + "]");
                 },
                 {"{dir}/tokens.json", "config.json", "max_position_embeddings 16"}});
@@ -384,7 +406,8 @@ std::vector<Case> late_cases() {
                 [](const fs::path& d) {
                   with_st(d, [](St& s) {
                     const size_t n = size_t(s.end("lm_head.weight") - s.begin("lm_head.weight")) / 2;
-                    for (size_t i = 0; i < n; i++) s.set_bf16("lm_head.weight", i, uint16_t(kBf16Max | (i % 2 ? 0x8000 : 0)));
+                    for (size_t i = 0; i < n; i++)
+                      s.set_bf16("lm_head.weight", i, uint16_t(kBf16Max | (i % 2 ? 0x8000 : 0)));
                   });
                 },
                 {"{dir}", "not finite"}});
@@ -441,4 +464,3 @@ TEST_CASE("bad input: a fixture whose hash does not match") {
   MESSAGE("skipped: no fixture reader / gate command in this build");
 #endif
 }
-

@@ -19,8 +19,8 @@ namespace {
 
 struct Compared {
   double max_abs = 0;
-  int argmax_mismatch = 0;         // rows whose argmax differs
-  int argmax_mismatch_clear = 0;   // ... among rows whose reference top-2 margin exceeds 2× the row's max |Δ|
+  int argmax_mismatch = 0;        // rows whose argmax differs
+  int argmax_mismatch_clear = 0;  // ... among rows whose reference top-2 margin exceeds 2× the row's max |Δ|
 };
 
 Compared run_fixture(const std::string& dir, const char* cache) {
@@ -53,7 +53,8 @@ Compared run_fixture(const std::string& dir, const char* cache) {
 std::vector<std::string> fixtures() {
   nlohmann::json man = nlohmann::json::parse(read_file(std::string(HKV_SOURCE_DIR) + "/fixtures/hf/manifest.json"));
   std::vector<std::string> out;
-  for (auto& f : man["fixtures"]) out.push_back(std::string(HKV_SOURCE_DIR) + "/fixtures/hf/" + f["name"].get<std::string>());
+  for (auto& f : man["fixtures"])
+    out.push_back(std::string(HKV_SOURCE_DIR) + "/fixtures/hf/" + f["name"].get<std::string>());
   return out;
 }
 

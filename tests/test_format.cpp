@@ -81,7 +81,8 @@ TEST_CASE("round-trip error bounds per element") {
       std::vector<uint8_t> b(kv_row_bytes(KvFormat::bf16(), D));
       kv_pack_row(KvFormat::bf16(), x.data(), D, b.data());
       kv_unpack_row(KvFormat::bf16(), b.data(), D, y.data());
-      for (int d = 0; d < D; d++) CHECK(std::fabs(y[size_t(d)] - x[size_t(d)]) <= std::ldexp(std::fabs(x[size_t(d)]), -8));
+      for (int d = 0; d < D; d++)
+        CHECK(std::fabs(y[size_t(d)] - x[size_t(d)]) <= std::ldexp(std::fabs(x[size_t(d)]), -8));
       // fp8 e4m3: half an ulp of a 4-bit significand, 2^-4 |x|, or half the subnormal step s·2^-10; plus
       // the rounding of x/s (one fp32 ulp, 2^-24 relative)
       b.resize(kv_row_bytes(KvFormat::fp8(), D));
@@ -89,7 +90,8 @@ TEST_CASE("round-trip error bounds per element") {
       kv_unpack_row(KvFormat::fp8(), b.data(), D, y.data());
       for (int d = 0; d < D; d++) {
         float s = f32_from_f16(uint16_t(b[size_t(D + 2 * (d / 32))] | (b[size_t(D + 2 * (d / 32) + 1)] << 8)));
-        double bound = std::max(std::ldexp(std::fabs(double(x[size_t(d)])), -4), std::ldexp(double(s), -10)) * (1 + 1e-6);
+        double bound =
+            std::max(std::ldexp(std::fabs(double(x[size_t(d)])), -4), std::ldexp(double(s), -10)) * (1 + 1e-6);
         CHECK(std::fabs(y[size_t(d)] - x[size_t(d)]) <= bound);
       }
       // q4h, in rotated space: |error| <= |d|/2 inside the grid; the top level 7d can be up to |d| short

@@ -114,7 +114,8 @@ static GateReport small_gate(const std::string& candidate_format, double bar_mea
   std::vector<uint32_t> toks(300);
   for (size_t i = 0; i < toks.size(); i++) toks[i] = uint32_t(synth_bits(3, 4, i) % 256);
   write_file_atomic((dir / "t.u32").string(), toks.data(), toks.size() * 4);
-  Fixture f = parse_fixture(tiny_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
+  Fixture f =
+      parse_fixture(tiny_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
   f.bar_kl_mean = bar_mean;
   f.bar_kl_max = bar_max;
   static Model m = build_synthetic(builtin_spec("tiny"));
@@ -139,7 +140,8 @@ TEST_CASE("the gate report: values and schema") {
   CHECK(g.floor[0].kl_mean < r.kl_mean);  // fp32 rounding is far below what 4 bits cost
   auto j = nlohmann::json::parse(gate_json(g));
   CHECK(j["schema"] == "hkv-gate-1");
-  for (const char* k : {"fixture", "model", "backend", "date", "bars", "results", "noise_floor", "pass"}) CHECK(j.contains(k));
+  for (const char* k : {"fixture", "model", "backend", "date", "bars", "results", "noise_floor", "pass"})
+    CHECK(j.contains(k));
   const auto& d = j["results"][0];
   for (const char* k : {"depth", "format", "rows", "kl", "top1_agreement", "perplexity", "passphrase_recalled",
                         "top1_differences", "kl_histogram", "pass"})
@@ -175,7 +177,8 @@ TEST_CASE("first divergence: the order taps are reported in does not matter, the
       for (int64_t t = 0; t < 3; t++) a.taps.push_back({layer, name, t, {float(layer), float(t), 1.5f}});
   for (int64_t t = 0; t < 3; t++)  // token-major: another order of the same taps
     for (int layer = 0; layer < 2; layer++)
-      for (const char* name : {"deltanet", "hidden"}) b.taps.push_back({layer, name, t, {float(layer), float(t), 1.5f}});
+      for (const char* name : {"deltanet", "hidden"})
+        b.taps.push_back({layer, name, t, {float(layer), float(t), 1.5f}});
   a.logits = b.logits = {1.0f, 2.0f};
   CHECK(first_divergence(a, b).empty());
   Trace missing = b;

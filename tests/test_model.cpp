@@ -33,7 +33,8 @@ TEST_CASE("rmsnorm (1+w) and plain against float64") {
     for (float v : x) ss += double(v) * v;
     double r = 1.0 / std::sqrt(ss / n + 1e-6);
     for (int i = 0; i < n; i++) {
-      CHECK(std::fabs(y[size_t(i)] - x[size_t(i)] * r * (1.0 + w[size_t(i)])) <= 1e-5 * (1 + std::fabs(x[size_t(i)] * r)));
+      CHECK(std::fabs(y[size_t(i)] - x[size_t(i)] * r * (1.0 + w[size_t(i)])) <=
+            1e-5 * (1 + std::fabs(x[size_t(i)] * r)));
       CHECK(std::fabs(z[size_t(i)] - x[size_t(i)] * r * w[size_t(i)]) <= 1e-5 * (1 + std::fabs(x[size_t(i)] * r)));
     }
   }
@@ -271,7 +272,7 @@ TEST_CASE("hkv score: chunked scoring gives the bytes of one pass, and the log-p
   const std::string dir = std::filesystem::temp_directory_path().string();
   const auto toks = text_tokens(50);
   std::string json = "[";
-  for (size_t i = 0; i < toks.size(); i++) json += (i ? "," : "") + std::to_string(toks[i]);
+  for (size_t i = 0; i < toks.size(); i++) json.append(i ? "," : "").append(std::to_string(toks[i]));
   write_file_atomic(dir + "/hkv_score.json", (json + "]").data(), json.size() + 1);
   const std::string base = std::string(HKV_BINARY) + " score --model builtin:tiny --tokens " + dir + "/hkv_score.json";
   REQUIRE(std::system((base + " --chunk 7 --out " + dir + "/hkv_score7.f32 > /dev/null").c_str()) == 0);

@@ -1,6 +1,6 @@
 // Shared by the libFuzzer targets: the input bytes as a file, for readers that take a path.
-// The file lives in $HKV_FUZZ_TMP if set, else /dev/shm (RAM) when writable, else $TMPDIR or /tmp, and is named after the process
-// so that parallel fuzzing jobs (-jobs=N) do not share it.
+// The file lives in $HKV_FUZZ_TMP if set, else /dev/shm (RAM) when writable, else $TMPDIR or /tmp, and is named after
+// the process so that parallel fuzzing jobs (-jobs=N) do not share it.
 #pragma once
 
 #include <unistd.h>
