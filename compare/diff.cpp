@@ -77,26 +77,34 @@ std::string first_divergence(const Trace& a, const Trace& b) {
   return d.empty() ? "" : "logits " + d;
 }
 
-Trace oracle_trace(const Model& m, const KvFormat& f, const std::vector<int32_t>& tokens, int64_t decode,
-                   int64_t corrupt_byte, bool taps) {
+Trace record_trace(const ForwardFn& forward_fn, const std::vector<int32_t>& tokens, int64_t decode,
+                   const std::function<void()>& after_prefill, bool taps) {
   Trace tr;
-  SequenceState s = new_sequence(m.config, f, int64_t(tokens.size()));
-  int64_t base = 0;
+  int64_t base = 0;  // absolute position of the call's first token
   Tap tap = [&tr, &base](int layer, const char* name, int64_t t, const float* data, int64_t n) {
     tr.taps.push_back({layer, name, base + t, std::vector<float>(data, data + n)});
   };
   ForwardOptions opt;
   opt.tap = taps ? &tap : nullptr;
   const int64_t T = int64_t(tokens.size()), pre = T - decode;
-  std::vector<float> l = forward(m, s, std::vector<int32_t>(tokens.begin(), tokens.begin() + pre), opt);
-  tr.logits = l;
-  if (corrupt_byte >= 0 && !s.k_cache.empty()) s.k_cache[0][size_t(corrupt_byte)] ^= 0x10;
+  tr.logits = forward_fn(std::vector<int32_t>(tokens.begin(), tokens.begin() + pre), opt);
+  if (after_prefill) after_prefill();
   for (int64_t i = pre; i < T; i++) {
     base = i;
-    l = forward(m, s, {tokens[size_t(i)]}, opt);
+    std::vector<float> l = forward_fn({tokens[size_t(i)]}, opt);
     tr.logits.insert(tr.logits.end(), l.begin(), l.end());
   }
   return tr;
+}
+
+Trace oracle_trace(const Model& m, const KvFormat& f, const std::vector<int32_t>& tokens, int64_t decode,
+                   int64_t corrupt_byte, bool taps) {
+  SequenceState s = new_sequence(m.config, f, int64_t(tokens.size()));
+  auto fwd = [&m, &s](const std::vector<int32_t>& t, const ForwardOptions& o) { return forward(m, s, t, o); };
+  auto corrupt = [&s, corrupt_byte] {
+    if (corrupt_byte >= 0 && !s.k_cache.empty()) s.k_cache[0][size_t(corrupt_byte)] ^= 0x10;
+  };
+  return record_trace(fwd, tokens, decode, corrupt, taps);
 }
 
 // ---- the CPU cases: the comparison itself must be able to fail ---------------------------------------

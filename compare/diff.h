@@ -13,6 +13,7 @@
 
 #include "reference/config.h"
 #include "reference/kvformat.h"
+#include "reference/model.h"
 
 namespace hkv {
 
@@ -43,6 +44,14 @@ struct Trace {
 
 // Where two traces first part, or "" when they are equal byte for byte.
 std::string first_divergence(const Trace& a, const Trace& b);
+
+// One backend's forward call: tokens in, logits out, taps reported through opt.tap.
+using ForwardFn = std::function<std::vector<float>(const std::vector<int32_t>&, const ForwardOptions&)>;
+
+// The trace of any backend over tokens: a prefill of all but the last `decode` tokens, then one token at a
+// time; `after_prefill` (may be empty) runs between the two. With taps = false only the logits are kept.
+Trace record_trace(const ForwardFn& forward_fn, const std::vector<int32_t>& tokens, int64_t decode,
+                   const std::function<void()>& after_prefill, bool taps);
 
 // The oracle's trace over tokens: a prefill of all but the last `decode` tokens, then one token at a time.
 // When corrupt_byte >= 0, that byte of the first full-attention layer's K cache is flipped after the

@@ -206,22 +206,9 @@ CaseResult deltanet_case(int nv, int dk, int dv, int steps) {
 // ---- model cases -----------------------------------------------------------------------------------
 
 Trace engine_trace(cuda::Engine& e, const KvFormat& f, const std::vector<int32_t>& tokens, int64_t decode, bool taps) {
-  Trace tr;
   auto s = e.new_sequence(f, int64_t(tokens.size()));
-  int64_t base = 0;
-  Tap tap = [&tr, &base](int layer, const char* name, int64_t t, const float* data, int64_t n) {
-    tr.taps.push_back({layer, name, base + t, std::vector<float>(data, data + n)});
-  };
-  ForwardOptions opt;
-  opt.tap = taps ? &tap : nullptr;
-  const int64_t T = int64_t(tokens.size()), pre = T - decode;
-  tr.logits = e.forward(*s, std::vector<int32_t>(tokens.begin(), tokens.begin() + pre), opt);
-  for (int64_t i = pre; i < T; i++) {
-    base = i;
-    auto l = e.forward(*s, {tokens[size_t(i)]}, opt);
-    tr.logits.insert(tr.logits.end(), l.begin(), l.end());
-  }
-  return tr;
+  auto fwd = [&e, &s](const std::vector<int32_t>& t, const ForwardOptions& o) { return e.forward(*s, t, o); };
+  return record_trace(fwd, tokens, decode, {}, taps);
 }
 
 std::vector<int32_t> tokens_for(const Model& m, int64_t n, uint64_t seed) {

@@ -178,7 +178,7 @@ struct SynthGen {
   }
   DMat mlx4(const std::string& name, int64_t rows, int64_t cols, int gain_log2) {
     const int group = spec.config.quant_group_size;
-    const int e = int(std::lround(std::log2(4.6) + 0.5 * std::log2(double(cols)))) - gain_log2;
+    const int e = synth_mlx4_exponent(cols, gain_log2);
     const size_t qb = size_t(rows * cols) / 2, ng = size_t(rows * (cols / group));
     char* p = static_cast<char*>(alloc(align256(qb) + 2 * align256(ng * 2)));
     DMat d;
@@ -198,11 +198,7 @@ struct SynthGen {
                                        : dense_e(name, rows, cols, synth_exponent(cols, gain_log2));
   }
   std::vector<float> vec(const std::string& name, int64_t n, int e, float offset = 0.0f) const {
-    const uint64_t id = synth_tensor_id(name);
-    std::vector<float> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; i++)
-      v[size_t(i)] = offset + float(synth_int(spec.seed, id, uint64_t(i))) * f32_from_bits(uint32_t(127 - e) << 23);
-    return v;
+    return synth_vector(spec.seed, name, n, e, offset);
   }
 };
 
@@ -245,9 +241,7 @@ Engine::Engine(const SyntheticSpec& spec) : c_(spec.config) {
       L.v = b.linear(p + "self_attn.v_proj", int64_t(KV) * D, E);
       L.o = b.linear(p + "self_attn.o_proj", E, int64_t(H) * D);
       L.q_norm = upload_vec(b.vec(p + "self_attn.q_norm", D, 10));
-      std::vector<float> kn = b.vec(p + "self_attn.k_norm", D, 10);
-      for (int i = 0; i < spec.outlier_channels; i++) kn[size_t((i * 37 + 5) % D)] = spec.outlier_gain - 1.0f;
-      L.k_norm = upload_vec(kn);
+      L.k_norm = upload_vec(synth_k_norm(spec, p, D));
     } else {
       L.qkv = b.linear(p + "linear_attn.in_proj_qkv", c.conv_dim(), E);
       L.z = b.linear(p + "linear_attn.in_proj_z", int64_t(nv) * dv, E);

@@ -23,6 +23,26 @@ int synth_exponent(int64_t cols, int gain_log2) {
   return int(std::lround(std::log2(73.3) + 0.5 * std::log2(double(cols)))) - gain_log2;
 }
 
+int synth_mlx4_exponent(int64_t cols, int gain_log2) {
+  // codes are uniform on 0..15 (std 4.6): pick e so that 4.6·2^−e ≈ 2^gain/sqrt(cols)
+  return int(std::lround(std::log2(4.6) + 0.5 * std::log2(double(cols)))) - gain_log2;
+}
+
+std::vector<float> synth_vector(uint64_t seed, const std::string& name, int64_t n, int e, float offset) {
+  const uint64_t id = synth_tensor_id(name);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; i++)
+    v[size_t(i)] = offset + float(synth_int(seed, id, uint64_t(i))) * f32_from_bits(uint32_t(127 - e) << 23);
+  return v;
+}
+
+std::vector<float> synth_k_norm(const SyntheticSpec& spec, const std::string& layer_prefix, int head_dim) {
+  std::vector<float> k = synth_vector(spec.seed, layer_prefix + "self_attn.k_norm", head_dim, 10);
+  // outlier channels: spread over the head, made large through (1 + w)
+  for (int i = 0; i < spec.outlier_channels; i++) k[size_t((i * 37 + 5) % head_dim)] = spec.outlier_gain - 1.0f;
+  return k;
+}
+
 namespace {
 
 struct Builder {
@@ -48,8 +68,7 @@ struct Builder {
   Matrix mlx4(const std::string& name, int64_t rows, int64_t cols, int gain_log2) const {
     const uint64_t id = synth_tensor_id(name);
     const int group = spec.config.quant_group_size;
-    // codes are uniform on 0..15 (std 4.6): pick e so that 4.6·2^−e ≈ 2^gain/sqrt(cols)
-    const int e = int(std::lround(std::log2(4.6) + 0.5 * std::log2(double(cols)))) - gain_log2;
+    const int e = synth_mlx4_exponent(cols, gain_log2);
     auto q = std::make_shared<std::vector<uint32_t>>(static_cast<size_t>(rows * cols / 8));
     auto sb = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(2 * rows * (cols / group)));
     for (size_t i = 0; i < q->size(); i++) (*q)[i] = synth_mlx4_word(spec.seed, id, i);
@@ -79,13 +98,8 @@ struct Builder {
     return spec.weights == WType::MLX4 ? mlx4(name, rows, cols, gain_log2) : dense(name, rows, cols, gain_log2);
   }
 
-  // n·2^−e for each element, as fp32 (norm weights, conv, A_log, dt_bias).
   std::vector<float> vec(const std::string& name, int64_t n, int e, float offset = 0.0f) const {
-    const uint64_t id = synth_tensor_id(name);
-    std::vector<float> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; i++)
-      v[size_t(i)] = offset + float(synth_int(spec.seed, id, uint64_t(i))) * f32_from_bits(uint32_t(127 - e) << 23);
-    return v;
+    return synth_vector(spec.seed, name, n, e, offset);
   }
 };
 
@@ -116,10 +130,7 @@ Model build_synthetic(const SyntheticSpec& spec) {
       lw.full.v_proj = b.linear(p + "self_attn.v_proj", int64_t(KV) * D, E);
       lw.full.o_proj = b.linear(p + "self_attn.o_proj", E, int64_t(H) * D);
       lw.full.q_norm = b.vec(p + "self_attn.q_norm", D, 10);
-      lw.full.k_norm = b.vec(p + "self_attn.k_norm", D, 10);
-      // outlier channels: spread over the head, made large through (1 + w)
-      for (int i = 0; i < spec.outlier_channels; i++)
-        lw.full.k_norm[size_t((i * 37 + 5) % D)] = spec.outlier_gain - 1.0f;
+      lw.full.k_norm = synth_k_norm(spec, p, D);
     } else {
       const int nv = c.linear_num_value_heads;
       const int dv = c.linear_value_head_dim;

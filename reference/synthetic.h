@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "reference/config.h"
 #include "reference/scalar.h"
@@ -49,6 +50,14 @@ uint64_t synth_tensor_id(const std::string& name);
 
 // The exponent e that gives a [rows, cols] product matrix entries of std ≈ gain/sqrt(cols).
 int synth_exponent(int64_t cols, int gain_log2);
+// The same for MLX4 matrices, whose codes are uniform on 0..15 (std 4.6 instead of 73.3).
+int synth_mlx4_exponent(int64_t cols, int gain_log2);
+
+struct SyntheticSpec;
+// A synthetic fp32 vector (norm weights, conv, A_log, dt_bias): offset + n·2^−e per element.
+std::vector<float> synth_vector(uint64_t seed, const std::string& name, int64_t n, int e, float offset = 0.0f);
+// The k_norm weights of a layer ("layers.N."), with the spec's outlier channels made large through (1 + w).
+std::vector<float> synth_k_norm(const SyntheticSpec& spec, const std::string& layer_prefix, int head_dim);
 
 struct SyntheticSpec {
   Config config;
