@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "compare/diff.h"
+#include "compare/draft.h"
 #include "compare/fixture.h"
 #include "compare/format_study.h"
 #include "compare/gate.h"
@@ -45,6 +46,7 @@ commands:
                --model PATH  --tokens FILE  [--out FILE (fp32 [tokens-1])]  [--kv-cache F]  [--chunk N]
   generate   greedy decode from a prompt
                --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]  [--backend cpu|cuda]
+               [--draft K]  (K tokens drafted by prompt lookup, verified in one pass: the same output)
   gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
                --fixture FILE (default fixtures/trained-gate.json)  [--backend cpu|cuda]
                [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]
@@ -254,8 +256,23 @@ int cmd_generate(const Args& a) {
   const int n = int(a.get_int("n", 32));
   if (n < 1) throw UsageError("hkv generate: --n must be at least 1");
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
-  check_context(a.has("tokens") ? a.get("tokens") : std::string("--prompt"), int64_t(prompt.size()) + n, m);
-  SequenceState s = new_sequence(m.config, f, int64_t(prompt.size()) + n);
+  check_context(a.has("tokens") ? a.get("tokens") : std::string("--prompt"),
+                int64_t(prompt.size()) + n + a.get_int("draft", 0), m);
+  const int k = int(a.get_int("draft", 0));
+  if (k < 0) throw UsageError("hkv generate: --draft must be at least 0");
+  SequenceState s = new_sequence(m.config, f, int64_t(prompt.size()) + n + k);
+  if (k > 0) {  // drafted decoding: same tokens as plain greedy decoding, fewer passes
+    OracleDraftTarget target(m, s);
+    DraftStats st;
+    std::vector<int32_t> out = generate_drafted(target, prompt, n, k, &st);
+    std::fprintf(stderr, "drafted decode: %lld rounds, %lld of %lld drafted tokens accepted\n",
+                 static_cast<long long>(st.rounds), static_cast<long long>(st.accepted),
+                 static_cast<long long>(st.drafted));
+    std::printf("[");
+    for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
+    std::printf("]\n");
+    return 0;
+  }
   // the prompt in one call, then one token a call (generate_greedy's steps), timed separately
   ForwardOptions last;
   last.last_only = true;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "compare/cli.h"
+#include "compare/draft.h"
 #include "compare/gate.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
@@ -73,6 +74,21 @@ int cmd_logits_cuda(const Args& a) {
 }
 
 // hkv generate --backend cuda: greedy decode on the engine.
+// The engine as a draft target: snapshot() keeps the DeltaNet and conv states and the position.
+class EngineDraftTarget : public DraftTarget {
+ public:
+  EngineDraftTarget(cuda::Engine& e, cuda::Sequence& s) : e_(e), s_(s) {}
+  std::vector<float> feed(const std::vector<int32_t>& tokens) override { return e_.forward(s_, tokens); }
+  void mark() override { snap_ = e_.snapshot(s_); }
+  void rollback() override { e_.rollback(s_, *snap_); }
+  int64_t vocab() const override { return e_.config().vocab_size; }
+
+ private:
+  cuda::Engine& e_;
+  cuda::Sequence& s_;
+  std::unique_ptr<cuda::Snapshot> snap_;
+};
+
 int cmd_generate_cuda(const Args& a) {
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> prompt;
@@ -81,19 +97,31 @@ int cmd_generate_cuda(const Args& a) {
   else
     for (unsigned char ch : a.need("prompt")) prompt.push_back(ch);
   if (prompt.empty()) throw UsageError("hkv generate: the prompt is empty");
-  const int n = int(a.get_int("n", 32));
+  const int n = int(a.get_int("n", 32)), k = int(a.get_int("draft", 0));
+  if (n < 1 || k < 0) throw UsageError("hkv generate: --n must be at least 1 and --draft at least 0");
+  check_context(a.has("tokens") ? a.get("tokens") : std::string("--prompt"), int64_t(prompt.size()) + n + k, m);
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
   cuda::Engine eng(m);
-  auto s = eng.new_sequence(f, int64_t(prompt.size()) + n);
-  ForwardOptions o;
-  o.last_only = true;
-  std::vector<float> logits = eng.forward(*s, prompt, o);
-  std::printf("[");
-  for (int i = 0; i < n; i++) {
-    int32_t next = argmax(logits.data(), m.config.vocab_size);
-    std::printf("%s%d", i ? ", " : "", next);
-    if (i + 1 < n) logits = eng.forward(*s, {next}, o);
+  auto s = eng.new_sequence(f, int64_t(prompt.size()) + n + k);
+  std::vector<int32_t> out;
+  if (k > 0) {
+    EngineDraftTarget target(eng, *s);
+    DraftStats st;
+    out = generate_drafted(target, prompt, n, k, &st);
+    std::fprintf(stderr, "drafted decode: %lld rounds, %lld of %lld drafted tokens accepted\n",
+                 static_cast<long long>(st.rounds), static_cast<long long>(st.accepted),
+                 static_cast<long long>(st.drafted));
+  } else {
+    ForwardOptions o;
+    o.last_only = true;
+    std::vector<float> logits = eng.forward(*s, prompt, o);
+    for (int i = 0; i < n; i++) {
+      out.push_back(argmax(logits.data(), m.config.vocab_size));
+      if (i + 1 < n) logits = eng.forward(*s, {out.back()}, o);
+    }
   }
+  std::printf("[");
+  for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
   std::printf("]\n");
   return 0;
 }
