@@ -47,6 +47,7 @@ commands:
   generate   greedy decode from a prompt
                --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]  [--backend cpu|cuda]
                [--draft K]  (K tokens drafted by prompt lookup, verified in one pass: the same output)
+               [--batch B]  (B sequences, the prompt less its last 0..B-1 tokens, decoded together)
   gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
                --fixture FILE (default fixtures/trained-gate.json)  [--backend cpu|cuda]
                [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]
@@ -260,6 +261,20 @@ int cmd_generate(const Args& a) {
                 int64_t(prompt.size()) + n + a.get_int("draft", 0), m);
   const int k = int(a.get_int("draft", 0));
   if (k < 0) throw UsageError("hkv generate: --draft must be at least 0");
+  const int batch = int(a.get_int("batch", 1));
+  if (batch < 1 || batch > int(prompt.size()))
+    throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
+  if (batch > 1) {  // the oracle decodes the batch's sequences one after the other: the same bytes as the engine
+    for (int i = 0; i < batch; i++) {
+      std::vector<int32_t> p(prompt.begin(), prompt.end() - i);
+      SequenceState si = new_sequence(m.config, f, int64_t(p.size()) + n);
+      std::vector<int32_t> out = generate_greedy(m, si, p, n);
+      std::printf("[");
+      for (size_t j = 0; j < out.size(); j++) std::printf("%s%d", j ? ", " : "", out[j]);
+      std::printf("]\n");
+    }
+    return 0;
+  }
   SequenceState s = new_sequence(m.config, f, int64_t(prompt.size()) + n + k);
   if (k > 0) {  // drafted decoding: same tokens as plain greedy decoding, fewer passes
     OracleDraftTarget target(m, s);

@@ -102,6 +102,36 @@ int cmd_generate_cuda(const Args& a) {
   check_context(a.has("tokens") ? a.get("tokens") : std::string("--prompt"), int64_t(prompt.size()) + n + k, m);
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
   cuda::Engine eng(m);
+  const int batch = int(a.get_int("batch", 1));
+  if (batch < 1 || batch > int(prompt.size()))
+    throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
+  if (batch > 1) {
+    // B sequences decoded together, one pass a step: sequence i starts from the prompt less its last i
+    // tokens, so that the lengths differ. Each output equals that sequence decoded alone.
+    std::vector<std::unique_ptr<cuda::Sequence>> seqs;
+    std::vector<cuda::Sequence*> ptrs;
+    std::vector<std::vector<int32_t>> feed, outs(static_cast<size_t>(batch));
+    for (int i = 0; i < batch; i++) {
+      seqs.push_back(eng.new_sequence(f, int64_t(prompt.size()) + n));
+      ptrs.push_back(seqs.back().get());
+      feed.emplace_back(prompt.begin(), prompt.end() - i);
+    }
+    ForwardOptions o;
+    o.last_only = true;
+    for (int step = 0; step < n; step++) {
+      std::vector<std::vector<float>> logits = eng.forward_batch(ptrs, feed, o);
+      for (int i = 0; i < batch; i++) {
+        outs[size_t(i)].push_back(argmax(logits[size_t(i)].data(), m.config.vocab_size));
+        feed[size_t(i)] = {outs[size_t(i)].back()};
+      }
+    }
+    for (const auto& out : outs) {
+      std::printf("[");
+      for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
+      std::printf("]\n");
+    }
+    return 0;
+  }
   auto s = eng.new_sequence(f, int64_t(prompt.size()) + n + k);
   std::vector<int32_t> out;
   if (k > 0) {
