@@ -58,8 +58,9 @@ commands:
   bench      decode speed of the 27B shape (MLX 4-bit weights) against its bandwidth floor (GPU only)
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
 
-models (--model): builtin:tiny (the default fixture), builtin:tiny-mlx4, builtin:100m, builtin:27b,
-  a synthetic spec (JSON with a "synthetic" key), or a checkpoint folder (config.json + safetensors).
+models (--model): builtin:tiny (fast exactness tests), builtin:tiny-mlx4, builtin:100m, builtin:27b, builtin:27b-mlx4,
+  a synthetic spec (JSON with a "synthetic" key), or a checkpoint folder (config.json + safetensors),
+  e.g. fixtures/trained/hf (the small trained model).
 token files: a JSON array of integers, or raw little-endian uint32 (name ending in .u32).
 
 exit codes: 0 done, 1 a check failed, 2 bad usage or bad input (the message names the file and field).
