@@ -352,8 +352,12 @@ int cmd_gate(const Args& a) {
   opt.rows = a.get_int("rows", 0);
   opt.noise_floor = !a.has("no-floor");
   const bool tty = isatty(2);
+  // On a terminal, one line rewritten in place; in a log, a line when each depth starts its scored rows.
   opt.progress = [tty](const std::string& msg) {
-    if (tty) std::fprintf(stderr, "\r\033[K%s", msg.c_str());
+    if (tty)
+      std::fprintf(stderr, "\r\033[K%s", msg.c_str());
+    else if (msg.find(": rows 0/") != std::string::npos)
+      std::fprintf(stderr, "%s\n", msg.c_str());
   };
   const std::string backend = a.get("backend", "cpu");
   if (backend != "cpu" && backend != "cuda") throw UsageError("hkv gate: --backend is cpu or cuda");
