@@ -236,6 +236,8 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     case KvKind::Q4H:
       launch_chunks<KvKind::Q4H>(a, grid, qblocks, maxch, v16, st);
       break;
+    case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
+      throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
   attn_merge_kernel<<<dim3(unsigned(a.N), unsigned(a.H)), unsigned(a.D), 0, st>>>(a, maxch, a.kind == KvKind::Q4H);
   HKV_CHECK_LAUNCH();

@@ -667,16 +667,7 @@ std::vector<std::vector<float>> Engine::forward_batch(const std::vector<Sequence
       if (seqs[j] == seqs[i]) throw std::runtime_error("engine: a sequence appears twice in one batch");
     if (s.format_.kind != seqs[0]->format_.kind)
       throw std::runtime_error("engine: the sequences of one batch must share a cache format");
-    if (s.pos_ + T > s.capacity_)
-      throw std::runtime_error("context of " + std::to_string(s.pos_ + T) + " tokens exceeds the cache capacity of " +
-                               std::to_string(s.capacity_));
-    if (s.pos_ + T > c.max_position_embeddings)
-      throw std::runtime_error("context of " + std::to_string(s.pos_ + T) + " tokens exceeds max_position_embeddings " +
-                               std::to_string(c.max_position_embeddings));
-    for (int64_t t = 0; t < T; t++)
-      if (tokens[i][size_t(t)] < 0 || tokens[i][size_t(t)] >= c.vocab_size)
-        throw std::runtime_error("token " + std::to_string(t) + ": id " + std::to_string(tokens[i][size_t(t)]) +
-                                 " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    check_forward_input(c, s.pos_, s.capacity_, tokens[i]);
   }
   std::vector<std::vector<float>> logits(seqs.size());
   std::vector<size_t> done(seqs.size(), 0);

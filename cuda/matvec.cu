@@ -20,18 +20,7 @@
 
 namespace hkv::cuda {
 
-size_t DMat::nbytes() const {
-  switch (type) {
-    case WType::F32:
-      return size_t(rows * cols) * 4;
-    case WType::BF16:
-    case WType::F16:
-      return size_t(rows * cols) * 2;
-    case WType::MLX4:
-      return size_t(rows * cols) / 2 + size_t(rows * (cols / group)) * 4;
-  }
-  return 0;
-}
+size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
 
 namespace {
 

@@ -350,21 +350,26 @@ static void mlp(const LayerWeights& w, const float* x, int64_t T, float* y) {
 // the model
 // ================================================================================================
 
-std::vector<float> forward(const Model& m, SequenceState& s, const std::vector<int32_t>& tokens,
-                           const ForwardOptions& opt) {
-  const Config& c = m.config;
-  const int64_t T = int64_t(tokens.size()), E = c.hidden_size;
-  if (T == 0) return {};
-  if (s.pos + T > s.capacity)
-    throw std::runtime_error("context of " + std::to_string(s.pos + T) + " tokens exceeds the cache capacity of " +
-                             std::to_string(s.capacity));
-  if (s.pos + T > c.max_position_embeddings)
-    throw std::runtime_error("context of " + std::to_string(s.pos + T) + " tokens exceeds max_position_embeddings " +
+void check_forward_input(const Config& c, int64_t pos, int64_t capacity, const std::vector<int32_t>& tokens) {
+  const int64_t T = int64_t(tokens.size());
+  if (pos + T > capacity)
+    throw std::runtime_error("context of " + std::to_string(pos + T) + " tokens exceeds the cache capacity of " +
+                             std::to_string(capacity));
+  if (pos + T > c.max_position_embeddings)
+    throw std::runtime_error("context of " + std::to_string(pos + T) + " tokens exceeds max_position_embeddings " +
                              std::to_string(c.max_position_embeddings));
   for (int64_t t = 0; t < T; t++)
     if (tokens[size_t(t)] < 0 || tokens[size_t(t)] >= c.vocab_size)
       throw std::runtime_error("token " + std::to_string(t) + ": id " + std::to_string(tokens[size_t(t)]) +
                                " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+}
+
+std::vector<float> forward(const Model& m, SequenceState& s, const std::vector<int32_t>& tokens,
+                           const ForwardOptions& opt) {
+  const Config& c = m.config;
+  const int64_t T = int64_t(tokens.size()), E = c.hidden_size;
+  if (T == 0) return {};
+  check_forward_input(c, s.pos, s.capacity, tokens);
 
   // embeddings (not scaled)
   std::vector<float> h(static_cast<size_t>(T * E)), x(static_cast<size_t>(T * E)), y(static_cast<size_t>(T * E));

@@ -56,6 +56,11 @@ struct ForwardOptions {
 std::vector<float> forward(const Model& m, SequenceState& s, const std::vector<int32_t>& tokens,
                            const ForwardOptions& opt = {});
 
+// The checks every backend makes before feeding T tokens at position pos of a sequence of the given
+// capacity: the context fits the cache and max_position_embeddings, every id is in the vocabulary.
+// Throws std::runtime_error with the numbers.
+void check_forward_input(const Config& c, int64_t pos, int64_t capacity, const std::vector<int32_t>& tokens);
+
 // Greedy decode: feeds the prompt, then n_new argmax tokens. Returns the new tokens.
 std::vector<int32_t> generate_greedy(const Model& m, SequenceState& s, const std::vector<int32_t>& prompt, int n_new);
 

@@ -20,7 +20,9 @@ const char* wtype_name(WType t) {
   return "?";
 }
 
-size_t Matrix::nbytes() const {
+size_t Matrix::nbytes() const { return matrix_bytes(type, rows, cols, group); }
+
+size_t matrix_bytes(WType type, int64_t rows, int64_t cols, int group) {
   switch (type) {
     case WType::F32:
       return size_t(rows * cols) * 4;

@@ -15,6 +15,9 @@ namespace hkv {
 enum class WType { F32, BF16, F16, MLX4 };
 const char* wtype_name(WType t);
 
+// Bytes of a [rows, cols] matrix stored as `type` (MLX4: the packed words plus bf16 scales and biases).
+size_t matrix_bytes(WType type, int64_t rows, int64_t cols, int group);
+
 // A [rows, cols] matrix, row-major. For MLX4: q holds rows × cols/8 uint32 (element j of a word in bits
 // [4j, 4j+4)), scales and biases rows × cols/group bf16, and w = scale·q + bias.
 struct Matrix {
