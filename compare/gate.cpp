@@ -72,12 +72,12 @@ std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& 
 
 DepthResult gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows,
                        const RunnerFactory& ref, const KvFormat& ref_fmt, const RunnerFactory& cand,
-                       const KvFormat& cand_fmt, int64_t vocab, const GateOptions& opt) {
+                       const KvFormat& cand_fmt, int64_t vocab, const GateOptions& opt, const std::string& label) {
   const auto t0 = std::chrono::steady_clock::now();
   DepthResult r;
   r.depth = depth;
   r.rows = rows;
-  r.format = cand_fmt.name();
+  r.format = label.empty() ? cand_fmt.name() : label;
   std::vector<int32_t> ctx = gate_context(f, text, depth, rows);
   // rows predict tokens depth … depth+rows−1: the logits at positions depth−1 … depth+rows−2
   const int64_t first = depth - 1, capacity = depth - 1 + rows;
@@ -202,9 +202,8 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
     RunnerFactory wide = oracle_runners(m, true);
     for (int64_t d : depths) {
       if (!skip(d, "bf16").empty()) continue;
-      DepthResult r = gate_depth(f, text, d, rows, wide, KvFormat::bf16(), runners, KvFormat::bf16(), V, opt);
-      r.format = "fp32 vs f64 (bf16 cache)";
-      g.floor.push_back(r);
+      g.floor.push_back(
+          gate_depth(f, text, d, rows, wide, KvFormat::bf16(), runners, KvFormat::bf16(), V, opt, "noise floor"));
     }
   }
   return g;

@@ -81,7 +81,8 @@ std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& 
 // Runs one comparison: reference runner vs candidate runner on the depth-d context.
 DepthResult gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows,
                        const RunnerFactory& ref, const KvFormat& ref_fmt, const RunnerFactory& cand,
-                       const KvFormat& cand_fmt, int64_t vocab, const GateOptions& opt);
+                       const KvFormat& cand_fmt, int64_t vocab, const GateOptions& opt,
+                       const std::string& label = "");  // the result's name ("" = the candidate format's)
 
 GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>& text, const RunnerFactory& runners,
                     const std::string& backend, const GateOptions& opt);
