@@ -194,12 +194,31 @@ void deltanet_step(float* S, const float* q, const float* k, const float* v, flo
 // sequence state
 // ================================================================================================
 
+uint64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (f >> key) {
+    if (key == "MemAvailable:" && f >> kib) return kib * 1024;
+    f.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
 SequenceState new_sequence(const Config& c, const KvFormat& f, int64_t capacity) {
+  if (capacity < 0) throw std::runtime_error("cache capacity " + std::to_string(capacity) + " is negative");
   SequenceState s;
   s.capacity = capacity;
   s.format = f;
   s.row_bytes = kv_row_bytes(f, c.head_dim);
   const size_t cache_bytes = size_t(capacity) * size_t(c.num_key_value_heads) * s.row_bytes;
+  // Refuse up front, with the numbers, a cache that does not fit rather than fail inside an allocation.
+  const double need = 2.0 * double(cache_bytes) * c.n_full_layers();
+  const uint64_t avail = available_memory_bytes();
+  if (avail && need > double(avail))
+    throw std::runtime_error("a " + f.name() + " cache of " + std::to_string(capacity) + " positions needs " +
+                             std::to_string(int64_t(need / 1048576.0)) + " MiB; " + std::to_string(avail / 1048576) +
+                             " MiB are available");
   const int K = c.linear_conv_kernel_dim;
   for (LayerKind kind : c.layer_types) {
     if (kind == LayerKind::Full) {

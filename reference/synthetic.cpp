@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "reference/checkpoint.h"
+#include "reference/model.h"
 
 namespace hkv {
 
@@ -105,9 +106,38 @@ struct Builder {
 
 }  // namespace
 
+// Bytes of the weights build_synthetic makes for a spec.
+static double synthetic_bytes(const SyntheticSpec& spec) {
+  const Config& c = spec.config;
+  const WType t = spec.weights;
+  const int g = c.quant_group_size;
+  const int64_t E = c.hidden_size, I = c.intermediate_size;
+  double b = double(matrix_bytes(WType::BF16, c.vocab_size, E, 0)) + double(matrix_bytes(t, c.vocab_size, E, g));
+  for (LayerKind k : c.layer_types) {
+    b += 3.0 * double(matrix_bytes(t, I, E, g));
+    if (k == LayerKind::Full) {
+      const int64_t H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim;
+      b += double(matrix_bytes(t, H * 2 * D, E, g)) + 2.0 * double(matrix_bytes(t, KV * D, E, g)) +
+           double(matrix_bytes(t, E, H * D, g));
+    } else {
+      const int64_t nv = c.linear_num_value_heads, dv = c.linear_value_head_dim;
+      b += double(matrix_bytes(t, c.conv_dim(), E, g)) + 2.0 * double(matrix_bytes(t, nv * dv, E, g)) +
+           2.0 * double(matrix_bytes(t, nv, E, g));
+    }
+  }
+  return b;
+}
+
 Model build_synthetic(const SyntheticSpec& spec) {
   const Config& c = spec.config;
   c.validate("synthetic config");
+  // Refuse up front a model that does not fit (the 27B shape is for the engine, which builds it on the GPU).
+  const double need = synthetic_bytes(spec);
+  const uint64_t avail = available_memory_bytes();
+  if (avail && need > double(avail))
+    throw std::runtime_error("synthetic model: its weights need " + std::to_string(int64_t(need / 1048576.0)) +
+                             " MiB; " + std::to_string(avail / 1048576) +
+                             " MiB are available (the engine generates large shapes on the device)");
   if (spec.weights == WType::MLX4 && (c.quant_group_size == 0 || c.hidden_size % c.quant_group_size != 0))
     throw std::runtime_error("synthetic config: field 'quantization.group_size' must divide the hidden size");
   Builder b{spec};

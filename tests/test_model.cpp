@@ -291,3 +291,18 @@ TEST_CASE("hkv score: chunked scoring gives the bytes of one pass, and the log-p
     CHECK(lp[t] == doctest::Approx(logits[t * size_t(V) + size_t(toks[t + 1])] - m - std::log(z)).epsilon(1e-6));
   }
 }
+
+TEST_CASE("a cache that does not fit in memory is refused up front, with the numbers") {
+  // 2^40 positions of the 27B shape's q4h rows: far beyond any machine's memory
+  Config c = builtin_spec("27b").config;
+  CHECK_THROWS_WITH_AS(new_sequence(c, KvFormat::q4h(), int64_t(1) << 40), doctest::Contains("MiB are available"),
+                       std::runtime_error);
+  CHECK_THROWS_AS(new_sequence(c, KvFormat::q4h(), -1), std::runtime_error);
+}
+
+TEST_CASE("a synthetic model that does not fit in memory is refused up front, with the numbers") {
+  // The 27B shape with a 64 times wider MLP: about 2 TiB of bf16 weights, more than any machine here has.
+  SyntheticSpec spec = builtin_spec("27b");
+  spec.config.intermediate_size *= 64;
+  CHECK_THROWS_WITH_AS(build_synthetic(spec), doctest::Contains("MiB are available"), std::runtime_error);
+}
