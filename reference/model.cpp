@@ -194,17 +194,6 @@ void deltanet_step(float* S, const float* q, const float* k, const float* v, flo
 // sequence state
 // ================================================================================================
 
-uint64_t available_memory_bytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (f >> key) {
-    if (key == "MemAvailable:" && f >> kib) return kib * 1024;
-    f.ignore(1 << 10, '\n');
-  }
-  return 0;
-}
-
 SequenceState new_sequence(const Config& c, const KvFormat& f, int64_t capacity) {
   if (capacity < 0) throw std::runtime_error("cache capacity " + std::to_string(capacity) + " is negative");
   SequenceState s;

@@ -37,9 +37,6 @@ struct SequenceState {
 // Refuses, with the numbers, a cache that does not fit in the memory the machine has available.
 SequenceState new_sequence(const Config& c, const KvFormat& f, int64_t capacity);
 
-// Memory the machine can still give, from /proc/meminfo's MemAvailable (0 when unknown).
-uint64_t available_memory_bytes();
-
 // Save/restore a sequence's whole state (cache up to pos, DeltaNet and conv states, position).
 // The file is written to path + ".tmp" and renamed. Restore checks it matches the config and format.
 void save_state(const SequenceState& s, const Config& c, const std::string& path);

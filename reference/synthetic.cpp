@@ -9,7 +9,6 @@
 #include <type_traits>
 
 #include "reference/checkpoint.h"
-#include "reference/model.h"
 
 namespace hkv {
 

@@ -1,6 +1,8 @@
 #include "reference/weights.h"
 
+#include <fstream>
 #include <stdexcept>
+#include <string>
 
 #include "reference/scalar.h"
 
@@ -84,6 +86,17 @@ static float dot_wide(const Matrix& W, int64_t r, const float* x) {
   double acc = 0.0;
   for (int64_t j = 0; j < W.cols; j++) acc += double(w[size_t(j)]) * double(x[j]);
   return float(acc);
+}
+
+uint64_t available_memory_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (f >> key) {
+    if (key == "MemAvailable:" && f >> kib) return kib * 1024;
+    f.ignore(1 << 10, '\n');
+  }
+  return 0;
 }
 
 float lane_tree32(float* a) {

@@ -18,6 +18,10 @@ const char* wtype_name(WType t);
 // Bytes of a [rows, cols] matrix stored as `type` (MLX4: the packed words plus bf16 scales and biases).
 size_t matrix_bytes(WType type, int64_t rows, int64_t cols, int group);
 
+// Memory the machine can still give, from /proc/meminfo's MemAvailable (0 when unknown): what a cache or a
+// synthetic model is checked against before it is allocated.
+uint64_t available_memory_bytes();
+
 // A [rows, cols] matrix, row-major. For MLX4: q holds rows × cols/8 uint32 (element j of a word in bits
 // [4j, 4j+4)), scales and biases rows × cols/group bf16, and w = scale·q + bias.
 struct Matrix {
