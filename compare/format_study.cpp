@@ -67,31 +67,24 @@ std::string grid_study_markdown(int rows, int head_dim, uint64_t seed) {
       "|---|---|---|---|---|---|---|---|\n";
   const char* grids[3][2] = {
       {"", "q4_0-style −8..7 (q4h)"}, {"-sym", "symmetric absmax −7..7"}, {"-mid", "midpoint, 16 levels, no zero"}};
-  for (auto& g : grids)
-    for (int rot = 1; rot >= 0; rot--) {
-      KvFormat f = KvFormat::parse(std::string("q4h") + (rot ? "" : "-norot") + g[0]);
-      char line[256];
-      std::snprintf(line, sizeof line, "| %s | %s |", g[1], rot ? "Hadamard-32" : "none");
-      out += line;
-      for (RowKind k : {RowKind::Gaussian, RowKind::Outliers, RowKind::NearDuplicate}) {
-        RoundTripError e = measure_round_trip(f, k, rows, head_dim, seed);
-        std::snprintf(line, sizeof line, " %.4f | %.3f |", e.rms, e.worst);
-        out += line;
-      }
-      out += "\n";
-    }
-  for (const char* other : {"fp8", "bf16"}) {
-    KvFormat f = KvFormat::parse(other);
+  // one table row: a format's error on each kind of row
+  auto row = [&](const KvFormat& f, const std::string& label, const char* rotation, const char* cell) {
     char line[256];
-    std::snprintf(line, sizeof line, "| %s (reference) | none |", other);
+    std::snprintf(line, sizeof line, "| %s | %s |", label.c_str(), rotation);
     out += line;
     for (RowKind k : {RowKind::Gaussian, RowKind::Outliers, RowKind::NearDuplicate}) {
       RoundTripError e = measure_round_trip(f, k, rows, head_dim, seed);
-      std::snprintf(line, sizeof line, " %.5f | %.4f |", e.rms, e.worst);
+      std::snprintf(line, sizeof line, cell, e.rms, e.worst);
       out += line;
     }
     out += "\n";
-  }
+  };
+  for (auto& g : grids)
+    for (int rot = 1; rot >= 0; rot--)
+      row(KvFormat::parse(std::string("q4h") + (rot ? "" : "-norot") + g[0]), g[1], rot ? "Hadamard-32" : "none",
+          " %.4f | %.3f |");
+  for (const char* other : {"fp8", "bf16"})
+    row(KvFormat::parse(other), std::string(other) + " (reference)", "none", " %.5f | %.4f |");
   return out;
 }
 
