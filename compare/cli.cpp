@@ -56,6 +56,8 @@ commands:
                [--op NAME] [--filter REGEX] [--long] [--list] [--require-gpu (exit 77 without one)]
                exit 1 when a case fails
   bench      decode speed of the 27B shape (MLX 4-bit weights) against its bandwidth floor (GPU only)
+  bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
+               [--reps 50]
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
 
 models (--model): builtin:tiny (fast exactness tests), builtin:tiny-mlx4, builtin:100m, builtin:27b, builtin:27b-mlx4,
@@ -422,6 +424,7 @@ static int no_engine(const char* what) {
 int cmd_logits_cuda(const Args&) { return no_engine("hkv logits --backend cuda"); }
 int cmd_generate_cuda(const Args&) { return no_engine("hkv generate --backend cuda"); }
 int cmd_bench(const Args&) { return no_engine("hkv bench"); }
+int cmd_bench_ops(const Args&) { return no_engine("hkv bench-ops"); }
 #endif
 
 // ---- dispatch -----------------------------------------------------------------------------------
@@ -445,6 +448,7 @@ int run_cli(int argc, char** argv) {
     if (a.command == "hash") return cmd_hash(a);
     if (a.command == "diff") return cmd_diff(a);
     if (a.command == "bench") return cmd_bench(a);
+    if (a.command == "bench-ops") return cmd_bench_ops(a);
     throw UsageError("unknown command '" + a.command + "' (hkv --help lists them)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hkv: error: %s\n", e.what());

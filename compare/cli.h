@@ -45,5 +45,6 @@ int cmd_diff(const Args& a);
 int cmd_logits_cuda(const Args& a);
 int cmd_generate_cuda(const Args& a);
 int cmd_bench(const Args& a);
+int cmd_bench_ops(const Args& a);
 
 }  // namespace hkv

@@ -173,6 +173,8 @@ size_t used_device_bytes() {
   return total_b - free_b;
 }
 
+}  // namespace
+
 // Device-to-device copy bandwidth, bytes read plus bytes written, median of `reps` 1 GiB copies.
 double copy_bandwidth(cudaStream_t st) {
   const size_t n = size_t(1) << 30;
@@ -200,8 +202,6 @@ double copy_bandwidth(cudaStream_t st) {
   cudaFree(b);
   return 2.0 * double(n) / (t[t.size() / 2] * 1e-3);
 }
-
-}  // namespace
 
 // hkv bench [--model builtin:27b-mlx4] [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16]
 // Decode tokens/s at batch 1 over a cache at each depth (rows written directly, no prefill), peak device

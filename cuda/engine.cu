@@ -481,15 +481,33 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     for (int64_t i = 0; i < N; i++) (*topt->tap)(layer, name, r.t_in_call[size_t(i)], hbuf.data() + i * n, n);
   };
 
+  // Matrices that read the same x go out in as few launches as their types allow (matvec_multi); the
+  // chunk sums of x that MLX4 needs come from x's producer (add_rmsnorm_rows, silu_mul_sums) or chunk_sums.
+  auto mv = [&](std::initializer_list<MatTask> tasks, const float* X, int64_t ldx, int64_t rows) {
+    std::vector<MatTask> group;
+    auto flush = [&] {
+      if (!group.empty()) matvec_multi(group.data(), int(group.size()), X, ldx, rows, xsum_, st);
+      group.clear();
+    };
+    for (const MatTask& t : tasks) {
+      if (!group.empty() && (t.W.type != group[0].W.type || t.W.cols != group[0].W.cols ||
+                             t.W.group != group[0].W.group || int(group.size()) == kMaxTasks))
+        flush();
+      group.push_back(t);
+    }
+    flush();
+  };
+  float* const xs_E = E % 32 == 0 ? xsum_ : nullptr;  // x_'s chunk sums, for whichever reader is MLX4
+  const bool taps = topt && topt->tap;
+
   embed_rows(embed_, r.d_tok, N, h_, st);
   int fi = 0, li = 0;
+  const float* pending = nullptr;  // a residual y_ not yet added into h_ (added by the next norm)
   for (int l = 0; l < c.num_hidden_layers; l++) {
     const Layer& L = layers_[size_t(l)];
-    rmsnorm_rows(h_, E, L.input_norm, false, E, eps, N, x_, E, st);
+    add_rmsnorm_rows(h_, pending, L.input_norm, E, eps, N, x_, xs_E, st);
     if (L.kind == LayerKind::Full) {
-      matvec(L.q, x_, E, N, big_, int64_t(H) * 2 * D, xsum_, st);
-      matvec(L.k, x_, E, N, kbuf_, int64_t(KV) * D, xsum_, st);
-      matvec(L.v, x_, E, N, vbuf_, int64_t(KV) * D, xsum_, st);
+      mv({{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}}, x_, E, N);
       attn_prep(big_, qbuf_, kbuf_, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps, st);
       kv_pack(r.kind, kbuf_, int64_t(KV) * D, vbuf_, int64_t(KV) * D, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N,
               r.d_pos, N, KV, D, err_, st);
@@ -510,13 +528,11 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.part = part_;
       attention(a, st);
       tap(l, "attn", att_, int64_t(H) * D);
-      matvec(L.o, att_, int64_t(H) * D, N, y_, E, xsum_, st);
+      if (L.o.type == WType::MLX4) chunk_sums(att_, int64_t(H) * D, N, int64_t(H) * D, xsum_, st);
+      mv({{L.o, y_, E}}, att_, int64_t(H) * D, N);
       fi++;
     } else {
-      matvec(L.qkv, x_, E, N, big_, C, xsum_, st);
-      matvec(L.z, x_, E, N, zbuf_, int64_t(nv) * dv, xsum_, st);
-      matvec(L.b, x_, E, N, bbuf_, nv, xsum_, st);
-      matvec(L.a, x_, E, N, abuf_, nv, xsum_, st);
+      mv({{L.qkv, big_, C}, {L.z, zbuf_, int64_t(nv) * dv}, {L.b, bbuf_, nv}, {L.a, abuf_, nv}}, x_, E, N);
       DeltaArgs d;
       d.nk = nk, d.nv = nv, d.dk = dk, d.dv = dv, d.K = c.linear_conv_kernel_dim, d.C = C;
       d.eps = eps;
@@ -530,20 +546,30 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       d.N = N;
       deltanet(d, st);
       tap(l, "deltanet", core_, int64_t(nv) * dv);
-      matvec(L.out, core_, int64_t(nv) * dv, N, y_, E, xsum_, st);
+      if (L.out.type == WType::MLX4) chunk_sums(core_, int64_t(nv) * dv, N, int64_t(nv) * dv, xsum_, st);
+      mv({{L.out, y_, E}}, core_, int64_t(nv) * dv, N);
       li++;
     }
-    add_inplace(h_, y_, N * E, st);
-    rmsnorm_rows(h_, E, L.post_norm, false, E, eps, N, x_, E, st);
-    matvec(L.gate, x_, E, N, big_, I, xsum_, st);
-    matvec(L.up, x_, E, N, big2_, I, xsum_, st);
-    silu_mul(big_, big2_, N * I, st);
-    matvec(L.down, big_, I, N, y_, E, xsum_, st);
-    add_inplace(h_, y_, N * E, st);
-    tap(l, "hidden", h_, E);
+    add_rmsnorm_rows(h_, y_, L.post_norm, E, eps, N, x_, xs_E, st);
+    mv({{L.gate, big_, I}, {L.up, big2_, I}}, x_, E, N);
+    if (L.down.type == WType::MLX4)
+      silu_mul_sums(big_, big2_, N * I, xsum_, st);
+    else
+      silu_mul(big_, big2_, N * I, st);
+    mv({{L.down, y_, E}}, big_, I, N);
+    if (taps) {
+      add_inplace(h_, y_, N * E, st);
+      tap(l, "hidden", h_, E);
+      pending = nullptr;
+    } else {
+      pending = y_;
+    }
   }
-  if (r.logit_rows.empty()) return;
-  rmsnorm_rows(h_, E, final_norm_, false, E, eps, N, x_, E, st);
+  if (r.logit_rows.empty()) {
+    if (pending) add_inplace(h_, y_, N * E, st);
+    return;
+  }
+  add_rmsnorm_rows(h_, pending, final_norm_, E, eps, N, x_, nullptr, st);
   const int64_t R = int64_t(r.logit_rows.size());
   const float* xin = x_;
   if (R != N) {  // gather the wanted rows
@@ -552,7 +578,8 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
                                      cudaMemcpyDeviceToDevice, st));
     xin = y_;
   }
-  matvec(lm_head_, xin, E, R, logits_, c.vocab_size, xsum_, st);
+  if (lm_head_.type == WType::MLX4) chunk_sums(xin, E, R, E, xsum_, st);
+  mv({{lm_head_, logits_, c.vocab_size}}, xin, E, R);
 }
 
 void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<float>* logits_out) {

@@ -26,11 +26,30 @@ struct DMat {
 // Y[n][r] = dot_row(W, r, X[n]) for n < N; X [N][ldx], Y [N][ldy]. xsum: scratch of N·ceil(cols/32)
 // floats (MLX4 chunk sums). Each (n, r) is computed alone: batch-invariant.
 void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, float* xsum, cudaStream_t st);
+// One matrix of a fused launch and where its rows go: Y[n][r] at y[n·ldy + r].
+struct MatTask {
+  DMat W;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+constexpr int kMaxTasks = 4;
+// Up to kMaxTasks matrices of one type, width and group that read the same X, in one launch (q|k|v,
+// gate|up, …); each row's bytes are those of matvec. xsum: chunk_sums of X (MLX4; ignored for dense).
+void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const float* xsum,
+                  cudaStream_t st);
+// xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
+void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
 
 // ---- norms.cu -----------------------------------------------------------------------------------
 // out[r] = rmsnorm_1pw(x[r], w) (w may be null), or rmsnorm_plain(x[r], w) when plain.
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64_t n, float eps, int64_t rows,
                   float* out, int64_t ldo, cudaStream_t st);
+// Decode fusion, rows of n contiguous floats: h[r] ← h[r] + y[r] (y may be null), out[r] = rmsnorm_1pw(h[r];
+// w), and, when xsum is not null, xsum[r][c] = chunk sums of out[r] (as chunk_sums; n a multiple of 32).
+void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float eps, int64_t rows, float* out,
+                      float* xsum, cudaStream_t st);
+// a[i] = silu_c(a[i]) · b[i] for i < n (n a multiple of 32), and xsum[c] the chunk sums of the result.
+void silu_mul_sums(float* a, const float* b, int64_t n, float* xsum, cudaStream_t st);
 // For each row r < N and head h < nheads: v = x[r·ld + h·dim …] ← l2norm(v), then × scale for h < nscaled.
 void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st);
 // Full-attention preparation for N rows: q heads (from qg [N][H·2D], per head D query rows then D gate

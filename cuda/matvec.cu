@@ -3,17 +3,24 @@
 //   dense (f32: 4 values, bf16/f16: 8 values per 16-byte chunk): lane l of the row's warp takes chunks
 //   l, l+32, l+64, …, each element one fma into the lane's accumulator, in index order;
 //   MLX4 (32 weights per 16-byte chunk, inside one group): per chunk qx = fma chain of q_j·x_j from 0,
-//   then acc = fma(s, qx, fma(b, xsum_chunk, acc)), with xsum the chunk sums of x (chunk_sums32,
-//   computed once per input row by chunk_sums_kernel);
+//   then acc = fma(s, qx, fma(b, xsum_chunk, acc)), with xsum the chunk sums of x (chunk_sums: from 0.0f,
+//   x[32c] + x[32c+1] + … in index order, computed once per input row);
 //   lanes combined by the xor butterfly, which gives lane_tree32's value in every lane.
-// Launch: 256 threads = 8 warps, one output row per warp; each warp keeps NB (1, 2, 4 or 8) input rows'
-// accumulators, so the weight row is read once per NB inputs. Every (n, r) is its own chain: the bytes
-// do not depend on N, NB or the grid (batch-invariant).
-// Nibbles become floats exactly as 2^23 + q − 2^23 (the bits 0x4b000000 | q).
-// Measured (H200, 2026-11-29, hkv bench, 27B MLX4 shape, batch 1): a whole decode token reads 14.4 GB of
-// weights in 35.8 ms, ≈ 0.40 TB/s against 4.22 TB/s copy bandwidth; this kernel dominates that time. Each
-// lane has one 16-byte weight load in flight and computes (c·32)/group with a 64-bit division per chunk:
-// the next step is U loads in flight per lane and a shift (branch cuda-matvec-unroll, not yet measured).
+// Every (n, r) is its own chain: the bytes do not depend on N, on the other rows, on how rows are grouped
+// into warps and launches, or on the grid (batch-invariant).
+//
+// matvec_multi runs up to four matrices that read the same x (q|k|v, qkv|z|b|a, gate|up) in one launch:
+// the grid is the concatenation of each matrix's blocks, so no block straddles two matrices.
+//
+// MLX4 kernel (the decode hot path, about 90% of a 27B token's bytes). Its cost is instructions, not
+// bytes: at 4.2 TB/s a 4-bit weight arrives every ~0.13 ns, about 4.4 thread-instructions of an H200's
+// issue budget. Per weight it spends 3 + 1/8:
+//   nibble k (k = 0..4) of a word becomes the float 2^(23−4k) + q with one LOP3, (w & 0xf<<4k) | exponent
+//   of 2^(23−4k) (the nibble lands in the mantissa at unit weight), then one exact FADD of −2^(23−4k);
+//   nibbles 5..7 do the same on w >> 12 (one shift a word); then the FFMA of the chain.
+// Per 32-weight chunk the x values (8 float4, through L1), the chunk sum and the two closing fmas are
+// shared by the RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its RW rows
+// before computing any (U·RW loads in flight a lane), then computes them in chunk order.
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -46,13 +53,39 @@ __device__ __forceinline__ float dense_at(const void* row, int64_t j) {
     return hkv::f32_from_f16(static_cast<const uint16_t*>(row)[j]);
 }
 
+// The float value q (0..15) of nibble k of w, exactly: (2^(23−4k) + q) − 2^(23−4k). k in 0..4.
+template <int K>
+__device__ __forceinline__ float nib(uint32_t w) {
+  constexpr uint32_t exp_bits = uint32_t(127 + 23 - 4 * K) << 23;
+  constexpr float offset = float(1u << (23 - 4 * K));
+  return __uint_as_float((w & (0xfu << (4 * K))) | exp_bits) - offset;
+}
+
+struct Tasks {
+  MatTask t[kMaxTasks];
+  int64_t block_start[kMaxTasks + 1];
+  int n;
+};
+
+// The task of this block, and the block's index within that task.
+__device__ __forceinline__ int find_task(const Tasks& ts, int64_t b, int64_t& local) {
+  int i = 0;
+#pragma unroll
+  for (int k = 1; k < kMaxTasks; k++)
+    if (k < ts.n && b >= ts.block_start[k]) i = k;
+  local = b - ts.block_start[i];
+  return i;
+}
+
 template <WType T, int NB>
-__global__ void __launch_bounds__(kWarps * 32)
-    matvec_dense_kernel(DMat W, const float* X, int64_t ldx, float* Y, int64_t ldy, bool vec) {
+__global__ void __launch_bounds__(kWarps * 32) matvec_dense_kernel(Tasks ts, const float* X, int64_t ldx, bool vec) {
   constexpr int width = T == WType::F32 ? 4 : 8;
   constexpr int esize = T == WType::F32 ? 4 : 2;
+  int64_t local;
+  const MatTask& task = ts.t[find_task(ts, blockIdx.x, local)];
+  const DMat& W = task.W;
   const int lane = threadIdx.x & 31;
-  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t r = local * kWarps + (threadIdx.x >> 5);
   if (r >= W.rows) return;
   const int64_t n = W.cols, nchunks = (n + width - 1) / width;
   const char* wrow = static_cast<const char*>(W.data) + r * n * esize;
@@ -97,74 +130,183 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int b = 0; b < NB; b++) {
     float v = warp_tree_sum(acc[b]);
-    if (lane == 0) Y[b * ldy + r] = v;
+    if (lane == 0) task.y[b * task.ldy + r] = v;
   }
 }
 
-__device__ __forceinline__ float nibble(uint32_t word, int k) {
-  return __uint_as_float(0x4b000000u | ((word >> (4 * k)) & 0xfu)) - 8388608.0f;
+// qx[r][n] = fma chain over the 8 weights of word wi of a chunk, for RW rows and NB inputs.
+template <int NB, int RW>
+__device__ __forceinline__ void mlx4_word(const uint32_t (&w)[RW], const float4 (&xa)[NB], const float4 (&xb)[NB],
+                                          float (&qx)[RW][NB]) {
+#pragma unroll
+  for (int r = 0; r < RW; r++) {
+    const uint32_t hi = w[r] >> 12;
+    const float f[8] = {nib<0>(w[r]), nib<1>(w[r]), nib<2>(w[r]), nib<3>(w[r]),
+                        nib<4>(w[r]), nib<2>(hi),   nib<3>(hi),   nib<4>(hi)};
+#pragma unroll
+    for (int n = 0; n < NB; n++) {
+      float a = qx[r][n];
+      a = hkv::fma_rn(f[0], xa[n].x, a);
+      a = hkv::fma_rn(f[1], xa[n].y, a);
+      a = hkv::fma_rn(f[2], xa[n].z, a);
+      a = hkv::fma_rn(f[3], xa[n].w, a);
+      a = hkv::fma_rn(f[4], xb[n].x, a);
+      a = hkv::fma_rn(f[5], xb[n].y, a);
+      a = hkv::fma_rn(f[6], xb[n].z, a);
+      a = hkv::fma_rn(f[7], xb[n].w, a);
+      qx[r][n] = a;
+    }
+  }
 }
 
-template <int NB>
+// Warp w of a block carries rows (block·kWarps + w)·RW … + RW−1 of its task's matrix.
+template <int NB, int RW, int U>
 __global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_kernel(DMat W, const float* X, int64_t ldx, const float* xsum, float* Y, int64_t ldy) {
+    matvec_mlx4_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
+  int64_t local;
+  const MatTask& task = ts.t[find_task(ts, blockIdx.x, local)];
+  const DMat& W = task.W;
   const int lane = threadIdx.x & 31;
-  const int64_t r = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  if (r >= W.rows) return;
-  const int64_t nch = W.cols / 32, gpr = W.cols / W.group;
-  const uint4* q = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + r * (W.cols / 8));
-  float acc[NB];
+  const int64_t r0 = (local * kWarps + (threadIdx.x >> 5)) * RW;
+  if (r0 >= W.rows) return;
+  const int nch = int(W.cols / 32), gpr = int(W.cols / W.group);
+  const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;  // chunk c lies in group c >> gshift
+  const uint4* q[RW];
+  const uint16_t *srow[RW], *brow[RW];
 #pragma unroll
-  for (int b = 0; b < NB; b++) acc[b] = 0.0f;
-  for (int64_t c = lane; c < nch; c += 32) {
-    const uint4 u = __ldg(q + c);
-    const int64_t g = r * gpr + (c * 32) / W.group;
-    const float s = hkv::f32_from_bf16(__ldg(W.scales + g)), bias = hkv::f32_from_bf16(__ldg(W.biases + g));
-    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+  for (int r = 0; r < RW; r++) {
+    const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
+    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (W.cols / 8));
+    srow[r] = W.scales + rr * gpr;
+    brow[r] = W.biases + rr * gpr;
+  }
+  float acc[RW][NB];
 #pragma unroll
-    for (int b = 0; b < NB; b++) {
-      const float4* x4 = reinterpret_cast<const float4*>(X + b * ldx + c * 32);
-      float qx = 0.0f;
+  for (int r = 0; r < RW; r++)
+#pragma unroll
+    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
+  for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+    uint4 u[U][RW];
+    uint16_t sb[U][RW], bb[U][RW];
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+      const int c = c0 + 32 * k;
+      if (c < nch) {
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+          u[k][r] = __ldg(q[r] + c);
+          sb[k][r] = __ldg(srow[r] + (c >> gshift));
+          bb[k][r] = __ldg(brow[r] + (c >> gshift));
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < U; k++) {
+      const int c = c0 + 32 * k;
+      if (c >= nch) break;
+      float qx[RW][NB];
+#pragma unroll
+      for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
 #pragma unroll
       for (int wi = 0; wi < 4; wi++) {
-        float4 xa = x4[2 * wi], xb = x4[2 * wi + 1];
-        qx = hkv::fma_rn(nibble(words[wi], 0), xa.x, qx);
-        qx = hkv::fma_rn(nibble(words[wi], 1), xa.y, qx);
-        qx = hkv::fma_rn(nibble(words[wi], 2), xa.z, qx);
-        qx = hkv::fma_rn(nibble(words[wi], 3), xa.w, qx);
-        qx = hkv::fma_rn(nibble(words[wi], 4), xb.x, qx);
-        qx = hkv::fma_rn(nibble(words[wi], 5), xb.y, qx);
-        qx = hkv::fma_rn(nibble(words[wi], 6), xb.z, qx);
-        qx = hkv::fma_rn(nibble(words[wi], 7), xb.w, qx);
+        float4 xa[NB], xb[NB];
+#pragma unroll
+        for (int n = 0; n < NB; n++) {
+          const float4* x4 = reinterpret_cast<const float4*>(X + n * ldx + int64_t(c) * 32) + 2 * wi;
+          xa[n] = __ldg(x4);
+          xb[n] = __ldg(x4 + 1);
+        }
+        uint32_t w[RW];
+#pragma unroll
+        for (int r = 0; r < RW; r++) w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
+        mlx4_word<NB, RW>(w, xa, xb, qx);
       }
-      acc[b] = hkv::fma_rn(s, qx, hkv::fma_rn(bias, xsum[b * nch + c], acc[b]));
+#pragma unroll
+      for (int n = 0; n < NB; n++) {
+        const float xs = __ldg(xsum + int64_t(n) * nch + c);
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+          acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[k][r]), qx[r][n],
+                                  hkv::fma_rn(hkv::f32_from_bf16(bb[k][r]), xs, acc[r][n]));
+      }
     }
   }
 #pragma unroll
-  for (int b = 0; b < NB; b++) {
-    float v = warp_tree_sum(acc[b]);
-    if (lane == 0) Y[b * ldy + r] = v;
-  }
+  for (int r = 0; r < RW; r++)
+#pragma unroll
+    for (int n = 0; n < NB; n++) {
+      const float v = warp_tree_sum(acc[r][n]);
+      if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
+    }
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Rows a block carries: kWarps for dense, kWarps·RW for MLX4.
+Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
+  Tasks ts{};
+  ts.n = n;
+  int64_t b = 0;
+  for (int i = 0; i < n; i++) {
+    ts.t[i] = tasks[i];
+    ts.block_start[i] = b;
+    b += (tasks[i].W.rows + rows_per_block - 1) / rows_per_block;
+  }
+  ts.block_start[n] = b;
+  return ts;
+}
+
+template <int NB, int RW, int U>
+void launch_mlx4(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
+  const Tasks ts = make_tasks(tasks, n, int64_t(kWarps) * RW);
+  if (ts.block_start[n] == 0) return;
+  matvec_mlx4_kernel<NB, RW, U><<<unsigned(ts.block_start[n]), kWarps * 32, 0, st>>>(ts, X, ldx, xsum);
+  HKV_CHECK_LAUNCH();
+}
+
+// U (chunks in flight a lane) and RW (rows a warp) for a shape: U covers a 5120- or 6144-wide row in one
+// round; two rows a warp where there are rows enough to fill the card (≥ 4 blocks an SM at RW = 2).
 template <int NB>
-void launch(const DMat& W, const float* X, int64_t ldx, float* Y, int64_t ldy, const float* xsum, bool vec,
+void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const float* X, int64_t ldx,
+                   const float* xsum, cudaStream_t st) {
+  const int64_t per_lane = (cols / 32 + 31) / 32;
+  const bool two = NB == 1 && rows >= 8192;
+  if (per_lane <= 2)
+    two ? launch_mlx4<NB, 2, 2>(tasks, n, X, ldx, xsum, st) : launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
+  else if (per_lane <= 4 || NB > 2)
+    two ? launch_mlx4<NB, 2, 4>(tasks, n, X, ldx, xsum, st) : launch_mlx4<NB, 1, 4>(tasks, n, X, ldx, xsum, st);
+  else
+    two ? launch_mlx4<NB, 2, 6>(tasks, n, X, ldx, xsum, st) : launch_mlx4<NB, 1, 6>(tasks, n, X, ldx, xsum, st);
+}
+
+template <int NB>
+void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, bool vec, int64_t rows,
             cudaStream_t st) {
-  dim3 grid(unsigned((W.rows + kWarps - 1) / kWarps)), block(kWarps * 32);
-  switch (W.type) {
+  const WType type = tasks[0].W.type;
+  if (type == WType::MLX4) {
+    if constexpr (NB <= 2)
+      dispatch_mlx4<NB>(tasks, n, rows, tasks[0].W.cols, X, ldx, xsum, st);
+    else {  // several inputs: one row a warp, fewer chunks in flight (the inputs' accumulators use registers)
+      launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
+    }
+    return;
+  }
+  const Tasks ts = make_tasks(tasks, n, kWarps);
+  if (ts.block_start[n] == 0) return;
+  const dim3 grid(unsigned(ts.block_start[n])), block(kWarps * 32);
+  switch (type) {
     case WType::F32:
-      matvec_dense_kernel<WType::F32, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec);
+      matvec_dense_kernel<WType::F32, NB><<<grid, block, 0, st>>>(ts, X, ldx, vec);
       break;
     case WType::BF16:
-      matvec_dense_kernel<WType::BF16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec);
+      matvec_dense_kernel<WType::BF16, NB><<<grid, block, 0, st>>>(ts, X, ldx, vec);
       break;
     case WType::F16:
-      matvec_dense_kernel<WType::F16, NB><<<grid, block, 0, st>>>(W, X, ldx, Y, ldy, vec);
+      matvec_dense_kernel<WType::F16, NB><<<grid, block, 0, st>>>(ts, X, ldx, vec);
       break;
-    case WType::MLX4:
-      matvec_mlx4_kernel<NB><<<grid, block, 0, st>>>(W, X, ldx, xsum, Y, ldy);
+    default:
       break;
   }
   HKV_CHECK_LAUNCH();
@@ -172,33 +314,68 @@ void launch(const DMat& W, const float* X, int64_t ldx, float* Y, int64_t ldy, c
 
 }  // namespace
 
+void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
+  const int64_t nch = cols / 32, total = N * nch;
+  if (total <= 0) return;
+  chunk_sums_kernel<<<unsigned((total + 255) / 256), 256, 0, st>>>(X, ldx, N, nch, xsum);
+  HKV_CHECK_LAUNCH();
+}
+
+void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const float* xsum,
+                  cudaStream_t st) {
+  if (N <= 0 || ntasks <= 0) return;
+  if (ntasks > kMaxTasks) throw std::runtime_error("matvec_multi: more than 4 matrices in one launch");
+  const DMat& W0 = tasks[0].W;
+  int64_t rows = 0;
+  bool vec = ldx % 4 == 0 && aligned16(X);
+  for (int i = 0; i < ntasks; i++) {
+    const DMat& W = tasks[i].W;
+    if (W.type != W0.type || W.cols != W0.cols || W.group != W0.group)
+      throw std::runtime_error("matvec_multi: the matrices of one launch need one type, width and group");
+    rows += W.rows;
+    vec = vec && aligned16(W.data);
+  }
+  if (W0.type == WType::MLX4) {
+    if (W0.cols % 32 != 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128) || !vec)
+      throw std::runtime_error(
+          "matvec: MLX4 needs cols a multiple of 32, group 32, 64 or 128, and 16-byte aligned rows and x");
+    if (!xsum) throw std::runtime_error("matvec: MLX4 needs the chunk sums of x");
+  } else {
+    const int width = W0.type == WType::F32 ? 4 : 8;
+    vec = vec && W0.cols % width == 0;
+  }
+  const int64_t nch = W0.cols / 32;
+  MatTask shifted[kMaxTasks];
+  for (int64_t n0 = 0; n0 < N;) {
+    const int64_t left = N - n0;
+    const int nb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+    for (int i = 0; i < ntasks; i++) shifted[i] = tasks[i], shifted[i].y = tasks[i].y + n0 * tasks[i].ldy;
+    const float* x = X + n0 * ldx;
+    const float* xs = W0.type == WType::MLX4 ? xsum + n0 * nch : nullptr;
+    switch (nb) {
+      case 8:
+        launch<8>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        break;
+      case 4:
+        launch<4>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        break;
+      case 2:
+        launch<2>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        break;
+      default:
+        launch<1>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        break;
+    }
+    n0 += nb;
+  }
+}
+
 void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, float* xsum,
             cudaStream_t st) {
   if (N <= 0 || W.rows == 0) return;
-  const int width = W.type == WType::F32 ? 4 : 8;
-  const int64_t nch = W.cols / 32;
-  if (W.type == WType::MLX4) {
-    if (W.cols % 32 != 0 || W.group % 32 != 0 || ldx % 4 != 0 || !aligned16(X) || !aligned16(W.data))
-      throw std::runtime_error("matvec: MLX4 needs cols and group multiples of 32 and 16-byte aligned rows");
-    const int64_t total = N * nch;
-    chunk_sums_kernel<<<unsigned((total + 255) / 256), 256, 0, st>>>(X, ldx, N, nch, xsum);
-    HKV_CHECK_LAUNCH();
-  }
-  const bool vec = W.cols % width == 0 && ldx % 4 == 0 && aligned16(X) && aligned16(W.data);
-  for (int64_t n0 = 0; n0 < N;) {
-    const int64_t left = N - n0;
-    const float* x = X + n0 * ldx;
-    float* y = Y + n0 * ldy;
-    const float* xs = W.type == WType::MLX4 ? xsum + n0 * nch : nullptr;
-    if (left >= 8)
-      launch<8>(W, x, ldx, y, ldy, xs, vec, st), n0 += 8;
-    else if (left >= 4)
-      launch<4>(W, x, ldx, y, ldy, xs, vec, st), n0 += 4;
-    else if (left >= 2)
-      launch<2>(W, x, ldx, y, ldy, xs, vec, st), n0 += 2;
-    else
-      launch<1>(W, x, ldx, y, ldy, xs, vec, st), n0 += 1;
-  }
+  if (W.type == WType::MLX4) chunk_sums(X, ldx, N, W.cols, xsum, st);
+  const MatTask t{W, Y, ldy};
+  matvec_multi(&t, 1, X, ldx, N, xsum, st);
 }
 
 }  // namespace hkv::cuda

@@ -30,6 +30,51 @@ __global__ void rmsnorm_kernel(const float* X, int64_t ldx, const float* w, bool
   }
 }
 
+// Decode fusion of three of the oracle's steps, each unchanged: h = h + y (when y), out = rmsnorm_1pw(h; w),
+// and (when xsum) the chunk sums of out (chunk_sums' order: from 0.0f, 32 elements in index order).
+// One block a row; the sum of squares in warp 0 reads h after the block's barrier.
+__global__ void add_rmsnorm_kernel(float* H, const float* Y, const float* w, int64_t n, float eps, float* Out,
+                                   float* xsum) {
+  __shared__ float r_s;
+  float* h = H + int64_t(blockIdx.x) * n;
+  float* out = Out + int64_t(blockIdx.x) * n;
+  if (Y) {
+    const float* y = Y + int64_t(blockIdx.x) * n;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) h[i] = h[i] + y[i];
+    __syncthreads();
+  }
+  if (threadIdx.x < 32) {
+    float ss = warp_sum_squares(h, n, int(threadIdx.x));
+    if (threadIdx.x == 0) r_s = hkv::rsqrt_c(ss / float(n) + eps);
+  }
+  __syncthreads();
+  const float r = r_s;
+  const int64_t nch = (n + 31) / 32;
+  for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+    float s = 0.0f;
+    for (int64_t i = c * 32; i < c * 32 + 32 && i < n; i++) {
+      float v = h[i] * r;
+      v = v * (w ? 1.0f + w[i] : 1.0f);
+      out[i] = v;
+      s = s + v;
+    }
+    if (xsum) xsum[int64_t(blockIdx.x) * (n / 32) + c] = s;  // n is a multiple of 32 when xsum is asked for
+  }
+}
+
+// a = silu_c(a)·b per element, one thread per 32-element chunk, and the chunk's sum in index order.
+__global__ void silu_mul_sums_kernel(float* a, const float* b, int64_t nch, float* xsum) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= nch) return;
+  float s = 0.0f;
+  for (int64_t i = c * 32; i < c * 32 + 32; i++) {
+    const float v = hkv::silu_c(a[i]) * b[i];
+    a[i] = v;
+    s = s + v;
+  }
+  xsum[c] = s;
+}
+
 __global__ void l2norm_heads_kernel(float* X, int64_t ld, int dim, int nscaled, float scale) {
   const int lane = threadIdx.x, h = blockIdx.y;
   float* x = X + int64_t(blockIdx.x) * ld + int64_t(h) * dim;
@@ -116,6 +161,22 @@ void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64
                   float* out, int64_t ldo, cudaStream_t st) {
   if (rows <= 0) return;
   rmsnorm_kernel<<<unsigned(rows), 256, 0, st>>>(x, ldx, w, plain, n, eps, out, ldo);
+  HKV_CHECK_LAUNCH();
+}
+
+void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float eps, int64_t rows, float* out,
+                      float* xsum, cudaStream_t st) {
+  if (rows <= 0) return;
+  if (xsum && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: chunk sums need n a multiple of 32");
+  add_rmsnorm_kernel<<<unsigned(rows), 256, 0, st>>>(h, y, w, n, eps, out, xsum);
+  HKV_CHECK_LAUNCH();
+}
+
+void silu_mul_sums(float* a, const float* b, int64_t n, float* xsum, cudaStream_t st) {
+  if (n <= 0) return;
+  if (n % 32 != 0) throw std::runtime_error("silu_mul_sums: n must be a multiple of 32");
+  const int64_t nch = n / 32;
+  silu_mul_sums_kernel<<<unsigned((nch + 127) / 128), 128, 0, st>>>(a, b, nch, xsum);
   HKV_CHECK_LAUNCH();
 }
 

@@ -116,6 +116,113 @@ TEST_CASE("matvec: every weight type, odd shapes, 1..11 input rows, byte for byt
   std::printf("matvec: %d/%zu cases passed\n", passed, cases.size() * 4);
 }
 
+TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths, byte for byte") {
+  // Row counts ≥ 8192 take the two-rows-a-warp MLX4 path; odd counts leave a warp with one row. Widths
+  // 1024 / 2048 / 5120 / 17408 take 2, 4 and 6 chunks in flight a lane (17408: three rounds, the last short).
+  struct Shape {
+    WType t;
+    std::vector<int64_t> rows;
+    int64_t cols;
+    int group;
+  };
+  const std::vector<Shape> shapes = {{WType::MLX4, {8195, 33, 1}, 1024, 64},
+                                     {WType::MLX4, {8193, 7}, 2048, 32},
+                                     {WType::MLX4, {9001}, 5120, 64},
+                                     {WType::MLX4, {40, 8200}, 17408, 128},
+                                     {WType::MLX4, {48, 48, 3000, 5}, 5120, 64},
+                                     {WType::BF16, {300, 17, 1}, 1000, 0},
+                                     {WType::F32, {9, 70}, 256, 0}};
+  int passed = 0, total = 0;
+  for (size_t si = 0; si < shapes.size(); si++) {
+    const Shape& sh = shapes[si];
+    std::vector<std::unique_ptr<HostMatrix>> hms;
+    std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
+    std::vector<cuda::DMat> dms;
+    for (size_t m = 0; m < sh.rows.size(); m++) {
+      hms.push_back(random_matrix(sh.t, sh.rows[m], sh.cols, sh.group, 900 + si * 10 + m));
+      dms.push_back(to_device(hms.back()->m, keep));
+    }
+    for (int64_t N : {1, 2, 5, 9}) {
+      std::vector<float> X = gaussian(size_t(N * sh.cols), 77 + si * 13 + size_t(N), 1.0f);
+      DBuf<float> dx(X), xs(size_t(N * (sh.cols / 32 + 1)));
+      cuda::chunk_sums(dx.p, sh.cols, N, sh.cols, xs.p, nullptr);
+      std::vector<std::unique_ptr<DBuf<float>>> outs;
+      std::vector<cuda::MatTask> tasks;
+      for (size_t m = 0; m < dms.size(); m++) {
+        const int64_t ldy = sh.rows[m] + 3;  // a padded output row
+        outs.push_back(std::make_unique<DBuf<float>>(size_t(N * ldy)));
+        outs.back()->poison();
+        tasks.push_back({dms[m], outs.back()->p, ldy});
+      }
+      cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
+      for (size_t m = 0; m < dms.size(); m++) {
+        const int64_t R = sh.rows[m], ldy = R + 3;
+        std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
+        matmul(hms[m]->m, X.data(), N, ref.data());
+        for (int64_t n = 0; n < N; n++)
+          for (int64_t r = 0; r < R; r++) gotc[size_t(n * R + r)] = got[size_t(n * ldy + r)];
+        std::string d = first_diff(gotc, ref);
+        std::printf("matvec_multi(type=%s,cols=%lld,group=%d,matrix %zu of %zu,rows=%lld,N=%lld): %s\n",
+                    wtype_name(sh.t), (long long)sh.cols, sh.group, m + 1, dms.size(), (long long)R, (long long)N,
+                    d.empty() ? "OK" : ("FAIL " + d).c_str());
+        CHECK_MESSAGE(d.empty(), d);
+        passed += d.empty();
+        total++;
+      }
+    }
+  }
+  std::printf("matvec_multi: %d/%d cases passed\n", passed, total);
+}
+
+TEST_CASE("add_rmsnorm_rows and silu_mul_sums: the fused decode steps, byte for byte") {
+  for (int64_t n : {5120, 256, 96, 40}) {
+    const int64_t rows = 3;
+    std::vector<float> h = gaussian(size_t(rows * n), 21 + size_t(n), 2.0f), y = gaussian(size_t(rows * n), 22, 1.0f),
+                       w = gaussian(size_t(n), 23, 0.3f);
+    for (int with_y = 0; with_y < 2; with_y++) {
+      std::vector<float> hr = h, ref(size_t(rows * n)), sref(size_t(rows * (n / 32)));
+      for (int64_t r = 0; r < rows; r++) {
+        if (with_y)
+          for (int64_t i = 0; i < n; i++) hr[size_t(r * n + i)] = hr[size_t(r * n + i)] + y[size_t(r * n + i)];
+        rmsnorm_1pw(hr.data() + r * n, w.data(), n, 1e-6f, ref.data() + r * n);
+        for (int64_t c = 0; c < n / 32; c++) {
+          float s = 0.0f;
+          for (int j = 0; j < 32; j++) s = s + ref[size_t(r * n + c * 32 + j)];
+          sref[size_t(r * (n / 32) + c)] = s;
+        }
+      }
+      DBuf<float> dh(h), dy(y), dw(w), dout(size_t(rows * n)), ds(size_t(rows * (n / 32) + 1));
+      dout.poison();
+      const bool sums = n % 32 == 0;
+      cuda::add_rmsnorm_rows(dh.p, with_y ? dy.p : nullptr, dw.p, n, 1e-6f, rows, dout.p, sums ? ds.p : nullptr,
+                             nullptr);
+      std::string d = first_diff(dout.get(), ref) + first_diff(dh.get(), hr);
+      if (sums) {
+        std::vector<float> got = ds.get();
+        got.resize(sref.size());
+        d += first_diff(got, sref);
+      }
+      std::printf("add_rmsnorm_rows(n=%lld,y=%d): %s\n", (long long)n, with_y,
+                  d.empty() ? "OK" : ("FAIL " + d).c_str());
+      CHECK_MESSAGE(d.empty(), d);
+    }
+  }
+  const int64_t n = 3 * 17408;
+  std::vector<float> a = gaussian(size_t(n), 31, 3.0f), b = gaussian(size_t(n), 32, 1.0f), ref(static_cast<size_t>(n)),
+                     sref(static_cast<size_t>(n / 32));
+  for (int64_t i = 0; i < n; i++) ref[size_t(i)] = silu_c(a[size_t(i)]) * b[size_t(i)];
+  for (int64_t c = 0; c < n / 32; c++) {
+    float s = 0.0f;
+    for (int j = 0; j < 32; j++) s = s + ref[size_t(c * 32 + j)];
+    sref[size_t(c)] = s;
+  }
+  DBuf<float> da(a), db(b), ds(size_t(n / 32));
+  cuda::silu_mul_sums(da.p, db.p, n, ds.p, nullptr);
+  std::string d = first_diff(da.get(), ref) + first_diff(ds.get(), sref);
+  std::printf("silu_mul_sums(n=%lld): %s\n", (long long)n, d.empty() ? "OK" : ("FAIL " + d).c_str());
+  CHECK_MESSAGE(d.empty(), d);
+}
+
 TEST_CASE("rmsnorm and l2norm: byte for byte") {
   for (int64_t n : {5120, 256, 100, 77, 3}) {
     const int64_t rows = 3;

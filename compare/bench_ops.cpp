@@ -1,0 +1,125 @@
+// `hkv bench-ops`: the engine's exact matrix–vector products alone, at the 27B shape's decode launches
+// (N = 1, MLX 4-bit weights, group 64, fused as the engine fuses them), each against the copy bandwidth
+// measured in the same run. The weights are random nibbles (the time does not depend on their values).
+// Built only with the CUDA engine (HKV_HAVE_CUDA).
+#if defined(HKV_HAVE_CUDA)
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "compare/cli.h"
+#include "cuda/check.h"
+#include "cuda/kernels.h"
+
+namespace hkv {
+
+int cmd_bench_ops(const Args& a);
+double copy_bandwidth(cudaStream_t st);
+
+namespace {
+
+struct DeviceMatrix {
+  cuda::DMat d;
+  void* mem = nullptr;
+  DeviceMatrix(int64_t rows, int64_t cols, int group, uint64_t tensor) {
+    d.type = WType::MLX4, d.rows = rows, d.cols = cols, d.group = group;
+    const size_t words = size_t(rows * cols / 8), groups = size_t(rows * (cols / group));
+    HKV_CUDA_CHECK(cudaMalloc(&mem, words * 4 + groups * 4));
+    auto* w = static_cast<uint32_t*>(mem);
+    auto* s = reinterpret_cast<uint16_t*>(w + words);
+    d.data = w, d.scales = s, d.biases = s + groups;
+    cuda::synth_mlx4_fill(w, s, s + groups, int64_t(words), int64_t(groups), 7, tensor, -6, nullptr);
+    HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  ~DeviceMatrix() { cudaFree(mem); }
+  DeviceMatrix(const DeviceMatrix&) = delete;
+  DeviceMatrix& operator=(const DeviceMatrix&) = delete;
+};
+
+}  // namespace
+
+// hkv bench-ops [--reps 50]
+int cmd_bench_ops(const Args& a) {
+  const int reps = int(a.get_int("reps", 50));
+  const int64_t E = 5120, I = 17408, G = 64;
+  struct Launch {
+    const char* name;
+    std::vector<int64_t> rows;
+    int64_t cols;
+    int per_token;  // launches of this shape in one 27B decode token
+  };
+  const std::vector<Launch> launches = {{"full-attn q|k|v", {12288, 1024, 1024}, E, 16},
+                                        {"full-attn o", {E}, 6144, 16},
+                                        {"deltanet qkv|z|b|a", {10240, 6144, 48, 48}, E, 48},
+                                        {"deltanet out", {E}, 6144, 48},
+                                        {"mlp gate|up", {I, I}, E, 64},
+                                        {"mlp down", {E}, I, 64},
+                                        {"lm_head", {248320}, E, 1}};
+  cudaDeviceProp prop;
+  HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double bw = copy_bandwidth(nullptr);
+  std::printf("hkv bench-ops: exact MLX4 matvec (N = 1, group 64) on %s; copy bandwidth %.3f TB/s\n", prop.name,
+              bw / 1e12);
+  std::printf("| launch | rows x cols | MB | us (median of %d) | TB/s | %% of copy bw | per token | ms a token |\n",
+              reps);
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  double total_ms = 0, total_bytes = 0;
+  uint64_t tensor = 1;
+  for (const Launch& l : launches) {
+    std::vector<std::unique_ptr<DeviceMatrix>> mats;
+    std::vector<std::unique_ptr<float, void (*)(float*)>> outs;
+    std::vector<cuda::MatTask> tasks;
+    int64_t rows = 0;
+    double bytes = 0;
+    for (int64_t r : l.rows) {
+      mats.push_back(std::make_unique<DeviceMatrix>(r, l.cols, int(G), tensor++));
+      float* y = nullptr;
+      HKV_CUDA_CHECK(cudaMalloc(&y, size_t(r) * 4));
+      outs.emplace_back(y, [](float* p) { cudaFree(p); });
+      tasks.push_back({mats.back()->d, y, r});
+      rows += r;
+      bytes += double(mats.back()->d.nbytes());
+    }
+    float *x = nullptr, *xs = nullptr;
+    HKV_CUDA_CHECK(cudaMalloc(&x, size_t(l.cols) * 4));
+    HKV_CUDA_CHECK(cudaMalloc(&xs, size_t(l.cols / 32) * 4));
+    HKV_CUDA_CHECK(cudaMemset(x, 0, size_t(l.cols) * 4));
+    cuda::chunk_sums(x, l.cols, 1, l.cols, xs, nullptr);
+    cudaEvent_t e0, e1;
+    HKV_CUDA_CHECK(cudaEventCreate(&e0));
+    HKV_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<double> t;
+    for (int i = 0; i < reps + 5; i++) {
+      HKV_CUDA_CHECK(cudaEventRecord(e0, nullptr));
+      cuda::matvec_multi(tasks.data(), int(tasks.size()), x, l.cols, 1, xs, nullptr);
+      HKV_CUDA_CHECK(cudaEventRecord(e1, nullptr));
+      HKV_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 5) t.push_back(double(ms));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(x);
+    cudaFree(xs);
+    std::sort(t.begin(), t.end());
+    const double ms = t[t.size() / 2];
+    total_ms += ms * l.per_token;
+    total_bytes += bytes * l.per_token;
+    std::printf("| %s | %lld x %lld | %.1f | %.1f | %.2f | %.0f%% | %d | %.3f |\n", l.name, (long long)rows,
+                (long long)l.cols, bytes / 1e6, ms * 1e3, bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / bw,
+                l.per_token, ms * l.per_token);
+  }
+  std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
+              total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
+              100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
+  return 0;
+}
+
+}  // namespace hkv
+
+#endif  // HKV_HAVE_CUDA
