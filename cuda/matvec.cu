@@ -32,6 +32,7 @@ size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
 namespace {
 
 constexpr int kWarps = 8;
+constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 __global__ void chunk_sums_kernel(const float* X, int64_t ldx, int64_t N, int64_t nch, float* xsum) {
   int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -242,6 +243,139 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
+// The decode kernel (N = 1 or 2). x is staged once per block in shared memory, float4 unit v (0..7) of
+// chunk c at 8c + (v ^ (c & 7)): the eight lanes of a quarter-warp, which read one unit of eight
+// consecutive chunks, hit eight different 16-byte bank groups (no conflicts). Blocks are persistent:
+// grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
+// RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
+struct GroupMap {
+  int64_t start[kMaxTasks + 1];  // first row group of each task
+};
+
+template <int NB, int RW, int U>
+__global__ void __launch_bounds__(kWarps * 32)
+    matvec_mlx4_smem_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
+  extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
+  const int cols = int(ts.t[0].W.cols), nch = cols / 32;
+  for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
+    const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
+    xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
+    int t = 0;
+#pragma unroll
+    for (int k = 1; k < kMaxTasks; k++)
+      if (k < ts.n && g >= gm.start[k]) t = k;
+    const MatTask& task = ts.t[t];
+    const DMat& W = task.W;
+    const int64_t r0 = (g - gm.start[t]) * RW;
+    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
+    const uint4* q[RW];
+    const uint16_t *srow[RW], *brow[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
+      q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
+      srow[r] = W.scales + rr * gpr;
+      brow[r] = W.biases + rr * gpr;
+    }
+    float acc[RW][NB];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+      for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
+    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+      uint4 u[U][RW];
+      uint16_t sb[U][RW], bb[U][RW];
+#pragma unroll
+      for (int k = 0; k < U; k++) {
+        const int c = c0 + 32 * k;
+        if (c < nch) {
+#pragma unroll
+          for (int r = 0; r < RW; r++) {
+            u[k][r] = __ldcs(q[r] + c);  // streamed: each weight is read once a token
+            sb[k][r] = __ldg(srow[r] + (c >> gshift));
+            bb[k][r] = __ldg(brow[r] + (c >> gshift));
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < U; k++) {
+        const int c = c0 + 32 * k;
+        if (c >= nch) break;
+        float qx[RW][NB];
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+#pragma unroll
+          for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < 4; wi++) {
+          float4 xa[NB], xb[NB];
+#pragma unroll
+          for (int n = 0; n < NB; n++) {
+            const float4* base = xs4 + n * nch * 8 + 8 * c;
+            xa[n] = base[(2 * wi) ^ (c & 7)];
+            xb[n] = base[(2 * wi + 1) ^ (c & 7)];
+          }
+          uint32_t w[RW];
+#pragma unroll
+          for (int r = 0; r < RW; r++)
+            w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
+          mlx4_word<NB, RW>(w, xa, xb, qx);
+        }
+#pragma unroll
+        for (int n = 0; n < NB; n++) {
+          const float xsc = __ldg(xsum + int64_t(n) * nch + c);
+#pragma unroll
+          for (int r = 0; r < RW; r++)
+            acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[k][r]), qx[r][n],
+                                    hkv::fma_rn(hkv::f32_from_bf16(bb[k][r]), xsc, acc[r][n]));
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+      for (int n = 0; n < NB; n++) {
+        const float v = warp_tree_sum(acc[r][n]);
+        if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
+      }
+  }
+}
+
+template <int NB, int RW, int U>
+void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
+  Tasks ts{};
+  GroupMap gm{};
+  ts.n = n;
+  int64_t g = 0;
+  for (int i = 0; i < n; i++) {
+    ts.t[i] = tasks[i];
+    gm.start[i] = g;
+    g += (tasks[i].W.rows + RW - 1) / RW;
+  }
+  gm.start[n] = g;
+  if (g == 0) return;
+  const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
+  static int sms = 0;  // once per instantiation: the SM count, and leave to use up to kSmemMax
+  if (sms == 0) {
+    int dev = 0;
+    HKV_CUDA_CHECK(cudaGetDevice(&dev));
+    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax));
+  }
+  int blocks = 0;
+  HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
+  const int64_t want = (g + kWarps - 1) / kWarps;
+  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t(std::max(blocks, 1)) * sms));
+  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, gm, X, ldx, xsum);
+  HKV_CHECK_LAUNCH();
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Rows a block carries: kWarps for dense, kWarps·RW for MLX4.
@@ -266,19 +400,22 @@ void launch_mlx4(const MatTask* tasks, int n, const float* X, int64_t ldx, const
   HKV_CHECK_LAUNCH();
 }
 
-// U (chunks in flight a lane) and RW (rows a warp) for a shape: U covers a 5120- or 6144-wide row in one
-// round; two rows a warp where there are rows enough to fill the card (≥ 4 blocks an SM at RW = 2).
+// N = 1 or 2 with x in shared memory (the decode path): RW rows a warp and U chunks in flight a lane for
+// a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
 template <int NB>
 void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const float* X, int64_t ldx,
                    const float* xsum, cudaStream_t st) {
+  if (size_t(NB) * size_t(cols) * 4 > size_t(kSmemMax)) {
+    launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
+    return;
+  }
   const int64_t per_lane = (cols / 32 + 31) / 32;
-  const bool two = NB == 1 && rows >= 8192;
-  if (per_lane <= 2)
-    two ? launch_mlx4<NB, 2, 2>(tasks, n, X, ldx, xsum, st) : launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
-  else if (per_lane <= 4 || NB > 2)
-    two ? launch_mlx4<NB, 2, 4>(tasks, n, X, ldx, xsum, st) : launch_mlx4<NB, 1, 4>(tasks, n, X, ldx, xsum, st);
+  if (NB == 1 && rows >= 16384)
+    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, X, ldx, xsum, st)
+                  : launch_mlx4_smem<NB, 4, 1>(tasks, n, X, ldx, xsum, st);
   else
-    two ? launch_mlx4<NB, 2, 6>(tasks, n, X, ldx, xsum, st) : launch_mlx4<NB, 1, 6>(tasks, n, X, ldx, xsum, st);
+    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, X, ldx, xsum, st)
+                  : launch_mlx4_smem<NB, 2, 2>(tasks, n, X, ldx, xsum, st);
 }
 
 template <int NB>
