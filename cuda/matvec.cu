@@ -248,101 +248,143 @@ __global__ void __launch_bounds__(kWarps * 32)
 // consecutive chunks, hit eight different 16-byte bank groups (no conflicts). Blocks are persistent:
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
+// A warp's work is a sequence of steps (group, round): round k covers its lanes' chunks
+// lane + 32·(U·k + j), j < U, of the group's RW rows. The weights of step s+1 are loaded (into the other
+// register buffer) before step s is computed, and step 0's before x is staged, so loads stay in flight
+// while the warp computes. Steps run in order, so each lane's chain over its chunks keeps its order.
 struct GroupMap {
   int64_t start[kMaxTasks + 1];  // first row group of each task
 };
 
+template <int RW, int U>
+struct StepBuf {
+  uint4 u[U][RW];
+  uint32_t s[U][RW], b[U][RW];  // bf16 bits
+};
+
+template <int RW, int U>
+struct Walker {
+  const Tasks& ts;
+  const GroupMap& gm;
+  int64_t g0, stride;
+  int nch, rounds, lane;
+
+  __device__ __forceinline__ int task_of(int64_t g) const {
+    int t = 0;
+#pragma unroll
+    for (int k = 1; k < kMaxTasks; k++)
+      if (k < ts.n && g >= gm.start[k]) t = k;
+    return t;
+  }
+  // Issue the loads of step s (no use of their results here).
+  __device__ __forceinline__ void load(int64_t s, StepBuf<RW, U>& buf) const {
+    const int64_t g = g0 + (s / rounds) * stride;
+    const int k0 = int(s % rounds) * U;
+    const int t = task_of(g);
+    const DMat& W = ts.t[t].W;
+    const int64_t r0 = (g - gm.start[t]) * RW;
+    const int gpr = nch * 32 / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
+      const uint4* q = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (nch * 4));
+#pragma unroll
+      for (int j = 0; j < U; j++) {
+        const int c = lane + 32 * (k0 + j);
+        if (c < nch) {
+          buf.u[j][r] = __ldcs(q + c);  // streamed: each weight is read once a token
+          buf.s[j][r] = __ldg(W.scales + rr * gpr + (c >> gshift));
+          buf.b[j][r] = __ldg(W.biases + rr * gpr + (c >> gshift));
+        }
+      }
+    }
+  }
+};
+
 template <int NB, int RW, int U>
-__global__ void __launch_bounds__(kWarps * 32)
+__device__ __forceinline__ void mlx4_step(const StepBuf<RW, U>& buf, const float4* xs4, const float* xsum, int nch,
+                                          int c0, float (&acc)[RW][NB]) {
+#pragma unroll
+  for (int j = 0; j < U; j++) {
+    const int c = c0 + 32 * j;
+    if (c >= nch) break;
+    float qx[RW][NB];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+      for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < 4; wi++) {
+      float4 xa[NB], xb[NB];
+#pragma unroll
+      for (int n = 0; n < NB; n++) {
+        const float4* base = xs4 + n * nch * 8 + 8 * c;
+        xa[n] = base[(2 * wi) ^ (c & 7)];
+        xb[n] = base[(2 * wi + 1) ^ (c & 7)];
+      }
+      uint32_t w[RW];
+#pragma unroll
+      for (int r = 0; r < RW; r++)
+        w[r] = wi == 0 ? buf.u[j][r].x : wi == 1 ? buf.u[j][r].y : wi == 2 ? buf.u[j][r].z : buf.u[j][r].w;
+      mlx4_word<NB, RW>(w, xa, xb, qx);
+    }
+#pragma unroll
+    for (int n = 0; n < NB; n++) {
+      const float xsc = __ldg(xsum + int64_t(n) * nch + c);
+#pragma unroll
+      for (int r = 0; r < RW; r++)
+        acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(uint16_t(buf.s[j][r])), qx[r][n],
+                                hkv::fma_rn(hkv::f32_from_bf16(uint16_t(buf.b[j][r])), xsc, acc[r][n]));
+    }
+  }
+}
+
+template <int NB, int RW, int U>
+__global__ void __launch_bounds__(kWarps * 32, 3)
     matvec_mlx4_smem_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
   extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
-  const int cols = int(ts.t[0].W.cols), nch = cols / 32;
+  const int nch = int(ts.t[0].W.cols / 32), lane = threadIdx.x & 31;
+  const int rounds = (nch + 32 * U - 1) / (32 * U);
+  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  const int64_t g0 = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  const int64_t steps = g0 < total ? ((total - g0 + stride - 1) / stride) * rounds : 0;
+  const Walker<RW, U> wk{ts, gm, g0, stride, nch, rounds, lane};
+  StepBuf<RW, U> b0, b1;
+  if (steps > 0) wk.load(0, b0);
   for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
     const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
     xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
-  for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
-    int t = 0;
+  float acc[RW][NB];
 #pragma unroll
-    for (int k = 1; k < kMaxTasks; k++)
-      if (k < ts.n && g >= gm.start[k]) t = k;
+  for (int r = 0; r < RW; r++)
+#pragma unroll
+    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
+  // After the last round of a group: the lane tree, the store, and fresh accumulators.
+  auto finish = [&](int64_t s) {
+    if (int(s % rounds) != rounds - 1) return;
+    const int64_t g = g0 + (s / rounds) * stride;
+    const int t = wk.task_of(g);
     const MatTask& task = ts.t[t];
-    const DMat& W = task.W;
     const int64_t r0 = (g - gm.start[t]) * RW;
-    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-    const uint4* q[RW];
-    const uint16_t *srow[RW], *brow[RW];
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-      q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
-      srow[r] = W.scales + rr * gpr;
-      brow[r] = W.biases + rr * gpr;
-    }
-    float acc[RW][NB];
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-      uint4 u[U][RW];
-      uint16_t sb[U][RW], bb[U][RW];
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const int c = c0 + 32 * k;
-        if (c < nch) {
-#pragma unroll
-          for (int r = 0; r < RW; r++) {
-            u[k][r] = __ldcs(q[r] + c);  // streamed: each weight is read once a token
-            sb[k][r] = __ldg(srow[r] + (c >> gshift));
-            bb[k][r] = __ldg(brow[r] + (c >> gshift));
-          }
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const int c = c0 + 32 * k;
-        if (c >= nch) break;
-        float qx[RW][NB];
-#pragma unroll
-        for (int r = 0; r < RW; r++)
-#pragma unroll
-          for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
-#pragma unroll
-        for (int wi = 0; wi < 4; wi++) {
-          float4 xa[NB], xb[NB];
-#pragma unroll
-          for (int n = 0; n < NB; n++) {
-            const float4* base = xs4 + n * nch * 8 + 8 * c;
-            xa[n] = base[(2 * wi) ^ (c & 7)];
-            xb[n] = base[(2 * wi + 1) ^ (c & 7)];
-          }
-          uint32_t w[RW];
-#pragma unroll
-          for (int r = 0; r < RW; r++)
-            w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
-          mlx4_word<NB, RW>(w, xa, xb, qx);
-        }
-#pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float xsc = __ldg(xsum + int64_t(n) * nch + c);
-#pragma unroll
-          for (int r = 0; r < RW; r++)
-            acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[k][r]), qx[r][n],
-                                    hkv::fma_rn(hkv::f32_from_bf16(bb[k][r]), xsc, acc[r][n]));
-        }
-      }
-    }
 #pragma unroll
     for (int r = 0; r < RW; r++)
 #pragma unroll
       for (int n = 0; n < NB; n++) {
         const float v = warp_tree_sum(acc[r][n]);
-        if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
+        if (lane == 0 && r0 + r < task.W.rows) task.y[n * task.ldy + r0 + r] = v;
+        acc[r][n] = 0.0f;
       }
+  };
+  for (int64_t s = 0; s < steps; s += 2) {
+    if (s + 1 < steps) wk.load(s + 1, b1);
+    mlx4_step<NB, RW, U>(b0, xs4, xsum, nch, lane + 32 * U * int(s % rounds), acc);
+    finish(s);
+    if (s + 1 >= steps) break;
+    if (s + 2 < steps) wk.load(s + 2, b0);
+    mlx4_step<NB, RW, U>(b1, xs4, xsum, nch, lane + 32 * U * int((s + 1) % rounds), acc);
+    finish(s + 1);
   }
 }
 
@@ -409,13 +451,8 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
     launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
     return;
   }
-  const int64_t per_lane = (cols / 32 + 31) / 32;
-  if (NB == 1 && rows >= 16384)
-    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, X, ldx, xsum, st)
-                  : launch_mlx4_smem<NB, 4, 1>(tasks, n, X, ldx, xsum, st);
-  else
-    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, X, ldx, xsum, st)
-                  : launch_mlx4_smem<NB, 2, 2>(tasks, n, X, ldx, xsum, st);
+  (void)rows;
+  launch_mlx4_smem<NB, 2, 2>(tasks, n, X, ldx, xsum, st);
 }
 
 template <int NB>
