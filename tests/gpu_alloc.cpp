@@ -233,9 +233,14 @@ std::string quote(const std::string& s) {
 
 // `env hkv args... >/dev/null 2>err`; the exit code (128+signal when killed) and stderr.
 std::pair<int, std::string> run_hkv(const std::string& env, const std::vector<std::string>& args, const fs::path& err) {
-  std::string cmd;  // appended piece by piece: "literal" + std::string&& trips g++ 12's -Wrestrict
+  std::string cmd = "env ";  // appended piece by piece: "literal" + std::string&& trips g++ 12's -Wrestrict
+  int dev = 0;
+  if (!std::getenv("CUDA_VISIBLE_DEVICES") && cudaGetDevice(&dev) == cudaSuccess) {
+    cmd += "CUDA_VISIBLE_DEVICES=";  // the device CTest gave this test, not device 0
+    cmd += std::to_string(dev);
+    cmd += ' ';
+  }
   if (!env.empty()) {
-    cmd += "env ";
     cmd += quote(env);
     cmd += ' ';
   }
