@@ -10,6 +10,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "cuda/alloc.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
 #include "reference/scalar.h"
@@ -31,12 +32,8 @@ std::string gib(size_t b) {
 // sequences and snapshots
 // ================================================================================================
 
-Sequence::~Sequence() {
-  if (mem_) cudaFree(mem_);
-}
-Snapshot::~Snapshot() {
-  if (mem_) cudaFree(mem_);
-}
+Sequence::~Sequence() { device_free(mem_); }
+Snapshot::~Snapshot() { device_free(mem_); }
 
 // ================================================================================================
 // construction: upload or generate the weights
@@ -52,9 +49,9 @@ void Engine::check_fits(size_t need, const std::string& what) const {
 }
 
 void* Engine::dalloc(size_t bytes, const char* what) {
-  void* p = nullptr;
   check_fits(bytes, what);
-  HKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 256)));
+  weight_allocs_.reserve(weight_allocs_.size() + 1);  // so that the push below cannot throw and leak p
+  void* p = device_alloc(std::max<size_t>(bytes, 256), what);
   weight_allocs_.push_back(p);
   weight_bytes_ += bytes;
   return p;
@@ -99,7 +96,7 @@ void Engine::init_common() {
   n_full_ = c_.n_full_layers();
   n_lin_ = c_.n_linear_layers();
   HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  HKV_CUDA_CHECK(cudaMalloc(&err_, sizeof(int)));
+  err_ = static_cast<int*>(device_alloc(sizeof(int), "the engine's error flag"));
   HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -110,7 +107,12 @@ static size_t layer_read_bytes(const std::vector<DMat>& ms) {
   return s;
 }
 
-Engine::Engine(const Model& m) : c_(m.config) {
+// The public constructors delegate to Engine(const Config&, Bare), which only copies the config: once a
+// delegated-to constructor has returned, the object counts as constructed, so when the rest of the
+// constructor throws (a failed allocation, a bad config), ~Engine() runs and frees what was allocated.
+Engine::Engine(const Config& c, Bare) : c_(c) {}
+
+Engine::Engine(const Model& m) : Engine(m.config, Bare{}) {
   init_common();
   size_t need = 0;
   for (const LayerWeights& lw : m.w.layers)
@@ -208,7 +210,7 @@ size_t synth_matrix_bytes(const SyntheticSpec& spec, int64_t rows, int64_t cols)
 }
 }  // namespace
 
-Engine::Engine(const SyntheticSpec& spec) : c_(spec.config) {
+Engine::Engine(const SyntheticSpec& spec) : Engine(spec.config, Bare{}) {
   init_common();
   const Config& c = c_;
   if (spec.weights == WType::MLX4 && (c.quant_group_size == 0 || c.hidden_size % c.quant_group_size != 0))
@@ -266,12 +268,10 @@ Engine::Engine(const SyntheticSpec& spec) : c_(spec.config) {
 }
 
 Engine::~Engine() {
-  for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
-  for (void* p : weight_allocs_) cudaFree(p);
-  if (scratch_) cudaFree(scratch_);
-  if (part_) cudaFree(part_);
-  if (meta_) cudaFree(meta_);
-  if (err_) cudaFree(err_);
+  if (stream_) cudaStreamSynchronize(stream_);  // kernels still filling weights (a constructor that threw)
+  free_scratch();
+  for (void* p : weight_allocs_) device_free(p);
+  device_free(err_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -293,10 +293,11 @@ std::unique_ptr<Sequence> Engine::new_sequence(const KvFormat& f, int64_t capaci
       size_t(c_.linear_num_value_heads) * size_t(c_.linear_key_head_dim) * size_t(c_.linear_value_head_dim);
   s->state_bytes_ = size_t(n_lin_) * (conv_f + S_f) * 4;
   s->bytes_ = 2 * size_t(n_full_) * cache + align256(s->state_bytes_);
-  check_fits(s->bytes_, "a sequence of " + std::to_string(capacity) + " positions in " + f.name() + " (cache " +
-                            std::to_string(2 * size_t(n_full_) * cache) + " bytes, DeltaNet states " +
-                            std::to_string(s->state_bytes_) + " bytes)");
-  HKV_CUDA_CHECK(cudaMalloc(&s->mem_, s->bytes_));
+  const std::string what = "a sequence of " + std::to_string(capacity) + " positions in " + f.name() + " (cache " +
+                           std::to_string(2 * size_t(n_full_) * cache) + " bytes, DeltaNet states " +
+                           std::to_string(s->state_bytes_) + " bytes)";
+  check_fits(s->bytes_, what);
+  s->mem_ = device_alloc(s->bytes_, what);  // freed by ~Sequence when anything below throws
   HKV_CUDA_CHECK(cudaMemset(s->mem_, 0, s->bytes_));
   HKV_CUDA_CHECK(cudaDeviceSynchronize());  // the engine's stream does not wait for the legacy stream
   char* p = static_cast<char*>(s->mem_);
@@ -364,7 +365,7 @@ std::unique_ptr<Snapshot> Engine::snapshot(const Sequence& s) {
   sn->bytes_ = s.state_bytes_;
   sn->pos_ = s.pos_;
   check_fits(sn->bytes_, "a DeltaNet snapshot");
-  HKV_CUDA_CHECK(cudaMalloc(&sn->mem_, std::max<size_t>(sn->bytes_, 256)));
+  sn->mem_ = device_alloc(std::max<size_t>(sn->bytes_, 256), "a DeltaNet snapshot");
   HKV_CUDA_CHECK(cudaMemcpyAsync(sn->mem_, s.states_, sn->bytes_, cudaMemcpyDeviceToDevice, stream_));
   return sn;
 }
@@ -415,17 +416,20 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
                 D = c.head_dim, C = c.conv_dim(), nvdv = int64_t(c.linear_num_value_heads) * c.linear_value_head_dim,
                 nv = c.linear_num_value_heads;
   const size_t part_need = attn_part_floats(rows, int(H), int(D), std::max(1, max_keys));
+  if (rows <= scratch_rows_ && part_need <= part_floats_) return;
+  struct Release {  // on a throw below, release all scratch: the next call allocates it again
+    Engine* e;
+    bool armed;
+    ~Release() {
+      if (armed) e->free_scratch();
+    }
+  } release{this, true};
   if (rows > scratch_rows_) {
     for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
     graph_cache_.clear();
-    if (scratch_) {
-      HKV_CUDA_CHECK(cudaFree(scratch_));
-      scratch_ = nullptr;
-    }
-    if (meta_) {
-      HKV_CUDA_CHECK(cudaFree(meta_));
-      meta_ = nullptr;
-    }
+    device_free(scratch_);
+    device_free(meta_);
+    scratch_ = nullptr, meta_ = nullptr, scratch_rows_ = 0;
     const int64_t big = std::max({H * 2 * D, C, I, nvdv});
     const int64_t xs = std::max({E, I, H * D, nvdv, C}) / 32 + 1;
     const int64_t per_row = 3 * E + 2 * big + 2 * KV * D + 2 * H * D + nvdv + 2 * nv + C + nvdv + xs + c.vocab_size;
@@ -438,7 +442,7 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
     for (auto& pr : parts) bytes += align256(size_t(pr.second * rows) * 4);
     (void)per_row;
     check_fits(bytes, "scratch for " + std::to_string(rows) + " rows");
-    HKV_CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+    scratch_ = device_alloc(bytes, "scratch for " + std::to_string(rows) + " rows");
     char* p = static_cast<char*>(scratch_);
     for (auto& pr : parts) {
       *pr.first = reinterpret_cast<float*>(p);
@@ -447,21 +451,31 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
     const int rd = c.rotary_dim();
     meta_bytes_ = align256(size_t(rows) * 5 * 4) + align256(size_t(2 * n_full_ * rows + 2 * n_lin_ * rows) * 8) +
                   align256(size_t(rows * std::max(rd, 1)) * 4);
-    HKV_CUDA_CHECK(cudaMalloc(&meta_, meta_bytes_));
+    meta_ = device_alloc(meta_bytes_, "per-round metadata for " + std::to_string(rows) + " rows");
     scratch_rows_ = rows;
   }
   if (part_need > part_floats_) {
     for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
     graph_cache_.clear();
-    if (part_) {
-      HKV_CUDA_CHECK(cudaFree(part_));
-      part_ = nullptr;
-    }
-    check_fits(part_need * 4,
-               "attention partials for " + std::to_string(rows) + " rows of " + std::to_string(max_keys) + " keys");
-    HKV_CUDA_CHECK(cudaMalloc(&part_, part_need * 4));
+    device_free(part_);
+    part_ = nullptr, part_floats_ = 0;
+    const std::string what =
+        "attention partials for " + std::to_string(rows) + " rows of " + std::to_string(max_keys) + " keys";
+    check_fits(part_need * 4, what);
+    part_ = static_cast<float*>(device_alloc(part_need * 4, what));
     part_floats_ = part_need;
   }
+  release.armed = false;
+}
+
+void Engine::free_scratch() noexcept {
+  for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
+  graph_cache_.clear();
+  device_free(scratch_);
+  device_free(meta_);
+  device_free(part_);
+  scratch_ = nullptr, meta_ = nullptr, part_ = nullptr;
+  scratch_rows_ = 0, part_floats_ = 0, meta_bytes_ = 0;
 }
 
 void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {

@@ -116,8 +116,11 @@ class Engine {
     DMat gate, up, down;
   };
   struct Round;
+  struct Bare {};
 
+  Engine(const Config& c, Bare);  // the config only; see engine.cu for why the constructors delegate to it
   void init_common();
+  void free_scratch() noexcept;
   void* dalloc(size_t bytes, const char* what);
   float* upload_vec(const std::vector<float>& v);
   DMat upload_matrix(const Matrix& m, std::map<const void*, DMat>& seen);

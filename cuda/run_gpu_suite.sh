@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
-# a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [diff] [gate] [bench] [sanitize]
+# a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [sanitize] [peer]
 # (default: ops engine bench)
+#   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
+#   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
+#             gpu_engine with short contexts (HKV_GPU_SMALL=1); each tool's log is $OUT/<tool>-<tests>.log.
+#             Per-run limits: HKV_SAN_OPS_LIMIT (45 s), HKV_SAN_ENGINE_LIMIT (75 s); about 6 minutes in all
+#   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
+#             card, against its copy bandwidth (issue #6); $OUT/peer.json
 # Headers missing there (doctest, xxhash, nlohmann-json) travel as .deb files in .deps (shared/device.md).
 set -uo pipefail
 OUT=${OUT:-/tmp/hkv-out}
@@ -18,7 +24,8 @@ summary="$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$summary"
 date -u +"date %Y-%m-%dT%H:%M:%SZ" | tee -a "$summary"
 t0=$SECONDS
-cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 "${deps[@]}" > "$OUT/configure.log" 2>&1 \
+# -lineinfo: compute-sanitizer's reports name the source line; it changes no generated instruction.
+cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 -DCMAKE_CUDA_FLAGS=-lineinfo "${deps[@]}" > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build build-gpu -j16 --target hkv_gpu_tests hkv > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 echo "build: $((SECONDS - t0)) s" | tee -a "$summary"
@@ -33,15 +40,44 @@ run() {  # name timeout args...
   local fails
   fails=$(grep -c ": FAIL" "$OUT/$name.log")
   echo "$name: rc=$rc, $(grep -c ': OK' "$OUT/$name.log") OK lines, $fails FAIL lines, $((SECONDS - t)) s" | tee -a "$summary"
-  grep -E ": FAIL|ERROR|exception|test cases:" "$OUT/$name.log" | head -12 | tee -a "$summary"
+  # (compute-sanitizer's own lines start with "=========": sanitized() reports those)
+  grep -E ": FAIL|ERROR|exception|test cases:" "$OUT/$name.log" | grep -v "^=========" | head -12 | tee -a "$summary"
+}
+sanitized() {  # tool name timeout args...: run() under compute-sanitizer, then its summary and first reports
+  local tool=$1 name=$2 limit=$3
+  shift 3
+  local opts=(--tool "$tool" --error-exitcode 1 --target-processes application-only)
+  [[ $tool == memcheck ]] && opts+=(--leak-check full)
+  run "$name" "$limit" "$sanitizer" "${opts[@]}" "$@"
+  local line
+  if [[ $tool == racecheck ]]; then
+    line=$(grep -oE "RACECHECK SUMMARY: .*" "$OUT/$name.log" | tail -1)
+  else
+    line=$(grep -oE "ERROR SUMMARY: .*" "$OUT/$name.log" | tail -1)
+  fi
+  echo "$name: ${line:-no sanitizer summary (killed by the time limit?)}" | tee -a "$summary"
+  grep -E "^========= +(Invalid|Uninitialized|Leaked|Error|Race|Program hit|Warning|ERROR:)" "$OUT/$name.log" \
+    | sort | uniq -c | sort -rn | head -6 | tee -a "$summary"
 }
 for s in $stages; do
   case $s in
     ops) run gpu_ops 45 $bin --source-file='*gpu_ops*' ;;
     engine) run gpu_engine 170 $bin --source-file='*gpu_engine*' ;;
+    alloc) run gpu_alloc 120 $bin --source-file='*gpu_alloc*' ;;
     sanitize)
-      run memcheck 300 compute-sanitizer --tool memcheck $bin --source-file='*gpu_ops*'
-      run racecheck 300 compute-sanitizer --tool racecheck $bin --source-file='*gpu_ops*' ;;
+      sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+        /usr/local/cuda/compute-sanitizer/compute-sanitizer 2> /dev/null | head -1)
+      if [[ -z $sanitizer ]]; then
+        echo "sanitize: compute-sanitizer not found" | tee -a "$summary"
+        continue
+      fi
+      "$sanitizer" --version | tail -1 | tee -a "$summary"
+      for tool in memcheck racecheck initcheck; do
+        sanitized $tool $tool-ops "${HKV_SAN_OPS_LIMIT:-45}" $bin --source-file='*gpu_ops*'
+        export HKV_GPU_SMALL=1  # short contexts (tests/gpu_engine.cpp)
+        sanitized $tool $tool-engine "${HKV_SAN_ENGINE_LIMIT:-75}" $bin --source-file='*gpu_engine*'
+        unset HKV_GPU_SMALL
+      done ;;
     diff)  # the table-driven differential suite (hkv diff), engine against oracle
       t=$SECONDS
       timeout "${HKV_DIFF_LIMIT:-70}" build-gpu/hkv diff ${HKV_DIFF_ARGS:-} > "$OUT/diff.log" 2>&1
@@ -58,6 +94,13 @@ for s in $stages; do
       timeout 80 build-gpu/hkv bench ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} > "$OUT/bench.log" 2>&1
       echo "bench: rc=$?" | tee -a "$summary"
       grep -E "hkv bench|copy bandwidth|peak device|^\||median" "$OUT/bench.log" | tee -a "$summary" ;;
+    peer)  # PyTorch on the same card (issue #6): decode attention and the 27B matrix-vector shapes
+      t=$SECONDS
+      timeout "${HKV_PEER_LIMIT:-240}" python3 scripts/peer_torch.py --json "$OUT/peer.json" ${HKV_PEER_ARGS:-} \
+        > "$OUT/peer.log" 2>&1
+      echo "peer: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
+      sed -n '/^== peer_torch table/,$p' "$OUT/peer.log" | tee -a "$summary"
+      grep -E "Error|error:" "$OUT/peer.log" | head -5 | tee -a "$summary" ;;
   esac
 done
 echo "==== summary ===="

@@ -4,9 +4,15 @@
 // three cache formats, with contexts crossing 512-key chunks up to 4K; and the engine's own contracts:
 // concurrent = solo, resumed = fresh, drafted rollback = plain, device-generated weights = host-built.
 // On a mismatch the message names the first layer, tensor, token and index with both values.
+//
+// HKV_GPU_SMALL=1 shortens every context (prompts of about 24 tokens, one crossing of a 512-key chunk, no 4K
+// case, the fixtures' first 24 tokens) for runs under compute-sanitizer, which slows kernels 10-100x
+// (cuda/run_gpu_suite.sh sanitize). The same comparisons run; only the lengths change.
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <tuple>
@@ -22,6 +28,13 @@ using namespace hkv::gputest;
 using cuda::Engine;
 
 namespace {
+
+const bool kSmall = [] {
+  const char* e = std::getenv("HKV_GPU_SMALL");
+  return e && *e && std::strcmp(e, "0") != 0;
+}();
+// `full`, or `small` under HKV_GPU_SMALL.
+int len(int full, int small) { return kSmall ? small : full; }
 
 struct TapLog {
   std::vector<std::tuple<int, std::string, int64_t>> order;
@@ -122,9 +135,11 @@ TEST_CASE("whole model: builtin tiny and tiny-mlx4, every format, taps, prefill 
   for (const char* name : {"builtin:tiny", "builtin:tiny-mlx4"}) {
     Model m = load_any_model(name);
     Engine eng(m);
+    const int prompt = len(100, 24), decode = len(4, 2);
     for (const KvFormat& f : kFormats)
-      report(std::string("model(") + name + ",format=" + f.name() + ",prompt=100,decode=4)",
-             engine_vs_oracle(m, eng, f, random_tokens(100, m.config.vocab_size, 1), 4, true));
+      report(std::string("model(") + name + ",format=" + f.name() + ",prompt=" + std::to_string(prompt) +
+                 ",decode=" + std::to_string(decode) + ")",
+             engine_vs_oracle(m, eng, f, random_tokens(size_t(prompt), m.config.vocab_size, 1), decode, true));
   }
 }
 
@@ -132,10 +147,11 @@ TEST_CASE("whole model: the 27B head layout (24/4 x 256, 16/48 x 128), bf16 and 
   for (bool mlx4 : {false, true}) {
     Model m = build_synthetic(head_layout_27b(mlx4));
     Engine eng(m);
+    const int prompt = len(70, 24), decode = len(3, 1);
     for (const KvFormat& f : kFormats)
       report(std::string("model(27b-layout,weights=") + (mlx4 ? "mlx4" : "bf16") + ",format=" + f.name() +
-                 ",prompt=70,decode=3)",
-             engine_vs_oracle(m, eng, f, random_tokens(70, m.config.vocab_size, 2), 3, true));
+                 ",prompt=" + std::to_string(prompt) + ",decode=" + std::to_string(decode) + ")",
+             engine_vs_oracle(m, eng, f, random_tokens(size_t(prompt), m.config.vocab_size, 2), decode, true));
   }
 }
 
@@ -155,10 +171,11 @@ TEST_CASE("whole model: the transformers fixtures (fixtures/hf)") {
       continue;
     }
     std::vector<int32_t> tokens = read_tokens((entry.path() / "tokens.json").string(), m.config.vocab_size);
+    if (kSmall && tokens.size() > 24) tokens.resize(24);
     Engine eng(m);
     for (const KvFormat& f : kFormats)
       report("fixture(" + name + ",format=" + f.name() + ",tokens=" + std::to_string(tokens.size()) + ")",
-             engine_vs_oracle(m, eng, f, tokens, 2, true));
+             engine_vs_oracle(m, eng, f, tokens, len(2, 1), true));
   }
   CHECK(seen > 0);
 }
@@ -166,15 +183,20 @@ TEST_CASE("whole model: the transformers fixtures (fixtures/hf)") {
 TEST_CASE("whole model: contexts crossing 512-key chunks, up to 4K") {
   Model tiny = load_any_model("builtin:tiny");
   Engine et(tiny);
+  const int prompt = len(1100, 530), decode = len(3, 1);  // small: still across the first 512-key chunk
   for (const KvFormat& f : kFormats)
-    report("long(tiny,format=" + f.name() + ",prompt=1100,decode=3)",
-           engine_vs_oracle(tiny, et, f, random_tokens(1100, 256, 3), 3, false));
-  report("long(tiny,format=q4h,prompt=4090,decode=6)",
-         engine_vs_oracle(tiny, et, KvFormat::q4h(), random_tokens(4090, 256, 4), 6, false));
+    report("long(tiny,format=" + f.name() + ",prompt=" + std::to_string(prompt) + ",decode=" + std::to_string(decode) +
+               ")",
+           engine_vs_oracle(tiny, et, f, random_tokens(size_t(prompt), 256, 3), decode, false));
+  if (!kSmall)
+    report("long(tiny,format=q4h,prompt=4090,decode=6)",
+           engine_vs_oracle(tiny, et, KvFormat::q4h(), random_tokens(4090, 256, 4), 6, false));
   Model big = build_synthetic(head_layout_27b(true));
   Engine eb(big);
-  report("long(27b-layout-mlx4,format=q4h,prompt=1030,decode=2)",
-         engine_vs_oracle(big, eb, KvFormat::q4h(), random_tokens(1030, 1024, 5), 2, false));
+  const int bprompt = len(1030, 520), bdecode = len(2, 1);
+  report(
+      "long(27b-layout-mlx4,format=q4h,prompt=" + std::to_string(bprompt) + ",decode=" + std::to_string(bdecode) + ")",
+      engine_vs_oracle(big, eb, KvFormat::q4h(), random_tokens(size_t(bprompt), 1024, 5), bdecode, false));
 }
 
 TEST_CASE("concurrent = solo: mixed lengths across 512-key chunks, batched prefill and decode, with graphs") {
@@ -182,16 +204,17 @@ TEST_CASE("concurrent = solo: mixed lengths across 512-key chunks, batched prefi
   for (const KvFormat& f : kFormats) {
     Engine solo_eng(m), batch_eng(m);
     batch_eng.set_graphs(true);
-    const std::vector<size_t> lens = {5, 530, 1030};
+    const std::vector<size_t> lens = kSmall ? std::vector<size_t>{5, 40, 530} : std::vector<size_t>{5, 530, 1030};
+    const int64_t cap = kSmall ? 600 : 1100;
     std::vector<std::vector<int32_t>> prompts;
     for (size_t i = 0; i < lens.size(); i++) prompts.push_back(random_tokens(lens[i], 256, 10 + i));
-    const int steps = 4;
+    const int steps = len(4, 2);
     // solo
     std::vector<std::vector<std::vector<float>>> solo(lens.size());
     std::vector<std::vector<int32_t>> fed(lens.size());
     std::vector<SequenceState> solo_state;
     for (size_t i = 0; i < lens.size(); i++) {
-      auto s = solo_eng.new_sequence(f, 1100);
+      auto s = solo_eng.new_sequence(f, cap);
       ForwardOptions o;
       o.last_only = true;
       solo[i].push_back(solo_eng.forward(*s, prompts[i], o));
@@ -205,7 +228,7 @@ TEST_CASE("concurrent = solo: mixed lengths across 512-key chunks, batched prefi
     std::vector<std::unique_ptr<cuda::Sequence>> seqs;
     std::vector<cuda::Sequence*> ptrs;
     for (size_t i = 0; i < lens.size(); i++)
-      seqs.push_back(batch_eng.new_sequence(f, 1100)), ptrs.push_back(seqs.back().get());
+      seqs.push_back(batch_eng.new_sequence(f, cap)), ptrs.push_back(seqs.back().get());
     ForwardOptions o;
     o.last_only = true;
     std::string d;
@@ -222,7 +245,9 @@ TEST_CASE("concurrent = solo: mixed lengths across 512-key chunks, batched prefi
     }
     for (size_t i = 0; i < lens.size() && d.empty(); i++)
       d = compare_states(batch_eng.download(*seqs[i]), solo_state[i], m.config);
-    report("concurrent=solo(tiny,format=" + f.name() + ",lengths=5/530/1030,steps=4)", d);
+    report("concurrent=solo(tiny,format=" + f.name() + ",lengths=" + std::to_string(lens[0]) + "/" +
+               std::to_string(lens[1]) + "/" + std::to_string(lens[2]) + ",steps=" + std::to_string(steps) + ")",
+           d);
   }
 }
 
@@ -230,26 +255,29 @@ TEST_CASE("resumed = fresh: save/restore mid-sequence, and drafted rollback = pl
   Model m = load_any_model("builtin:tiny-mlx4");
   Engine eng(m);
   const std::string path = (std::filesystem::temp_directory_path() / "hkv_gpu_resume.state").string();
+  const int n_a = len(300, 40), n_b = len(400, 56);
+  const int64_t cap = len(800, 128);
   for (const KvFormat& f : kFormats) {
-    std::vector<int32_t> toks = random_tokens(700, 256, 20);
-    std::vector<int32_t> a(toks.begin(), toks.begin() + 300), b(toks.begin() + 300, toks.end());
+    std::vector<int32_t> toks = random_tokens(size_t(n_a + n_b), 256, 20);
+    std::vector<int32_t> a(toks.begin(), toks.begin() + n_a), b(toks.begin() + n_a, toks.end());
     ForwardOptions o;
     o.last_only = true;
-    auto fresh = eng.new_sequence(f, 800);
+    auto fresh = eng.new_sequence(f, cap);
     std::vector<float> lf = eng.forward(*fresh, toks, o);
-    auto first = eng.new_sequence(f, 800);
+    auto first = eng.new_sequence(f, cap);
     eng.forward(*first, a, o);
     eng.save(*first, path);
     first.reset();
-    auto resumed = eng.restore(path, 800);
+    auto resumed = eng.restore(path, cap);
     std::vector<float> lr = eng.forward(*resumed, b, o);
     std::string d = first_diff(lr, lf);
     if (d.empty()) d = compare_states(eng.download(*resumed), eng.download(*fresh), m.config);
-    report("resumed=fresh(tiny-mlx4,format=" + f.name() + ",300+400)", d);
+    report("resumed=fresh(tiny-mlx4,format=" + f.name() + "," + std::to_string(n_a) + "+" + std::to_string(n_b) + ")",
+           d);
 
     // drafted: feed 5 drafts, roll back, feed the 2 accepted ones = feeding those 2 directly
     std::vector<int32_t> drafts = random_tokens(5, 256, 21);
-    auto plain = eng.new_sequence(f, 800);
+    auto plain = eng.new_sequence(f, cap);
     eng.forward(*plain, a, o);
     auto drafted = eng.upload(eng.download(*plain));
     std::vector<float> lp = eng.forward(*plain, {drafts[0], drafts[1]}, o);
