@@ -55,7 +55,11 @@ commands:
   diff       the differential suite: the engine against the oracle, one line a case, then "N passed, M failed"
                [--op NAME] [--filter REGEX] [--long] [--list] [--require-gpu (exit 77 without one)]
                exit 1 when a case fails
-  bench      decode speed of the 27B shape (MLX 4-bit weights) against its bandwidth floor (GPU only)
+  bench      decode speed of the 27B shape (MLX 4-bit weights) against its bandwidth floor (GPU only): a table
+               (depth x cache: tokens/s, ms/token, floor ms, % of floor, peak device memory)
+               [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16] [--json FILE (schema hkv-bench-1)]
+               [--embed host|device (the embedding table's home, default host)]
+               [--attention (then the attention kernels alone) | --attention-only] [--attn-shape auto,narrow,wide]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50]
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "compare/cli.h"
@@ -203,82 +205,282 @@ double copy_bandwidth(cudaStream_t st) {
   return 2.0 * double(n) / (t[t.size() / 2] * 1e-3);
 }
 
+namespace {
+
+// Peak device memory: the device's used memory (cudaMemGetInfo total − free), sampled after each phase (engine
+// built, cache allocated and filled, tokens decoded), less the used memory measured before the engine (the
+// CUDA context). Buffers of the copy-bandwidth measurement are freed before the baseline is taken.
+struct MemPeak {
+  size_t base = 0, peak = 0;
+  void sample() { peak = std::max(peak, used_device_bytes()); }
+  double gib() const { return double(peak > base ? peak - base : 0) / double(1ull << 30); }
+};
+
+std::string iso_date_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string command_line(const Args& a) {
+  std::string s = "hkv " + a.command;
+  for (const auto& [k, v] : a.opts) s += " --" + k + (v.empty() ? "" : " " + v);
+  return s;
+}
+
+// hkv bench --attention: the decode attention kernels alone (chunks and merge), one token (batch 1, every
+// query head) over every full-attention layer's K and V caches filled to the depth, timed with events.
+int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& depths,
+                    const std::vector<std::string>& formats, double bw, nlohmann::json& out) {
+  const int reps = int(a.get_int("reps", 20));
+  std::vector<cuda::AttnShape> shapes;
+  for (const std::string& sh : split_csv(a.get("attn-shape", "auto")))
+    shapes.push_back(sh == "wide"     ? cuda::AttnShape::Wide
+                     : sh == "narrow" ? cuda::AttnShape::Narrow
+                                      : cuda::AttnShape::Auto);
+  const char* shape_name[] = {"auto", "narrow", "wide"};
+  int l2 = 0;
+  HKV_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim, L = c.n_full_layers();
+  cudaStream_t st;
+  HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  HKV_CUDA_CHECK(cudaEventCreate(&e0));
+  HKV_CUDA_CHECK(cudaEventCreate(&e1));
+  std::printf(
+      "\nattention alone: %d full-attention layers, %d query heads over %d KV heads, head_dim %d, batch 1, "
+      "median of %d runs (L2 %.0f MB: rows marked * fit in twice the L2)\n",
+      L, H, KV, D, reps, double(l2) / 1e6);
+  std::printf(
+      "| cache | depth | shape | cache MB read | us/token | GB/s | %% of copy bw |\n|---|---|---|---|---|---|---|\n");
+  out["attention"] = nlohmann::json::array();
+  for (const std::string& fs : formats)
+    for (int64_t depth : depths) {
+      const KvFormat f = KvFormat::parse(fs);
+      const size_t rb = kv_row_bytes(f, D), layer = size_t(depth) * size_t(KV) * rb;
+      uint8_t* cache = nullptr;
+      HKV_CUDA_CHECK(cudaMalloc(&cache, 2 * size_t(L) * layer));
+      for (int i = 0; i < 2 * L; i++)
+        cuda::kv_fill_random(f.kind, cache + size_t(i) * layer, depth, KV, D, 777 + i, st);
+      std::vector<float> hq = std::vector<float>(size_t(H) * D);
+      for (size_t i = 0; i < hq.size(); i++) hq[i] = float(int(i * 2654435761u % 2001) - 1000) / 1000.0f;
+      float *q = nullptr, *o = nullptr, *part = nullptr;
+      int* nk = nullptr;
+      const uint8_t** ptrs = nullptr;
+      HKV_CUDA_CHECK(cudaMalloc(&q, hq.size() * 4));
+      HKV_CUDA_CHECK(cudaMalloc(&o, hq.size() * 4));
+      HKV_CUDA_CHECK(cudaMalloc(&part, cuda::attn_part_floats(1, H, D, int(depth)) * 4));
+      HKV_CUDA_CHECK(cudaMalloc(&nk, sizeof(int)));
+      HKV_CUDA_CHECK(cudaMalloc(&ptrs, 2 * size_t(L) * sizeof(void*)));
+      std::vector<const uint8_t*> hp;
+      for (int i = 0; i < 2 * L; i++) hp.push_back(cache + size_t(i) * layer);
+      const int nki = int(depth);
+      HKV_CUDA_CHECK(cudaMemcpy(q, hq.data(), hq.size() * 4, cudaMemcpyHostToDevice));
+      HKV_CUDA_CHECK(cudaMemcpy(nk, &nki, sizeof(int), cudaMemcpyHostToDevice));
+      HKV_CUDA_CHECK(cudaMemcpy(ptrs, hp.data(), hp.size() * sizeof(void*), cudaMemcpyHostToDevice));
+      for (cuda::AttnShape shape : shapes) {
+        auto token = [&] {
+          for (int i = 0; i < L; i++) {
+            cuda::AttnArgs g;
+            g.kind = f.kind, g.D = D, g.H = H, g.KV = KV, g.row_bytes = rb;
+            g.q = q, g.ldq = int64_t(H) * D, g.n_keys = nk;
+            g.k_rows = ptrs + 2 * i, g.v_rows = ptrs + 2 * i + 1;
+            g.out = o, g.ldo = int64_t(H) * D, g.N = 1, g.max_keys = nki, g.part = part, g.shape = shape;
+            cuda::attention(g, st);
+          }
+        };
+        token();  // warm-up
+        std::vector<double> t;
+        for (int r = 0; r < reps; r++) {
+          HKV_CUDA_CHECK(cudaEventRecord(e0, st));
+          token();
+          HKV_CUDA_CHECK(cudaEventRecord(e1, st));
+          HKV_CUDA_CHECK(cudaEventSynchronize(e1));
+          float ms = 0;
+          HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          t.push_back(double(ms));
+        }
+        std::sort(t.begin(), t.end());
+        const double med = t[t.size() / 2], bytes = 2.0 * double(L) * double(layer), gbs = bytes / (med * 1e-3) / 1e9;
+        const bool in_l2 = bytes < 2.0 * double(l2);
+        std::printf("| %s | %lld | %s | %.1f%s | %.1f | %.0f | %.0f%% |\n", f.name().c_str(), (long long)depth,
+                    shape_name[int(shape)], bytes / 1e6, in_l2 ? " *" : "", med * 1e3, gbs, 100.0 * gbs * 1e9 / bw);
+        std::fflush(stdout);
+        out["attention"].push_back({{"cache", f.name()},
+                                    {"depth", depth},
+                                    {"shape", shape_name[int(shape)]},
+                                    {"cache_bytes", bytes},
+                                    {"ms", med},
+                                    {"ms_min", t.front()},
+                                    {"ms_max", t.back()},
+                                    {"gb_per_s", gbs},
+                                    {"pct_copy_bw", 100.0 * gbs * 1e9 / bw},
+                                    {"fits_in_2x_l2", in_l2}});
+      }
+      cudaFree(cache), cudaFree(q), cudaFree(o), cudaFree(part), cudaFree(nk), cudaFree(ptrs);
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(st);
+  return 0;
+}
+
+}  // namespace
+
 // hkv bench [--model builtin:27b-mlx4] [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16]
-// Decode tokens/s at batch 1 over a cache at each depth (rows written directly, no prefill), peak device
-// memory, and the floor: bytes a token must read (weights once, the cache to its depth, DeltaNet states
-// read and written) over the copy bandwidth measured in the same run.
+//           [--json FILE] [--attention | --attention-only] [--attn-shape auto,narrow,wide] [--embed host|device]
+// Decode tokens/s at batch 1 over a cache at each depth (rows written directly, no prefill; the timed tokens
+// sit at positions depth − tokens … depth − 1, so the cache holds `depth` positions), peak device memory, and
+// the floor: bytes a token must read (weights once, the cache to its depth, DeltaNet states read and written)
+// over the copy bandwidth measured in the same run. --attention adds the attention kernels alone.
 int cmd_bench(const Args& a) {
   const std::string model = a.get("model", "builtin:27b-mlx4");
-  const std::vector<std::string> depths = split_csv(a.get("depths", "1024,32768"));
+  std::vector<int64_t> depths;
+  for (const std::string& ds : split_csv(a.get("depths", "1024,32768"))) depths.push_back(std::stoll(ds));
   const std::vector<std::string> formats = split_csv(a.get("kv-cache", "bf16,q4h"));
   const int ntok = int(a.get_int("tokens", 16)), warm = 3;
   const bool graphs = a.get("graphs", "on") != "off";
+  const bool attn_only = a.has("attention-only"), attn = attn_only || a.has("attention");
+  const bool embed_host = a.get("embed", "host") != "device";
+  if (ntok < 1) throw UsageError("hkv bench: --tokens must be at least 1");
+  for (int64_t d : depths)
+    if (d < warm + ntok + 1) throw UsageError("hkv bench: each depth must exceed --tokens + 3");
 
   cudaDeviceProp prop;
   HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int driver = 0;
   HKV_CUDA_CHECK(cudaDriverGetVersion(&driver));
-  const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<cuda::Engine> eng;
-  if (model.rfind("builtin:", 0) == 0)
-    eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
-  else
-    eng = std::make_unique<cuda::Engine>(load_any_model(model));
-  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  eng->set_graphs(graphs);
-  const Config& c = eng->config();
-  const double bw = copy_bandwidth(eng->stream());
-  std::printf("hkv bench: %s on %s (driver %d), weights %.2f GB (generated in %.1f s), %.2f GB read per token\n",
-              model.c_str(), prop.name, driver, double(eng->weight_bytes()) / 1e9, gen_s,
-              double(eng->weight_bytes_per_token()) / 1e9);
-  std::printf("copy bandwidth (device-to-device, read+write): %.3f TB/s\n", bw / 1e12);
-  size_t peak = used_device_bytes();
+  HKV_CUDA_CHECK(cudaFree(nullptr));  // the context
+  cudaStream_t bst;
+  HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&bst, cudaStreamNonBlocking));
+  const double bw = copy_bandwidth(bst);
+  HKV_CUDA_CHECK(cudaStreamDestroy(bst));
+  MemPeak mem;
+  mem.base = mem.peak = used_device_bytes();
 
-  struct Row {
-    std::string fmt;
-    long long depth;
-    double ms, floor_ms, gb;
-  };
-  std::vector<Row> rows;
-  for (const std::string& fs : formats)
-    for (const std::string& ds : depths) {
-      const KvFormat f = KvFormat::parse(fs);
-      const int64_t depth = std::stoll(ds);
-      auto s = eng->new_sequence(f, depth + warm + ntok + 1);
-      eng->fill_random_cache(*s, depth, 12345);
-      peak = std::max(peak, used_device_bytes());
-      ForwardOptions o;
-      o.last_only = true;
-      int32_t tok = 1;
-      std::vector<double> times;
-      for (int i = 0; i < warm + ntok; i++) {
-        const auto ts = std::chrono::steady_clock::now();
-        std::vector<float> lg = eng->forward(*s, {tok}, o);  // includes the logits' copy to the host
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
-        tok = argmax(lg.data(), c.vocab_size);
-        if (i >= warm) times.push_back(ms);
+  nlohmann::json js;
+  js["schema"] = "hkv-bench-1";
+  js["card"] = prop.name;
+  js["driver"] = driver;
+  js["date"] = iso_date_utc();
+  js["command"] = command_line(a);
+  js["model"] = model;
+  js["copy_bandwidth_bytes_per_s"] = bw;
+  js["memory_measure"] =
+      "device used memory (cudaMemGetInfo total - free), high-water of samples after engine build, cache fill and "
+      "decode, minus the used memory before the engine";
+  std::printf("hkv bench on %s (driver %d), %s\n", prop.name, driver, js["date"].get<std::string>().c_str());
+  std::printf("copy bandwidth (device-to-device, read+write): %.3f TB/s\n", bw / 1e12);
+
+  if (attn_only) {
+    const Config cfg =
+        model.rfind("builtin:", 0) == 0 ? builtin_spec(model.substr(8)).config : load_any_model(model).config;
+    bench_attention(a, cfg, depths, formats, bw, js);
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<cuda::Engine> eng;
+    if (model.rfind("builtin:", 0) == 0)
+      eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
+    else
+      eng = std::make_unique<cuda::Engine>(load_any_model(model));
+    const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    mem.sample();
+    const size_t moved = embed_host ? eng->embedding_to_host() : 0;
+    eng->set_graphs(graphs);
+    const Config& c = eng->config();
+    std::printf(
+        "%s: weights %.2f GB on the device (built in %.1f s)%s, %.2f GB read per token\n", model.c_str(),
+        double(eng->weight_bytes()) / 1e9, gen_s,
+        moved ? (", embedding table (" + std::to_string(moved / 1000000) + " MB) in pinned host memory").c_str() : "",
+        double(eng->weight_bytes_per_token()) / 1e9);
+    js["weights_device_bytes"] = eng->weight_bytes();
+    js["weights_read_per_token_bytes"] = eng->weight_bytes_per_token();
+    js["embedding_in_host_memory_bytes"] = moved;
+    js["tokens_timed"] = ntok;
+    js["warmup_tokens"] = warm;
+    js["graphs"] = graphs;
+    js["decode"] = nlohmann::json::array();
+
+    struct Row {
+      std::string fmt;
+      long long depth;
+      double ms, floor_ms, gb, peak_gib;
+    };
+    std::vector<Row> rows;
+    for (const std::string& fs : formats)
+      for (int64_t depth : depths) {
+        const KvFormat f = KvFormat::parse(fs);
+        MemPeak rm = mem;
+        rm.peak = rm.base;
+        const int64_t start = depth - warm - ntok;
+        std::vector<double> times;
+        size_t row_bytes = 0;
+        {
+          auto s = eng->new_sequence(f, depth);
+          row_bytes = s->row_bytes();
+          eng->fill_random_cache(*s, start, 12345);
+          rm.sample();
+          ForwardOptions o;
+          o.last_only = true;
+          int32_t tok = 1;
+          for (int i = 0; i < warm + ntok; i++) {
+            const auto ts = std::chrono::steady_clock::now();
+            std::vector<float> lg = eng->forward(*s, {tok}, o);  // includes the logits' copy to the host
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
+            tok = argmax(lg.data(), c.vocab_size);
+            if (i >= warm) times.push_back(ms);
+          }
+          rm.sample();
+        }
+        mem.peak = std::max(mem.peak, rm.peak);
+        std::sort(times.begin(), times.end());
+        const double med = times[times.size() / 2];
+        const double mid_depth = double(depth) - ntok / 2.0;  // keys the timed tokens attend to, on average
+        const double cache = 2.0 * c.n_full_layers() * c.num_key_value_heads * mid_depth * double(row_bytes);
+        const double states = 2.0 * double(c.n_linear_layers()) *
+                              (double(c.conv_dim()) * (c.linear_conv_kernel_dim - 1) +
+                               double(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim) *
+                              4.0;
+        const double bytes = double(eng->weight_bytes_per_token()) + cache + states;
+        rows.push_back({f.name(), (long long)depth, med, bytes / bw * 1e3, bytes / 1e9, rm.gib()});
+        js["decode"].push_back({{"cache", f.name()},
+                                {"depth", depth},
+                                {"ms_per_token", med},
+                                {"ms_min", times.front()},
+                                {"ms_max", times.back()},
+                                {"tokens_per_s", 1e3 / med},
+                                {"bytes_per_token", bytes},
+                                {"cache_bytes_per_token", cache},
+                                {"state_bytes_per_token", states},
+                                {"floor_ms", bytes / bw * 1e3},
+                                {"pct_of_floor", 100.0 * (bytes / bw * 1e3) / med},
+                                {"peak_device_gib", rm.gib()}});
+        std::printf("  %s depth %lld: median %.3f ms/token (min %.3f, max %.3f over %d tokens), peak %.2f GiB\n",
+                    f.name().c_str(), (long long)depth, med, times.front(), times.back(), ntok, rm.gib());
+        std::fflush(stdout);
       }
-      peak = std::max(peak, used_device_bytes());
-      std::sort(times.begin(), times.end());
-      const double med = times[times.size() / 2];
-      const double mid_depth = double(depth) + warm + ntok / 2.0;
-      const double cache = 2.0 * c.n_full_layers() * c.num_key_value_heads * mid_depth * double(s->row_bytes());
-      const double states = 2.0 * double(c.n_linear_layers()) *
-                            (double(c.conv_dim()) * (c.linear_conv_kernel_dim - 1) +
-                             double(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim) *
-                            4.0;
-      const double bytes = double(eng->weight_bytes_per_token()) + cache + states;
-      rows.push_back({f.name(), (long long)depth, med, bytes / bw * 1e3, bytes / 1e9});
-      std::printf("  %s depth %lld: median %.3f ms/token (min %.3f, max %.3f over %d tokens)\n", f.name().c_str(),
-                  (long long)depth, med, times.front(), times.back(), ntok);
-      std::fflush(stdout);
+    std::printf(
+        "\npeak device memory: %.2f GiB over the run (device used memory less %.2f GiB used before the "
+        "engine; %.2f GiB on the card)\n",
+        mem.gib(), double(mem.base) / double(1ull << 30), double(prop.totalGlobalMem) / double(1ull << 30));
+    std::printf("| cache | depth | tokens/s | ms/token | GB read/token | floor ms | %% of floor | peak GiB |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (const Row& r : rows)
+      std::printf("| %s | %lld | %.1f | %.3f | %.2f | %.3f | %.0f%% | %.2f |\n", r.fmt.c_str(), r.depth, 1e3 / r.ms,
+                  r.ms, r.gb, r.floor_ms, 100.0 * r.floor_ms / r.ms, r.peak_gib);
+    js["peak_device_gib"] = mem.gib();
+    if (attn) {
+      const Config cfg = c;
+      eng.reset();  // the attention microbenchmark allocates its own caches
+      bench_attention(a, cfg, depths, formats, bw, js);
     }
-  std::printf("\npeak device memory: %.2f GB (of %.2f GB)\n", double(peak) / 1e9, double(prop.totalGlobalMem) / 1e9);
-  std::printf("| cache | depth | ms/token | tokens/s | GB read/token | floor ms | floor tokens/s | %% of floor |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
-  for (const Row& r : rows)
-    std::printf("| %s | %lld | %.3f | %.1f | %.2f | %.3f | %.1f | %.0f%% |\n", r.fmt.c_str(), r.depth, r.ms, 1e3 / r.ms,
-                r.gb, r.floor_ms, 1e3 / r.floor_ms, 100.0 * r.floor_ms / r.ms);
+  }
+  if (a.has("json")) {
+    const std::string text = js.dump(2) + "\n";
+    write_file_atomic(a.get("json"), text.data(), text.size());
+    std::printf("wrote %s\n", a.get("json").c_str());
+  }
   return 0;
 }
 

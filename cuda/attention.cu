@@ -10,13 +10,23 @@
 // The chunks' (mc, lc, oc) do not depend on each other, so each is its own block (split-K over chunks);
 // only the merge is sequential, in a second kernel. A maximum does not depend on the order it is taken in
 // (±0 ties only reach exp_c of a difference, where they give the same value).
-// Launch: attn_chunk_kernel grid (chunks, KV heads × ⌈group/8⌉, rows), 256 threads: a block serves up to
-// 8 query heads that share a KV head, so each K/V row is read once for all of them; a thread takes whole
-// keys for the scores (one key's score is one thread's chain) and one d for the value sums.
-// attn_merge_kernel grid (rows, H), head_dim threads.
-// Measured (H200, 2026-11-29, hkv bench, 27B shape, batch 1): depth 32K minus depth 1K costs 0.82 ms for
-// 2.08 GB more bf16 cache (≈ 2.5 TB/s) and 0.64 ms for 0.58 GB more q4h cache (≈ 0.9 TB/s: the q4h
-// decode, fp16 scale conversions per element, is instruction-bound).
+// Decoding a stored element costs as much as the fmas it feeds, so each decoded K or V element serves every
+// query head of its KV head (6 in the 27B shape) and each group scale is converted once per group and key:
+//   q4h unit u = c − 8 as as_float(0x4b000000 | c) − (2^23 + 8) (one byte permute and one exact add);
+//   bf16 u = the high half-word; fp8 through f32_from_e4m3. The value is s_g·u (one exact product), as attend().
+// Launch: attn_chunk_kernel grid (KV heads × ⌈group/8⌉, chunks, rows), NG (2, 4, 6 or 8 ≥ the heads served;
+// padding heads get q = 0 and are not stored) query heads a block, each K/V row read once for all of them.
+// Scores: a thread takes keys tid and tid + T (then + 2T, …), each key's score one chain in that thread,
+// both keys sharing each 16-byte load of q from shared memory. Weighted values: thread tid owns DPT
+// consecutive d (one group) for all NG heads and runs their chains over the chunk's keys in order; lc is kept
+// by threads T−1−h. Two shapes, same arithmetic: T = 64, DPT = 8 (one 4-byte word of q4h codes a key) when
+// there are at least 4 blocks per multiprocessor; else T = 256, DPT = 1 (more threads for few chunks).
+// Bound (arithmetic, not measured): every K and V element feeds one exact fp32 fma per query head, 12 per
+// element pair at 6:1; at depth 262,144 in the 27B shape that is 51.5 G fmas a token, about 1.5 ms at the
+// datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
+// attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
+// attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (one thread),
+// the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
 #include <cmath>
 
 #include "cuda/check.h"
@@ -26,188 +36,391 @@
 namespace hkv::cuda {
 namespace {
 
-constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kThreads = 256;
+constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;  // e_s: [key][kEs] weights of a chunk
 
-// The code bytes of group g of a row (64 B bf16, 32 B fp8, 16 B q4h) as little-endian words.
-template <KvKind F, bool V16>
-__device__ __forceinline__ void load_group(const uint8_t* row, int g, uint32_t* w) {
-  constexpr int nb = F == KvKind::BF16 ? 64 : F == KvKind::FP8 ? 32 : 16;
-  const uint8_t* p = row + g * nb;
-  if constexpr (V16) {
-#pragma unroll
-    for (int i = 0; i < nb / 16; i++) {
-      uint4 u = __ldg(reinterpret_cast<const uint4*>(p) + i);
-      w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
-    }
+template <KvKind F>
+struct Fmt {
+  static constexpr int epp = F == KvKind::BF16 ? 8 : F == KvKind::FP8 ? 16 : 32;  // elements a 16-byte piece
+  static constexpr int ppg = 32 / epp;                                            // pieces a group
+  // byte offset of element d's code in a row, and of group g's fp16 scale
+  __device__ static int code_off(int d) { return F == KvKind::BF16 ? 2 * d : F == KvKind::FP8 ? d : d / 2; }
+  __device__ static int scale_off(int D, int g) { return (F == KvKind::FP8 ? D : D / 2) + 2 * g; }
+};
+
+// 16 bytes at p as little-endian words (p 16-byte aligned when v16).
+__device__ __forceinline__ void load16(const uint8_t* p, bool v16, uint32_t* w) {
+  if (v16) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
   } else {
 #pragma unroll
-    for (int i = 0; i < nb / 4; i++)
-      w[i] = uint32_t(p[4 * i]) | uint32_t(p[4 * i + 1]) << 8 | uint32_t(p[4 * i + 2]) << 16 |
-             uint32_t(p[4 * i + 3]) << 24;
+    for (int i = 0; i < 4; i++)
+      w[i] = uint32_t(__ldg(p + 4 * i)) | uint32_t(__ldg(p + 4 * i + 1)) << 8 | uint32_t(__ldg(p + 4 * i + 2)) << 16 |
+             uint32_t(__ldg(p + 4 * i + 3)) << 24;
   }
 }
 
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {  // p is 2-byte aligned (even row bytes)
+  return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+
+// The group scale s_g as attend() reads it (bf16: 1).
 template <KvKind F>
-__device__ __forceinline__ float unit(const uint32_t* w, int j) {
+__device__ __forceinline__ float scale_from(uint16_t raw) {
   if constexpr (F == KvKind::BF16)
-    return hkv::f32_from_bf16(uint16_t(w[j / 2] >> (16 * (j % 2))));
-  else if constexpr (F == KvKind::FP8)
-    return hkv::f32_from_e4m3(uint8_t(w[j / 4] >> (8 * (j % 4))));
+    return 1.0f;
   else
-    return float(int((w[j / 8] >> (4 * (j % 8))) & 0xfu) - 8);
+    return hkv::f32_from_f16(raw);
 }
 
+// Piece words prepared for decoding: q4h keeps the low and the high nibbles of each byte apart.
 template <KvKind F>
-__device__ __forceinline__ float group_scale(const uint8_t* row, int D, int g) {
-  if constexpr (F == KvKind::BF16) return 1.0f;
-  const uint8_t* p = row + (F == KvKind::FP8 ? D : D / 2) + 2 * g;
-  return hkv::f32_from_f16(uint16_t(p[0] | (p[1] << 8)));
+__device__ __forceinline__ void prep(const uint32_t* w, uint32_t* x) {
+  if constexpr (F == KvKind::Q4H) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) x[2 * k] = w[k] & 0x0f0f0f0fu, x[2 * k + 1] = (w[k] >> 4) & 0x0f0f0f0fu;
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; k++) x[k] = w[k];
+  }
 }
 
-// Element d of a row as (scale, unit).
+// Unit i of a prepared piece, exactly as kv_read_row: q4h float(c − 8), bf16 the value, fp8 the e4m3 value.
+template <KvKind F>
+__device__ __forceinline__ float unit(const uint32_t* x, int i) {
+  if constexpr (F == KvKind::Q4H) {
+    // element i: byte i/2 of word i/8, low nibble for even i. as_float(0x4b0000cc) = 2^23 + c exactly, and
+    // (2^23 + c) − (2^23 + 8) = c − 8 exactly (+0 for c = 8, as float(0)).
+    const uint32_t src = x[2 * (i / 8) + (i % 2)];
+    return __int_as_float(int(__byte_perm(src, 0x4b000000u, 0x7540u | unsigned((i % 8) / 2)))) - 8388616.0f;
+  } else if constexpr (F == KvKind::BF16) {
+    const uint32_t w = x[i / 2];
+    return __uint_as_float((i % 2) ? (w & 0xffff0000u) : (w << 16));
+  } else {
+    return hkv::f32_from_e4m3(uint8_t(x[i / 4] >> (8 * (i % 4))));
+  }
+}
+
+// Element d of a row as s_g · u_d (one thread, one element).
 template <KvKind F>
 __device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
   if constexpr (F == KvKind::BF16) {
-    return 1.0f * hkv::f32_from_bf16(uint16_t(row[2 * d] | (row[2 * d + 1] << 8)));
+    return 1.0f * hkv::f32_from_bf16(load_u16(row + 2 * d));
   } else if constexpr (F == KvKind::FP8) {
-    return group_scale<F>(row, D, d / 32) * hkv::f32_from_e4m3(row[d]);
+    return hkv::f32_from_f16(load_u16(row + D + 2 * (d / 32))) * hkv::f32_from_e4m3(__ldg(row + d));
   } else {
-    return group_scale<F>(row, D, d / 32) * float(int((row[d / 2] >> (4 * (d % 2))) & 0xf) - 8);
+    return hkv::f32_from_f16(load_u16(row + D / 2 + 2 * (d / 32))) *
+           float(int((__ldg(row + d / 2) >> (4 * (d % 2))) & 0xf) - 8);
   }
 }
 
-template <KvKind F, bool V16>
-__global__ void __launch_bounds__(kThreads) attn_chunk_kernel(AttnArgs a, int qblocks, int maxch, float scale) {
-  __shared__ float q_s[kMaxG * kMaxD];
-  __shared__ float e_s[kMaxG * kChunk];
-  __shared__ float red_s[kThreads / 32][kMaxG];
-  __shared__ float mc_s[kMaxG];
+// The NG weights of one key (16-byte shared-memory loads; entries past NG are never read).
+template <int NG>
+__device__ __forceinline__ void weights(const float* es, float* e) {
+#pragma unroll
+  for (int h = 0; h < NG; h += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(es + h);
+    e[h] = v.x;
+    if (h + 1 < NG) e[h + 1] = v.y;
+    if (h + 2 < NG) e[h + 2] = v.z;
+    if (h + 3 < NG) e[h + 3] = v.w;
+  }
+}
+
+template <KvKind F, int NG, int T, int DPT>
+__global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int maxch, float scale) {
+  __shared__ __align__(16) float q_s[NG * kMaxD];    // [head][D]
+  __shared__ __align__(16) float e_s[kChunk * kEs];  // [key][head]: scores, then weights
+  __shared__ float red_s[T / 32][NG];
+  __shared__ float mc_s[NG];
+  using Fm = Fmt<F>;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t row = blockIdx.z;
-  const int c = blockIdx.x, n = a.n_keys[row], c0 = c * kChunk;
+  const int c = blockIdx.y, n = a.n_keys[row], c0 = c * kChunk;
   if (c0 >= n) return;
   const int len = min(kChunk, n - c0);
-  const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.y / qblocks, qb = blockIdx.y % qblocks;
-  const int h0 = kvh * qpk + qb * kMaxG, ng = min(kMaxG, qpk - qb * kMaxG);
+  const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
+  const int h0 = kvh * qpk + qb * kMaxG, ng = min(min(kMaxG, NG), qpk - qb * kMaxG);
+  const bool v16 = a.row_bytes % 16 == 0;
 
-  for (int i = tid; i < ng * D; i += kThreads) q_s[i] = a.q[row * a.ldq + int64_t(h0) * D + i];
+  for (int i = tid; i < NG * D; i += T) q_s[i] = i < ng * D ? a.q[row * a.ldq + int64_t(h0) * D + i] : 0.0f;
   __syncthreads();
   if constexpr (F == KvKind::Q4H) {
-    for (int gi = warp; gi < ng * D / 32; gi += kThreads / 32)
-      q_s[gi * 32 + lane] = warp_wht32(q_s[gi * 32 + lane], lane);
+    for (int gi = warp; gi < NG * D / 32; gi += T / 32) q_s[gi * 32 + lane] = warp_wht32(q_s[gi * 32 + lane], lane);
     __syncthreads();
   }
 
-  // scores, one key per thread
   const size_t stride = size_t(a.KV) * a.row_bytes;
-  const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes;
-  const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes;
-  float mloc[kMaxG];
+  const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+  const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+
+  // ---- scores: keys j and j + T of each 2T keys, one chain per (key, head) ----
+  float mloc[NG];
 #pragma unroll
-  for (int qh = 0; qh < kMaxG; qh++) mloc[qh] = -INFINITY;
-  for (int j = tid; j < len; j += kThreads) {
-    const uint8_t* krow = kbase + size_t(c0 + j) * stride;
-    float acc[kMaxG];
+  for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
+  const int npiece = D / Fm::epp;
+  for (int jb = 0; jb < len; jb += 2 * T) {
+    const int j[2] = {jb + tid, jb + T + tid};
+    const bool ok[2] = {j[0] < len, j[1] < len};
+    const uint8_t* kr[2] = {kbase + size_t(ok[0] ? j[0] : 0) * stride, kbase + size_t(ok[1] ? j[1] : 0) * stride};
+    float acc[2][NG], p[2][NG];
 #pragma unroll
-    for (int qh = 0; qh < kMaxG; qh++) acc[qh] = 0.0f;
-    for (int g = 0; g < D / 32; g++) {
-      uint32_t w[16];
-      load_group<F, V16>(krow, g, w);
-      const float s = group_scale<F>(krow, D, g);
-      float p[kMaxG];
+    for (int k = 0; k < 2; k++)
 #pragma unroll
-      for (int qh = 0; qh < kMaxG; qh++) p[qh] = 0.0f;
+      for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
+    uint32_t cur[2][4], nxt[2][4];
+    uint16_t sraw[2] = {0, 0};
 #pragma unroll
-      for (int jj = 0; jj < 32; jj++) {
-        const float u = unit<F>(w, jj);
+    for (int k = 0; k < 2; k++) load16(kr[k], v16, cur[k]);
+    for (int pc = 0; pc < npiece; pc++) {
+      const int e0 = pc * Fm::epp, g = e0 / 32;
+      if (pc + 1 < npiece) {
 #pragma unroll
-        for (int qh = 0; qh < kMaxG; qh++)
-          if (qh < ng) p[qh] = hkv::fma_rn(u, q_s[qh * D + g * 32 + jj], p[qh]);
+        for (int k = 0; k < 2; k++) load16(kr[k] + Fm::code_off(e0 + Fm::epp), v16, nxt[k]);
+      }
+      if constexpr (F != KvKind::BF16) {
+        if (pc % Fm::ppg == 0) {
+#pragma unroll
+          for (int k = 0; k < 2; k++) sraw[k] = load_u16(kr[k] + Fm::scale_off(D, g));
+        }
+      }
+      uint32_t x[2][8];
+#pragma unroll
+      for (int k = 0; k < 2; k++) prep<F>(cur[k], x[k]);
+#pragma unroll
+      for (int i4 = 0; i4 < Fm::epp; i4 += 4) {
+        float4 qv[NG];
+#pragma unroll
+        for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
+#pragma unroll
+        for (int ii = 0; ii < 4; ii++)
+#pragma unroll
+          for (int k = 0; k < 2; k++) {
+            const float u = unit<F>(x[k], i4 + ii);
+#pragma unroll
+            for (int h = 0; h < NG; h++) {
+              const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
+              p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
+            }
+          }
+      }
+      if (pc % Fm::ppg == Fm::ppg - 1) {  // the group's end: acc = fma(s_g, p_g, acc)
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+          const float s = scale_from<F>(sraw[k]);
+#pragma unroll
+          for (int h = 0; h < NG; h++) acc[k][h] = hkv::fma_rn(s, p[k][h], acc[k][h]), p[k][h] = 0.0f;
+        }
       }
 #pragma unroll
-      for (int qh = 0; qh < kMaxG; qh++)
-        if (qh < ng) acc[qh] = hkv::fma_rn(s, p[qh], acc[qh]);
+      for (int k = 0; k < 2; k++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) cur[k][i] = nxt[k][i];
     }
 #pragma unroll
-    for (int qh = 0; qh < kMaxG; qh++)
-      if (qh < ng) {
-        const float e = acc[qh] * scale;
-        e_s[qh * kChunk + j] = e;
-        mloc[qh] = max_step(mloc[qh], e);
+    for (int k = 0; k < 2; k++)
+      if (ok[k]) {
+#pragma unroll
+        for (int h = 0; h < NG; h++) {
+          const float e = acc[k][h] * scale;
+          e_s[j[k] * kEs + h] = e;
+          mloc[h] = max_step(mloc[h], e);
+        }
       }
   }
   // the chunk's maximum per query head
 #pragma unroll
-  for (int qh = 0; qh < kMaxG; qh++) {
-    float m = warp_max(mloc[qh]);
-    if (lane == 0) red_s[warp][qh] = m;
+  for (int h = 0; h < NG; h++) {
+    const float m = warp_max(mloc[h]);
+    if (lane == 0) red_s[warp][h] = m;
   }
   __syncthreads();
-  if (tid < ng) {
+  if (tid < NG) {
     float m = -INFINITY;
-    for (int wi = 0; wi < kThreads / 32; wi++) m = max_step(m, red_s[wi][tid]);
+    for (int wi = 0; wi < T / 32; wi++) m = max_step(m, red_s[wi][tid]);
     mc_s[tid] = m;
   }
   __syncthreads();
-  for (int i = tid; i < ng * kChunk; i += kThreads) {
-    const int qh = i / kChunk, j = i % kChunk;
-    if (j < len) e_s[i] = hkv::exp_c(e_s[i] - mc_s[qh]);
+  for (int i = tid; i < NG * len; i += T) {
+    const int j = i / NG, h = i % NG;
+    e_s[j * kEs + h] = hkv::exp_c(e_s[j * kEs + h] - mc_s[h]);
   }
   __syncthreads();
+
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
-  if (tid < ng) {  // lc, keys in order
+  if (T - 1 - tid < ng) {  // lc, keys in order (threads past the value threads when there are such)
+    const int h = T - 1 - tid;
     float lc = 0.0f;
-    for (int j = 0; j < len; j++) lc = lc + e_s[tid * kChunk + j];
-    part[tid * head_stride] = mc_s[tid];
-    part[tid * head_stride + 1] = lc;
+    for (int j = 0; j < len; j++) lc = lc + e_s[j * kEs + h];
+    part[h * head_stride] = mc_s[h];
+    part[h * head_stride + 1] = lc;
   }
-  for (int d = tid; d < D; d += kThreads) {  // oc[d], keys in order
-    float oc[kMaxG];
+
+  // ---- weighted values: thread tid owns d0 .. d0 + DPT − 1 for all NG heads, keys in order ----
+  if constexpr (DPT == 1) {
+    for (int d = tid; d < D; d += T) {
+      float oc[NG];
 #pragma unroll
-    for (int qh = 0; qh < kMaxG; qh++) oc[qh] = 0.0f;
-#pragma unroll 8
-    for (int j = 0; j < len; j++) {
-      const float v = value_at<F>(vbase + size_t(c0 + j) * stride, D, d);
+      for (int h = 0; h < NG; h++) oc[h] = 0.0f;
+#pragma unroll 4
+      for (int j = 0; j < len; j++) {
+        const float v = value_at<F>(vbase + size_t(j) * stride, D, d);
+        float e[NG];
+        weights<NG>(e_s + j * kEs, e);
 #pragma unroll
-      for (int qh = 0; qh < kMaxG; qh++)
-        if (qh < ng) oc[qh] = hkv::fma_rn(e_s[qh * kChunk + j], v, oc[qh]);
+        for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], v, oc[h]);
+      }
+#pragma unroll
+      for (int h = 0; h < NG; h++)
+        if (h < ng) part[h * head_stride + 2 + d] = oc[h];
     }
+  } else {
+    static_assert(DPT == 8, "DPT is 1 or 8");
+    constexpr int nw = F == KvKind::BF16 ? 4 : F == KvKind::FP8 ? 2 : 1;  // code words of 8 elements
+    constexpr int KB = 8;                                                 // keys loaded ahead
+    const int d0 = tid * DPT;
+    if (d0 < D) {
+      const int g = d0 / 32;
+      const int coff = Fm::code_off(d0), soff = F == KvKind::BF16 ? 0 : Fm::scale_off(D, g);
+      const bool vec = a.row_bytes % (4 * nw) == 0;  // the words are aligned
+      float oc[NG][DPT];
 #pragma unroll
-    for (int qh = 0; qh < kMaxG; qh++)
-      if (qh < ng) part[qh * head_stride + 2 + d] = oc[qh];
+      for (int h = 0; h < NG; h++)
+#pragma unroll
+        for (int i = 0; i < DPT; i++) oc[h][i] = 0.0f;
+      for (int jb = 0; jb < len; jb += KB) {
+        uint32_t w[KB][nw];
+        uint16_t sr[KB];
+#pragma unroll
+        for (int kk = 0; kk < KB; kk++) {
+          const uint8_t* r = vbase + size_t(jb + kk < len ? jb + kk : jb) * stride;
+          if (vec) {
+            if constexpr (nw == 4) {
+              const uint4 u = __ldg(reinterpret_cast<const uint4*>(r + coff));
+              w[kk][0] = u.x, w[kk][1] = u.y, w[kk][2] = u.z, w[kk][3] = u.w;
+            } else if constexpr (nw == 2) {
+              const uint2 u = __ldg(reinterpret_cast<const uint2*>(r + coff));
+              w[kk][0] = u.x, w[kk][1] = u.y;
+            } else {
+              w[kk][0] = __ldg(reinterpret_cast<const unsigned*>(r + coff));
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < nw; i++)
+              w[kk][i] = uint32_t(__ldg(r + coff + 4 * i)) | uint32_t(__ldg(r + coff + 4 * i + 1)) << 8 |
+                         uint32_t(__ldg(r + coff + 4 * i + 2)) << 16 | uint32_t(__ldg(r + coff + 4 * i + 3)) << 24;
+          }
+          sr[kk] = F == KvKind::BF16 ? uint16_t(0) : load_u16(r + soff);
+        }
+#pragma unroll
+        for (int kk = 0; kk < KB; kk++) {
+          if (jb + kk >= len) break;
+          const int j = jb + kk;
+          const float s = scale_from<F>(sr[kk]);
+          uint32_t x[8];
+          {
+            uint32_t w4[4] = {w[kk][0], nw > 1 ? w[kk][nw > 1 ? 1 : 0] : 0u, nw > 2 ? w[kk][nw > 2 ? 2 : 0] : 0u,
+                              nw > 3 ? w[kk][nw > 3 ? 3 : 0] : 0u};
+            prep<F>(w4, x);
+          }
+          float v[DPT];
+#pragma unroll
+          for (int i = 0; i < DPT; i++) v[i] = s * unit<F>(x, i);  // s_g · u_d, exact (bf16: 1 · u)
+          float e[NG];
+          weights<NG>(e_s + j * kEs, e);
+#pragma unroll
+          for (int h = 0; h < NG; h++)
+#pragma unroll
+            for (int i = 0; i < DPT; i++) oc[h][i] = hkv::fma_rn(e[h], v[i], oc[h][i]);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < NG; h++)
+        if (h < ng)
+#pragma unroll
+          for (int i = 0; i < DPT; i++) part[h * head_stride + 2 + d0 + i] = oc[h][i];
+    }
   }
 }
 
+constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
+
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
+  __shared__ float mn_s[kMergeTile + 1], fa_s[kMergeTile], fb_s[kMergeTile];
+  __shared__ float l_s;
   const int d = threadIdx.x, lane = d & 31, h = blockIdx.y;
   const int64_t row = blockIdx.x;
   const int D = a.D, n = a.n_keys[row], nch = (n + kChunk - 1) / kChunk;
   const float* part = a.part + (row * a.H + h) * int64_t(maxch) * (D + 2);
-  float m = -INFINITY, l = 0.0f, o = 0.0f;
-  for (int c = 0; c < nch; c++) {
-    const float* pc = part + int64_t(c) * (D + 2);
-    const float mc = pc[0], lc = pc[1], oc = pc[2 + d];
-    const float mn = m > mc ? m : mc;
-    const float fa = hkv::exp_c(m - mn), fb = hkv::exp_c(mc - mn);
-    l = hkv::fma_rn(l, fa, lc * fb);
-    o = hkv::fma_rn(o, fa, oc * fb);
-    m = mn;
+  float o = 0.0f, l = 0.0f;                  // l: thread 0's chain
+  if (d == 0) mn_s[kMergeTile] = -INFINITY;  // the running maximum before the tile
+  for (int t0 = 0; t0 < nch; t0 += kMergeTile) {
+    const int tn = min(kMergeTile, nch - t0);
+    __syncthreads();
+    for (int i = d; i < tn; i += blockDim.x) mn_s[i] = part[int64_t(t0 + i) * (D + 2)];  // mc
+    __syncthreads();
+    if (d == 0) {  // m' = max(m, mc), chunks in order
+      float m = mn_s[kMergeTile];
+      for (int i = 0; i < tn; i++) {
+        const float mc = mn_s[i];
+        const float mn = m > mc ? m : mc;
+        fa_s[i] = m;  // the maximum before chunk i, for its factor a
+        mn_s[i] = mn;
+        m = mn;
+      }
+      mn_s[kMergeTile] = m;
+    }
+    __syncthreads();
+    for (int i = d; i < tn; i += blockDim.x) {
+      const float mc = part[int64_t(t0 + i) * (D + 2)], mn = mn_s[i];
+      fa_s[i] = hkv::exp_c(fa_s[i] - mn);
+      fb_s[i] = hkv::exp_c(mc - mn);
+    }
+    __syncthreads();
+    if (d == 0)
+      for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], part[int64_t(t0 + i) * (D + 2) + 1] * fb_s[i]);
+#pragma unroll 8
+    for (int i = 0; i < tn; i++) o = hkv::fma_rn(o, fa_s[i], part[int64_t(t0 + i) * (D + 2) + 2 + d] * fb_s[i]);
   }
-  float out = o / l;
+  if (d == 0) l_s = l;
+  __syncthreads();
+  float out = o / l_s;
   if (rotated) out = warp_wht32(out, lane);
   if (a.gate) out = out * hkv::sigmoid_c(a.gate[row * a.ldg + int64_t(h) * a.gate_stride + d]);
   a.out[row * a.ldo + int64_t(h) * D + d] = out;
 }
 
-template <KvKind F>
-void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, bool v16, cudaStream_t st) {
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    HKV_CUDA_CHECK(cudaGetDevice(&dev));
+    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+template <KvKind F, int NG>
+void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, bool wide, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
-  if (v16)
-    attn_chunk_kernel<F, true><<<grid, kThreads, 0, st>>>(a, qblocks, maxch, scale);
+  if (wide)
+    attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, maxch, scale);
   else
-    attn_chunk_kernel<F, false><<<grid, kThreads, 0, st>>>(a, qblocks, maxch, scale);
+    attn_chunk_kernel<F, NG, 256, 1><<<grid, 256, 0, st>>>(a, qblocks, maxch, scale);
   HKV_CHECK_LAUNCH();
+}
+
+template <KvKind F>
+void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, int ng, bool wide, cudaStream_t st) {
+  if (ng <= 2)
+    launch_chunks<F, 2>(a, grid, qblocks, maxch, wide, st);
+  else if (ng <= 4)
+    launch_chunks<F, 4>(a, grid, qblocks, maxch, wide, st);
+  else if (ng <= 6)
+    launch_chunks<F, 6>(a, grid, qblocks, maxch, wide, st);
+  else
+    launch_chunks<F, 8>(a, grid, qblocks, maxch, wide, st);
 }
 
 }  // namespace
@@ -223,18 +436,19 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");
   if (a.H % a.KV != 0) throw std::runtime_error("attention: heads must be a multiple of kv heads");
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
-  const int qpk = a.H / a.KV, qblocks = (qpk + kMaxG - 1) / kMaxG;
-  dim3 grid(unsigned(maxch), unsigned(a.KV * qblocks), unsigned(a.N));
-  const bool v16 = a.row_bytes % 16 == 0;
+  const int qpk = a.H / a.KV, qblocks = (qpk + kMaxG - 1) / kMaxG, ng = std::min(qpk, kMaxG);
+  dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
+  const int64_t blocks = int64_t(a.KV) * qblocks * maxch * a.N;
+  const bool wide = a.shape == AttnShape::Wide || (a.shape == AttnShape::Auto && blocks >= 4 * int64_t(sm_count()));
   switch (a.kind) {
     case KvKind::BF16:
-      launch_chunks<KvKind::BF16>(a, grid, qblocks, maxch, v16, st);
+      launch_chunks<KvKind::BF16>(a, grid, qblocks, maxch, ng, wide, st);
       break;
     case KvKind::FP8:
-      launch_chunks<KvKind::FP8>(a, grid, qblocks, maxch, v16, st);
+      launch_chunks<KvKind::FP8>(a, grid, qblocks, maxch, ng, wide, st);
       break;
     case KvKind::Q4H:
-      launch_chunks<KvKind::Q4H>(a, grid, qblocks, maxch, v16, st);
+      launch_chunks<KvKind::Q4H>(a, grid, qblocks, maxch, ng, wide, st);
       break;
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");

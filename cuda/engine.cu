@@ -273,6 +273,34 @@ Engine::~Engine() {
   for (void* p : weight_allocs_) device_free(p);
   device_free(err_);
   if (stream_) cudaStreamDestroy(stream_);
+  if (host_embed_) cudaFreeHost(host_embed_);
+}
+
+size_t Engine::embedding_to_host() {
+  if (host_embed_ || embed_.data == lm_head_.data) return 0;
+  auto it = std::find(weight_allocs_.begin(), weight_allocs_.end(), embed_.data);
+  if (it == weight_allocs_.end()) return 0;
+  const size_t qb = size_t(embed_.rows * embed_.cols) / 2,
+               sb = size_t(embed_.rows * (embed_.cols / std::max(1, embed_.group))) * 2;
+  const size_t bytes = embed_.type == WType::MLX4 ? align256(qb) + 2 * align256(sb) : embed_.nbytes();
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  HKV_CUDA_CHECK(cudaHostAlloc(&host_embed_, bytes, cudaHostAllocMapped));
+  HKV_CUDA_CHECK(cudaMemcpy(host_embed_, embed_.data, bytes, cudaMemcpyDeviceToHost));
+  void* dev = nullptr;
+  HKV_CUDA_CHECK(cudaHostGetDevicePointer(&dev, host_embed_, 0));
+  const char* old = static_cast<const char*>(embed_.data);
+  char* base = static_cast<char*>(dev);
+  if (embed_.scales)
+    embed_.scales = reinterpret_cast<const uint16_t*>(base + (reinterpret_cast<const char*>(embed_.scales) - old));
+  if (embed_.biases)
+    embed_.biases = reinterpret_cast<const uint16_t*>(base + (reinterpret_cast<const char*>(embed_.biases) - old));
+  embed_.data = base;
+  HKV_CUDA_CHECK(cudaFree(*it));
+  weight_allocs_.erase(it);
+  weight_bytes_ -= bytes;
+  for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
+  graph_cache_.clear();
+  return bytes;
 }
 
 // ================================================================================================

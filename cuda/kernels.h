@@ -74,6 +74,9 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
 
 // ---- attention.cu -------------------------------------------------------------------------------
+// How the chunk kernel spreads a chunk over threads (the arithmetic is the same): Narrow, 256 threads, one d
+// each for the values (few chunks); Wide, 64 threads, 8 d each (many chunks); Auto picks by block count.
+enum class AttnShape { Auto, Narrow, Wide };
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;
@@ -90,6 +93,7 @@ struct AttnArgs {
   int64_t N = 0;
   int max_keys = 0;       // the largest n_keys (sets the chunk grid)
   float* part = nullptr;  // scratch: attn_part_floats(N, H, D, max_keys)
+  AttnShape shape = AttnShape::Auto;
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);

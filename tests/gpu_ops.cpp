@@ -340,10 +340,17 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
     int D, H, KV;
     std::vector<int> n;  // keys per query row
   };
+  // The 27B shape (head_dim 256, 24 query heads over 4 KV heads, 6:1) at 1, 511, 512, 513 keys and across two
+  // chunk boundaries in one batch of rows with different n_keys; odd head counts (5:1, 3:1 are padded to the
+  // kernel's 6 and 4), 16:1 (two blocks of 8 heads), rows not a multiple of 16 bytes (head_dim 32, 64).
   std::vector<Case> cases = {{256, 2, 1, {1, 7, 512, 513, 1100}},
                              {128, 4, 1, {300, 1024, 1025}},
-                             {256, 24, 4, {2, 600}},
+                             {256, 24, 4, {1, 511, 512, 513, 1537, 2}},
+                             {256, 6, 1, {1, 511, 512, 513, 1030}},
+                             {256, 5, 1, {513, 40}},
+                             {96, 3, 1, {700}},
                              {64, 16, 1, {520}},
+                             {64, 7, 1, {515}},
                              {32, 2, 2, {33}}};
   for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
     for (const Case& k : cases) {
@@ -369,21 +376,29 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         }
       DBuf<uint8_t> dkc(kc), dvc(vc);
       DBuf<float> dq(q), out(q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
-      out.poison();
       DBuf<int> dn(k.n);
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
-      cuda::AttnArgs a;
-      a.kind = f.kind, a.D = k.D, a.H = k.H, a.KV = k.KV, a.row_bytes = rb;
-      a.q = dq.p, a.ldq = int64_t(k.H) * k.D;
-      a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
-      a.out = out.p, a.ldo = int64_t(k.H) * k.D;
-      a.N = N, a.max_keys = cap, a.part = part.p;
-      cuda::attention(a, nullptr);
-      std::string d = first_diff(out.get(), ref);
-      std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d): %s\n", f.name().c_str(), k.D, k.H, k.KV, cap,
-                  d.empty() ? "OK" : d.c_str());
-      CHECK_MESSAGE(d.empty(), d);
+      // both kernel shapes (the engine picks by block count) and the automatic choice
+      for (cuda::AttnShape shape : {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide}) {
+        out.poison();
+        part.poison();
+        cuda::AttnArgs a;
+        a.kind = f.kind, a.D = k.D, a.H = k.H, a.KV = k.KV, a.row_bytes = rb;
+        a.q = dq.p, a.ldq = int64_t(k.H) * k.D;
+        a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
+        a.out = out.p, a.ldo = int64_t(k.H) * k.D;
+        a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
+        cuda::attention(a, nullptr);
+        std::string d = first_diff(out.get(), ref);
+        std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s): %s\n", f.name().c_str(), k.D, k.H, k.KV,
+                    cap,
+                    shape == cuda::AttnShape::Auto     ? "auto"
+                    : shape == cuda::AttnShape::Narrow ? "narrow"
+                                                       : "wide",
+                    d.empty() ? "OK" : d.c_str());
+        CHECK_MESSAGE(d.empty(), d);
+      }
     }
 }
 
