@@ -320,7 +320,7 @@ int cmd_generate(const Args& a) {
 
 // ---- hkv gate / hash ------------------------------------------------------------------------------
 
-static std::vector<std::string> split_list(const std::string& s) {
+std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   size_t p = 0;
   while (p <= s.size()) {

@@ -46,5 +46,7 @@ int cmd_logits_cuda(const Args& a);
 int cmd_generate_cuda(const Args& a);
 int cmd_bench(const Args& a);
 int cmd_bench_ops(const Args& a);
+// "a,b,,c" -> {"a", "b", "c"}
+std::vector<std::string> split_list(const std::string& s);
 
 }  // namespace hkv

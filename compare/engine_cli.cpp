@@ -160,15 +160,6 @@ int cmd_generate_cuda(const Args& a) {
 
 namespace {
 
-std::vector<std::string> split_csv(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 size_t used_device_bytes() {
   size_t free_b = 0, total_b = 0;
   HKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -235,7 +226,7 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
                     const std::vector<std::string>& formats, double bw, nlohmann::json& out) {
   const int reps = int(a.get_int("reps", 20));
   std::vector<cuda::AttnShape> shapes;
-  for (const std::string& sh : split_csv(a.get("attn-shape", "auto")))
+  for (const std::string& sh : split_list(a.get("attn-shape", "auto")))
     shapes.push_back(sh == "wide"     ? cuda::AttnShape::Wide
                      : sh == "narrow" ? cuda::AttnShape::Narrow
                                       : cuda::AttnShape::Auto);
@@ -337,8 +328,8 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
 int cmd_bench(const Args& a) {
   const std::string model = a.get("model", "builtin:27b-mlx4");
   std::vector<int64_t> depths;
-  for (const std::string& ds : split_csv(a.get("depths", "1024,32768"))) depths.push_back(std::stoll(ds));
-  const std::vector<std::string> formats = split_csv(a.get("kv-cache", "bf16,q4h"));
+  for (const std::string& ds : split_list(a.get("depths", "1024,32768"))) depths.push_back(std::stoll(ds));
+  const std::vector<std::string> formats = split_list(a.get("kv-cache", "bf16,q4h"));
   const int ntok = int(a.get_int("tokens", 16)), warm = 3;
   const bool graphs = a.get("graphs", "on") != "off";
   const bool attn_only = a.has("attention-only"), attn = attn_only || a.has("attention");

@@ -32,16 +32,23 @@ size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
 namespace {
 
 constexpr int kWarps = 8;
+int g_mlx4_variant = 0;                  // set_mlx4_variant
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
-__global__ void chunk_sums_kernel(const float* X, int64_t ldx, int64_t N, int64_t nch, float* xsum) {
-  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= N * nch) return;
-  int64_t n = idx / nch, c = idx % nch;
-  const float* x = X + n * ldx + c * 32;
-  float s = 0.0f;
-  for (int j = 0; j < 32; j++) s = s + x[j];
-  xsum[idx] = s;
+// xsum[n][c]: a block covers 8 chunks of one row; each thread loads one element into shared memory
+// (coalesced; one pad float every 32 so the summing threads hit distinct banks), then thread c sums its
+// chunk's 32 elements in index order from 0.0f.
+__global__ void chunk_sums_kernel(const float* X, int64_t ldx, int64_t nch, float* xsum) {
+  __shared__ float vs[256 + 8];
+  const int64_t n = blockIdx.y, e = int64_t(blockIdx.x) * 256 + threadIdx.x;
+  if (e < nch * 32) vs[threadIdx.x + (threadIdx.x >> 5)] = X[n * ldx + e];
+  __syncthreads();
+  const int64_t c = int64_t(blockIdx.x) * 8 + threadIdx.x;
+  if (threadIdx.x < 8 && c < nch) {
+    float s = 0.0f;
+    for (int j = 0; j < 32; j++) s = s + vs[33 * threadIdx.x + j];
+    xsum[n * nch + c] = s;
+  }
 }
 
 template <WType T>
@@ -276,10 +283,9 @@ struct Walker {
       if (k < ts.n && g >= gm.start[k]) t = k;
     return t;
   }
-  // Issue the loads of step s (no use of their results here).
-  __device__ __forceinline__ void load(int64_t s, StepBuf<RW, U>& buf) const {
-    const int64_t g = g0 + (s / rounds) * stride;
-    const int k0 = int(s % rounds) * U;
+  // Issue the loads of step (group g, round k) (no use of their results here).
+  __device__ __forceinline__ void load(int64_t g, int k, StepBuf<RW, U>& buf) const {
+    const int k0 = k * U;
     const int t = task_of(g);
     const DMat& W = ts.t[t].W;
     const int64_t r0 = (g - gm.start[t]) * RW;
@@ -347,10 +353,14 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
   const int rounds = (nch + 32 * U - 1) / (32 * U);
   const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
   const int64_t g0 = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  const int64_t steps = g0 < total ? ((total - g0 + stride - 1) / stride) * rounds : 0;
   const Walker<RW, U> wk{ts, gm, g0, stride, nch, rounds, lane};
   StepBuf<RW, U> b0, b1;
-  if (steps > 0) wk.load(0, b0);
+  int64_t cg = g0, lg = g0;  // the step to compute and the step to load: (group, round)
+  int ck = 0, lk = 0;
+  auto advance = [&](int64_t& g, int& k) {
+    if (++k == rounds) k = 0, g += stride;
+  };
+  if (lg < total) wk.load(lg, lk, b0), advance(lg, lk);
   for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
     const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
     xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
@@ -362,9 +372,8 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
   // After the last round of a group: the lane tree, the store, and fresh accumulators.
-  auto finish = [&](int64_t s) {
-    if (int(s % rounds) != rounds - 1) return;
-    const int64_t g = g0 + (s / rounds) * stride;
+  auto finish = [&](int64_t g, int k) {
+    if (k != rounds - 1) return;
     const int t = wk.task_of(g);
     const MatTask& task = ts.t[t];
     const int64_t r0 = (g - gm.start[t]) * RW;
@@ -377,18 +386,116 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
         acc[r][n] = 0.0f;
       }
   };
-  for (int64_t s = 0; s < steps; s += 2) {
-    if (s + 1 < steps) wk.load(s + 1, b1);
-    mlx4_step<NB, RW, U>(b0, xs4, xsum, nch, lane + 32 * U * int(s % rounds), acc);
-    finish(s);
-    if (s + 1 >= steps) break;
-    if (s + 2 < steps) wk.load(s + 2, b0);
-    mlx4_step<NB, RW, U>(b1, xs4, xsum, nch, lane + 32 * U * int((s + 1) % rounds), acc);
-    finish(s + 1);
+  while (cg < total) {
+    if (lg < total) wk.load(lg, lk, b1), advance(lg, lk);
+    mlx4_step<NB, RW, U>(b0, xs4, xsum, nch, lane + 32 * U * ck, acc);
+    finish(cg, ck);
+    advance(cg, ck);
+    if (cg >= total) break;
+    if (lg < total) wk.load(lg, lk, b0), advance(lg, lk);
+    mlx4_step<NB, RW, U>(b1, xs4, xsum, nch, lane + 32 * U * ck, acc);
+    finish(cg, ck);
+    advance(cg, ck);
   }
 }
 
+// Variant "single" (for comparison in hkv bench-ops): the same walk without the second register buffer:
+// a warp loads a round, then computes it.
 template <int NB, int RW, int U>
+__global__ void __launch_bounds__(kWarps * 32)
+    matvec_mlx4_smem1_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
+  extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
+  const int cols = int(ts.t[0].W.cols), nch = cols / 32;
+  for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
+    const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
+    xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
+    int t = 0;
+#pragma unroll
+    for (int k = 1; k < kMaxTasks; k++)
+      if (k < ts.n && g >= gm.start[k]) t = k;
+    const MatTask& task = ts.t[t];
+    const DMat& W = task.W;
+    const int64_t r0 = (g - gm.start[t]) * RW;
+    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
+    const uint4* q[RW];
+    const uint16_t *srow[RW], *brow[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
+      q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
+      srow[r] = W.scales + rr * gpr;
+      brow[r] = W.biases + rr * gpr;
+    }
+    float acc[RW][NB];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+      for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
+    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+      uint4 u[U][RW];
+      uint16_t sb[U][RW], bb[U][RW];
+#pragma unroll
+      for (int k = 0; k < U; k++) {
+        const int c = c0 + 32 * k;
+        if (c < nch) {
+#pragma unroll
+          for (int r = 0; r < RW; r++) {
+            u[k][r] = __ldcs(q[r] + c);  // streamed: each weight is read once a token
+            sb[k][r] = __ldg(srow[r] + (c >> gshift));
+            bb[k][r] = __ldg(brow[r] + (c >> gshift));
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < U; k++) {
+        const int c = c0 + 32 * k;
+        if (c >= nch) break;
+        float qx[RW][NB];
+#pragma unroll
+        for (int r = 0; r < RW; r++)
+#pragma unroll
+          for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < 4; wi++) {
+          float4 xa[NB], xb[NB];
+#pragma unroll
+          for (int n = 0; n < NB; n++) {
+            const float4* base = xs4 + n * nch * 8 + 8 * c;
+            xa[n] = base[(2 * wi) ^ (c & 7)];
+            xb[n] = base[(2 * wi + 1) ^ (c & 7)];
+          }
+          uint32_t w[RW];
+#pragma unroll
+          for (int r = 0; r < RW; r++)
+            w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
+          mlx4_word<NB, RW>(w, xa, xb, qx);
+        }
+#pragma unroll
+        for (int n = 0; n < NB; n++) {
+          const float xsc = __ldg(xsum + int64_t(n) * nch + c);
+#pragma unroll
+          for (int r = 0; r < RW; r++)
+            acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[k][r]), qx[r][n],
+                                    hkv::fma_rn(hkv::f32_from_bf16(bb[k][r]), xsc, acc[r][n]));
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+      for (int n = 0; n < NB; n++) {
+        const float v = warp_tree_sum(acc[r][n]);
+        if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
+      }
+  }
+}
+
+template <int NB, int RW, int U, bool Double>
 void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
   Tasks ts{};
   GroupMap gm{};
@@ -402,7 +509,7 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   gm.start[n] = g;
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
-  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
+  auto kernel = Double ? matvec_mlx4_smem_kernel<NB, RW, U> : matvec_mlx4_smem1_kernel<NB, RW, U>;
   static int sms = 0;  // once per instantiation: the SM count, and leave to use up to kSmemMax
   if (sms == 0) {
     int dev = 0;
@@ -451,8 +558,23 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
     launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
     return;
   }
-  (void)rows;
-  launch_mlx4_smem<NB, 2, 2>(tasks, n, X, ldx, xsum, st);
+  const int64_t per_lane = (cols / 32 + 31) / 32;
+  switch (g_mlx4_variant) {
+    case 1:  // single buffer, the shapes of the first smem version
+      if (NB == 1 && rows >= 16384)
+        per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2, false>(tasks, n, X, ldx, xsum, st)
+                      : launch_mlx4_smem<NB, 4, 1, false>(tasks, n, X, ldx, xsum, st);
+      else
+        per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4, false>(tasks, n, X, ldx, xsum, st)
+                      : launch_mlx4_smem<NB, 2, 2, false>(tasks, n, X, ldx, xsum, st);
+      break;
+    case 3:
+      launch_mlx4_smem<NB, 4, 1, true>(tasks, n, X, ldx, xsum, st);
+      break;
+    default:
+      launch_mlx4_smem<NB, 2, 2, true>(tasks, n, X, ldx, xsum, st);
+      break;
+  }
 }
 
 template <int NB>
@@ -488,10 +610,12 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 
 }  // namespace
 
+void set_mlx4_variant(int v) { g_mlx4_variant = v; }
+
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
-  const int64_t nch = cols / 32, total = N * nch;
-  if (total <= 0) return;
-  chunk_sums_kernel<<<unsigned((total + 255) / 256), 256, 0, st>>>(X, ldx, N, nch, xsum);
+  const int64_t nch = cols / 32;
+  if (N <= 0 || nch <= 0) return;
+  chunk_sums_kernel<<<dim3(unsigned((nch + 7) / 8), unsigned(N)), 256, 0, st>>>(X, ldx, nch, xsum);
   HKV_CHECK_LAUNCH();
 }
 

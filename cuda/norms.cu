@@ -30,49 +30,71 @@ __global__ void rmsnorm_kernel(const float* X, int64_t ldx, const float* w, bool
   }
 }
 
+// Shared-memory index with one pad float every 32: thread c reading element 32c + j (a chunk sum) and
+// thread i reading element i both hit distinct banks.
+__host__ __device__ constexpr int pad32(int i) { return i + (i >> 5); }
+
 // Decode fusion of three of the oracle's steps, each unchanged: h = h + y (when y), out = rmsnorm_1pw(h; w),
 // and (when xsum) the chunk sums of out (chunk_sums' order: from 0.0f, 32 elements in index order).
-// One block a row; the sum of squares in warp 0 reads h after the block's barrier.
-__global__ void add_rmsnorm_kernel(float* H, const float* Y, const float* w, int64_t n, float eps, float* Out,
+// One block a row: the row is read once into shared memory by all threads (coalesced); warp 0 takes the
+// sum of squares from there (sum_squares' order: lane l, 4-element chunks l, l+32, …, then the lane
+// tree); every thread writes its elements of out; thread c sums chunk c from shared memory.
+__global__ void add_rmsnorm_kernel(float* H, const float* Y, const float* w, int n, float eps, float* Out,
                                    float* xsum) {
+  extern __shared__ float hs[];  // pad32(n) floats
   __shared__ float r_s;
   float* h = H + int64_t(blockIdx.x) * n;
   float* out = Out + int64_t(blockIdx.x) * n;
-  if (Y) {
-    const float* y = Y + int64_t(blockIdx.x) * n;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) h[i] = h[i] + y[i];
-    __syncthreads();
+  const float* y = Y ? Y + int64_t(blockIdx.x) * n : nullptr;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = h[i];
+    if (y) {
+      v = v + y[i];
+      h[i] = v;
+    }
+    hs[pad32(i)] = v;
   }
+  __syncthreads();
   if (threadIdx.x < 32) {
-    float ss = warp_sum_squares(h, n, int(threadIdx.x));
-    if (threadIdx.x == 0) r_s = hkv::rsqrt_c(ss / float(n) + eps);
+    float acc = 0.0f;
+    for (int c = threadIdx.x; c * 4 < n; c += 32)
+      for (int j = c * 4; j < c * 4 + 4 && j < n; j++) acc = hkv::fma_rn(hs[pad32(j)], hs[pad32(j)], acc);
+    acc = warp_tree_sum(acc);
+    if (threadIdx.x == 0) r_s = hkv::rsqrt_c(acc / float(n) + eps);
   }
   __syncthreads();
   const float r = r_s;
-  const int64_t nch = (n + 31) / 32;
-  for (int64_t c = threadIdx.x; c < nch; c += blockDim.x) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = (hs[pad32(i)] * r) * (w ? 1.0f + w[i] : 1.0f);
+    out[i] = v;
+    hs[pad32(i)] = v;
+  }
+  if (!xsum) return;
+  __syncthreads();
+  for (int c = threadIdx.x; c < n / 32; c += blockDim.x) {  // n is a multiple of 32 when xsum is asked for
     float s = 0.0f;
-    for (int64_t i = c * 32; i < c * 32 + 32 && i < n; i++) {
-      float v = h[i] * r;
-      v = v * (w ? 1.0f + w[i] : 1.0f);
-      out[i] = v;
-      s = s + v;
-    }
-    if (xsum) xsum[int64_t(blockIdx.x) * (n / 32) + c] = s;  // n is a multiple of 32 when xsum is asked for
+    for (int j = 0; j < 32; j++) s = s + hs[pad32(32 * c + j)];
+    xsum[int64_t(blockIdx.x) * (n / 32) + c] = s;
   }
 }
 
-// a = silu_c(a)·b per element, one thread per 32-element chunk, and the chunk's sum in index order.
-__global__ void silu_mul_sums_kernel(float* a, const float* b, int64_t nch, float* xsum) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= nch) return;
-  float s = 0.0f;
-  for (int64_t i = c * 32; i < c * 32 + 32; i++) {
+// a = silu_c(a)·b, one thread an element; then each 32-element chunk's sum in index order, from shared
+// memory, by one thread. A block covers 8 chunks.
+__global__ void silu_mul_sums_kernel(float* a, const float* b, int64_t n, float* xsum) {
+  __shared__ float vs[pad32(256)];
+  const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
+  if (i < n) {
     const float v = hkv::silu_c(a[i]) * b[i];
     a[i] = v;
-    s = s + v;
+    vs[pad32(threadIdx.x)] = v;
   }
-  xsum[c] = s;
+  __syncthreads();
+  const int64_t c = int64_t(blockIdx.x) * 8 + threadIdx.x;
+  if (threadIdx.x < 8 && c * 32 < n) {
+    float s = 0.0f;
+    for (int j = 0; j < 32; j++) s = s + vs[pad32(32 * threadIdx.x + j)];
+    xsum[c] = s;
+  }
 }
 
 __global__ void l2norm_heads_kernel(float* X, int64_t ld, int dim, int nscaled, float scale) {
@@ -168,15 +190,16 @@ void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float
                       float* xsum, cudaStream_t st) {
   if (rows <= 0) return;
   if (xsum && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: chunk sums need n a multiple of 32");
-  add_rmsnorm_kernel<<<unsigned(rows), 256, 0, st>>>(h, y, w, n, eps, out, xsum);
+  const size_t smem = size_t(n + n / 32 + 1) * 4;
+  if (smem > 48 * 1024) throw std::runtime_error("add_rmsnorm_rows: rows above 11,900 floats");
+  add_rmsnorm_kernel<<<unsigned(rows), 256, smem, st>>>(h, y, w, int(n), eps, out, xsum);
   HKV_CHECK_LAUNCH();
 }
 
 void silu_mul_sums(float* a, const float* b, int64_t n, float* xsum, cudaStream_t st) {
   if (n <= 0) return;
   if (n % 32 != 0) throw std::runtime_error("silu_mul_sums: n must be a multiple of 32");
-  const int64_t nch = n / 32;
-  silu_mul_sums_kernel<<<unsigned((nch + 127) / 128), 128, 0, st>>>(a, b, nch, xsum);
+  silu_mul_sums_kernel<<<unsigned((n + 255) / 256), 256, 0, st>>>(a, b, n, xsum);
   HKV_CHECK_LAUNCH();
 }
 
