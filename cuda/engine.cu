@@ -266,6 +266,7 @@ Engine::Engine(const SyntheticSpec& spec) : c_(spec.config) {
 }
 
 Engine::~Engine() {
+  fast_.reset();  // the fast prefill path's cuBLAS handle and scratch, before the stream goes
   for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
   for (void* p : weight_allocs_) cudaFree(p);
   if (scratch_) cudaFree(scratch_);
@@ -671,6 +672,11 @@ std::vector<std::vector<float>> Engine::forward_batch(const std::vector<Sequence
   }
   std::vector<std::vector<float>> logits(seqs.size());
   std::vector<size_t> done(seqs.size(), 0);
+  for (size_t i = 0; i < seqs.size(); i++)  // issue #6: long prompts through the fast prefill path
+    if (uses_fast_prefill(int64_t(tokens[i].size()), opt)) {
+      logits[i] = forward_fast(*seqs[i], tokens[i], opt);
+      done[i] = tokens[i].size();
+    }
   for (;;) {
     Round r;
     int active = 0;
