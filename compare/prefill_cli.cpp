@@ -32,6 +32,9 @@ size_t device_used() {
 // Prints, per prompt length: rows a pass, the scratch's bytes, seconds, tokens/s, device memory in use after
 // it (weights + cache + scratch, which the engine keeps), and the exact decode steps' median ms after it.
 // --exact also times the exact path's prefill of the same prompt (slow at 27B: minutes at 32K).
+// --limit-gib G first takes (total − G GiB) of device memory as ballast, so that the run shows whether the
+// model, its cache and the fast path's scratch fit in G GiB (e.g. 20 for the 27B shape at 262,144 tokens).
+// Peak GB in use then counts the ballast; "in the limit" is that less the ballast.
 int cmd_bench_prefill(const Args& a) {
   const std::string model = a.get("model", "builtin:27b-mlx4");
   std::vector<int64_t> lengths;
@@ -46,7 +49,24 @@ int cmd_bench_prefill(const Args& a) {
   const bool exact = a.has("exact");
   cudaDeviceProp prop;
   HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const size_t base_used = device_used();
+  void* ballast = nullptr;
+  size_t ballast_b = 0;
+  if (a.has("limit-gib")) {
+    const size_t limit = size_t(a.get_int("limit-gib", 20)) << 30;
+    if (limit < prop.totalGlobalMem) {
+      ballast_b = prop.totalGlobalMem - limit;
+      HKV_CUDA_CHECK(cudaMalloc(&ballast, ballast_b));
+    }
+    std::printf("device limited to %.2f GiB (ballast %.2f GB)\n", double(limit) / double(1ull << 30),
+                double(ballast_b) / 1e9);
+  }
+  struct Free {
+    void* p;
+    ~Free() {
+      if (p) cudaFree(p);
+    }
+  } free_ballast{ballast};
+  const size_t base_used = device_used() - ballast_b;
   std::unique_ptr<cuda::Engine> eng;
   if (model.rfind("builtin:", 0) == 0)
     eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
@@ -73,7 +93,7 @@ int cmd_bench_prefill(const Args& a) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> lg = eng->forward(*s, toks, o);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const size_t peak = device_used();
+    const size_t peak = device_used() - ballast_b;
     int32_t tok = argmax(lg.data(), c.vocab_size);
     std::vector<double> dms;
     o.prefill = Prefill::Exact;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
-# a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [diff] [gate] [bench] [sanitize]
+# a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [diff] [gate] [bench] [sanitize] [prefill]
 # (default: ops engine bench)
 # Headers missing there (doctest, xxhash, nlohmann-json) travel as .deb files in .deps (shared/device.md).
 set -uo pipefail
@@ -54,6 +54,18 @@ for s in $stages; do
         > "$OUT/gate.log" 2>&1
       echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
       grep -E "^(fp8|q4h) " "$OUT/gate.log" | tee -a "$summary" ;;
+    prefill)  # issue #6, the fast prefill path: its GPU tests, its diff cases (KL against the oracle), time and memory
+      run gpu_prefill 240 $bin --source-file='*gpu_prefill*'
+      t=$SECONDS
+      timeout "${HKV_PREFILL_DIFF_LIMIT:-240}" build-gpu/hkv diff --op fast_prefill --long \
+        --filter "${HKV_PREFILL_FILTER:-^((?!ctx=32768).)*\$}" > "$OUT/prefill-diff.log" 2>&1
+      echo "prefill diff: rc=$?, $((SECONDS - t)) s: $(grep -E '^[0-9]+ passed' "$OUT/prefill-diff.log")" | tee -a "$summary"
+      grep -E "^fast_prefill" "$OUT/prefill-diff.log" | head -40 | tee -a "$summary"
+      t=$SECONDS
+      timeout "${HKV_PREFILL_BENCH_LIMIT:-240}" build-gpu/hkv bench-prefill \
+        ${HKV_PREFILL_BENCH_ARGS:---tokens 4096,32768 --kv-cache q4h} > "$OUT/prefill-bench.log" 2>&1
+      echo "prefill bench: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
+      grep -E "hkv bench-prefill|device limited|^\||error" "$OUT/prefill-bench.log" | tee -a "$summary" ;;
     bench)
       timeout 80 build-gpu/hkv bench ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} > "$OUT/bench.log" 2>&1
       echo "bench: rc=$?" | tee -a "$summary"
