@@ -41,16 +41,18 @@ commands:
                --grids   print the grid study of docs/FORMAT.md instead
   logits     run the model over a token file and write fp32 logits [tokens][vocab], little-endian
                --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--backend cpu|cuda]
-               [--threads N]
+               [--threads N]  [--prefill exact|fast|auto]  (cuda only; fast = tensor cores, NOT exact; auto =
+               fast from 512 tokens on; default exact)
   score      teacher-forced scoring: log p of every next token, streamed (chunk x vocab logits at a time)
                --model PATH  --tokens FILE  [--out FILE (fp32 [tokens-1])]  [--kv-cache F]  [--chunk N]
   generate   greedy decode from a prompt
                --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]  [--backend cpu|cuda]
                [--draft K]  (K tokens drafted by prompt lookup, verified in one pass: the same output)
                [--batch B]  (B sequences, the prompt less its last 0..B-1 tokens, decoded together)
+               [--prefill exact|fast|auto]  (cuda only: the prompt's path; decode is always exact)
   gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
                --fixture FILE (default fixtures/trained-gate.json)  [--backend cpu|cuda]
-               [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]
+               [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]  [--prefill exact|fast|auto]
                [--json FILE] [--md FILE] [--html FILE]   exit 0 when every depth passes, 1 when not
   diff       the differential suite: the engine against the oracle, one line a case, then "N passed, M failed"
                [--op NAME] [--filter REGEX] [--long] [--list] [--require-gpu (exit 77 without one)]
@@ -62,6 +64,8 @@ commands:
                [--attention (then the attention kernels alone) | --attention-only] [--attn-shape auto,narrow,wide]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50]
+  bench-prefill  the fast prefill path's time and peak memory (GPU only)
+               [--model builtin:27b-mlx4]  [--tokens 4096,32768]  [--kv-cache q4h]  [--decode N]  [--exact]
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
 
 models (--model): builtin:tiny (fast exactness tests), builtin:tiny-mlx4, builtin:100m, builtin:27b, builtin:27b-mlx4,
@@ -188,6 +192,20 @@ void check_context(const std::string& tokens_path, int64_t n, const Model& m) {
                            where + ")");
 }
 
+Prefill prefill_arg(const Args& a, const std::string& backend) {
+  const std::string v = a.get("prefill", "exact");
+  Prefill p = Prefill::Exact;
+  try {
+    p = parse_prefill(v);
+  } catch (const std::invalid_argument&) {
+    throw UsageError("hkv " + a.command + ": --prefill is exact, fast or auto, got '" + v + "'");
+  }
+  if (p != Prefill::Exact && backend != "cuda")
+    throw UsageError("hkv " + a.command + ": --prefill " + v +
+                     " needs --backend cuda (the oracle has only the exact path)");
+  return p;
+}
+
 static void set_threads(const Args& a) {
   if (a.has("threads")) omp_set_num_threads(int(a.get_int("threads", 1)));
 }
@@ -196,6 +214,7 @@ int cmd_logits(const Args& a) {
   set_threads(a);
   if (a.get("backend", "cpu") == "cuda") return cmd_logits_cuda(a);
   if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv logits: --backend is cpu or cuda");
+  prefill_arg(a, "cpu");
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   const std::string out = a.need("out");
@@ -215,6 +234,8 @@ int cmd_logits(const Args& a) {
 // chunk × vocab logits are held at once, written as fp32 [tokens − 1] (little-endian).
 int cmd_score(const Args& a) {
   set_threads(a);
+  prefill_arg(a, a.get("backend", "cpu"));  // the oracle's command: exact only
+  if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv score: runs on the oracle only (--backend cpu)");
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   if (tokens.size() < 2) throw std::runtime_error(a.get("tokens") + ": scoring needs at least 2 tokens");
@@ -250,6 +271,7 @@ int cmd_generate(const Args& a) {
   set_threads(a);
   if (a.get("backend", "cpu") == "cuda") return cmd_generate_cuda(a);
   if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv generate: --backend is cpu or cuda");
+  prefill_arg(a, "cpu");
   Model m = load_any_model(a.need("model"));
   std::vector<int32_t> prompt;
   if (a.has("tokens"))
@@ -367,13 +389,14 @@ int cmd_gate(const Args& a) {
   };
   const std::string backend = a.get("backend", "cpu");
   if (backend != "cpu" && backend != "cuda") throw UsageError("hkv gate: --backend is cpu or cuda");
+  const Prefill prefill = prefill_arg(a, backend);
   Model m = load_any_model(f.model);
   std::vector<int32_t> text = load_fixture_tokens(f, m.config.vocab_size);
   RunnerFactory runners;
   if (backend == "cpu")
     runners = oracle_runners(m);
   else
-    runners = engine_runners(m);  // throws when the engine is not built or no GPU is present
+    runners = engine_runners(m, prefill);  // throws when the engine is not built or no GPU is present
   std::fprintf(stderr, "gate: fixture %s (%s), backend %s\n", f.name.c_str(), f.path.c_str(), backend.c_str());
   GateReport g = run_gate(f, m, text, runners, backend == "cpu" ? "oracle (CPU)" : "engine (CUDA)", opt);
   if (tty) std::fprintf(stderr, "\r\033[K");
@@ -429,6 +452,7 @@ int cmd_logits_cuda(const Args&) { return no_engine("hkv logits --backend cuda")
 int cmd_generate_cuda(const Args&) { return no_engine("hkv generate --backend cuda"); }
 int cmd_bench(const Args&) { return no_engine("hkv bench"); }
 int cmd_bench_ops(const Args&) { return no_engine("hkv bench-ops"); }
+int cmd_bench_prefill(const Args&) { return no_engine("hkv bench-prefill"); }
 #endif
 
 // ---- dispatch -----------------------------------------------------------------------------------
@@ -453,6 +477,7 @@ int run_cli(int argc, char** argv) {
     if (a.command == "diff") return cmd_diff(a);
     if (a.command == "bench") return cmd_bench(a);
     if (a.command == "bench-ops") return cmd_bench_ops(a);
+    if (a.command == "bench-prefill") return cmd_bench_prefill(a);
     throw UsageError("unknown command '" + a.command + "' (hkv --help lists them)");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "hkv: error: %s\n", e.what());

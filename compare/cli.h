@@ -9,6 +9,7 @@
 namespace hkv {
 
 struct Model;
+enum class Prefill;
 
 // Parsed `--key value` and `--flag` arguments after the subcommand.
 struct Args {
@@ -30,6 +31,9 @@ struct UsageError : std::runtime_error {
 // (naming the token file and the model) before anything is written.
 void check_logits_finite(const std::vector<float>& logits, int64_t vocab, const std::string& model);
 void check_context(const std::string& tokens_path, int64_t n, const Model& m);
+// --prefill exact|fast|auto (default exact); anything but exact needs --backend cuda (the oracle has only the
+// exact path). UsageError otherwise.
+Prefill prefill_arg(const Args& a, const std::string& backend);
 
 // Returns the process exit code: 0 success, 1 a check that failed (gate/diff), 2 usage or input error.
 int run_cli(int argc, char** argv);
@@ -48,5 +52,6 @@ int cmd_bench(const Args& a);
 int cmd_bench_ops(const Args& a);
 // "a,b,,c" -> {"a", "b", "c"}
 std::vector<std::string> split_list(const std::string& s);
+int cmd_bench_prefill(const Args& a);  // compare/prefill_cli.cpp
 
 }  // namespace hkv

@@ -1,10 +1,12 @@
 // The engine's cases of the differential suite: ops and the whole model, engine against oracle, byte for
 // byte. Built only with the CUDA engine; the cases need a GPU at run time.
+#include <cmath>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "compare/diff.h"
+#include "compare/stats.h"
 #include "reference/model.h"
 #include "reference/scalar.h"
 #include "reference/synthetic.h"
@@ -253,6 +255,48 @@ CaseResult model_case(const std::string& source, const KvFormat& f, int64_t ctx,
   return {CaseResult::Fail, "first divergence at " + d};
 }
 
+// ---- the fast prefill path (issue #6): not exact, compared by KL ----------------------------------------
+// Bars, and why: the fast path must cost at most a tenth of the fidelity gate's q4h bar (mean KL 0.01,
+// worst 0.1; design.md), so that a gate run on a fast-prefilled cache still measures the cache format, not
+// the prefill: mean KL <= 1e-3, worst <= 1e-2. Top-1 agreement >= 0.97: bf16 operands move logits by about
+// 2^-9 of their scale, which flips the top token only at near-ties; a few in a hundred rows of a random
+// synthetic model are that close. These bars are written before the first H200 run measured the path:
+// they are the intended bars, and the case prints the measured values so they can be checked.
+constexpr double kFastKlMean = 1e-3, kFastKlMax = 1e-2, kFastTop1 = 0.97;
+
+CaseResult fast_prefill_case(const std::string& source, const KvFormat& f, int64_t ctx, int64_t decode) {
+  auto m = cached_model(source);
+  auto toks = tokens_for(*m, ctx, uint64_t(ctx) + 17);
+  Trace a = oracle_trace(*m, f, toks, decode, -1, false);
+  auto e = cached_engine(source);
+  auto s = e->new_sequence(f, int64_t(toks.size()));
+  auto fwd = [&e, &s](const std::vector<int32_t>& t, const ForwardOptions& o) {
+    ForwardOptions o2 = o;
+    o2.prefill = t.size() > 1 ? Prefill::Fast : Prefill::Exact;  // the prompt fast, decode exact
+    return e->forward(*s, t, o2);
+  };
+  Trace b = record_trace(fwd, toks, decode, {}, false);
+  const int64_t V = m->config.vocab_size, rows = int64_t(a.logits.size()) / V;
+  if (int64_t(b.logits.size()) != rows * V) return {CaseResult::Fail, "the engine returned another number of rows"};
+  const int64_t first = std::max<int64_t>(0, rows - decode - 256);  // the last 256 prompt rows and the decode rows
+  double sum = 0, worst = 0;
+  int64_t agree = 0, worst_row = 0;
+  for (int64_t r = first; r < rows; r++) {
+    const double kl = kl_divergence(a.logits.data() + r * V, b.logits.data() + r * V, V);
+    if (!std::isfinite(kl)) return {CaseResult::Fail, "row " + std::to_string(r) + ": KL is not finite"};
+    sum += kl;
+    if (kl > worst) worst = kl, worst_row = r;
+    agree += argmax(a.logits.data() + r * V, V) == argmax(b.logits.data() + r * V, V);
+  }
+  const double n = double(rows - first), mean = sum / n, top1 = double(agree) / n;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%lld rows: KL mean %.3g (bar %.0e), worst %.3g at row %lld (bar %.0e), top-1 %.4f (bar %.2f)",
+                (long long)(rows - first), mean, kFastKlMean, worst, (long long)worst_row, kFastKlMax, top1, kFastTop1);
+  const bool ok = mean <= kFastKlMean && worst <= kFastKlMax && top1 >= kFastTop1;
+  return {ok ? CaseResult::Ok : CaseResult::Fail, buf};
+}
+
 }  // namespace
 
 std::vector<DiffCase> engine_diff_cases() {
@@ -306,6 +350,26 @@ std::vector<DiffCase> engine_diff_cases() {
   for (int64_t ctx : {8192, 32768})
     add("model", "model=builtin:tiny,cache=q4h,ctx=" + std::to_string(ctx) + ",decode=2,long", true,
         [=] { return model_case("builtin:tiny", KvFormat::q4h(), ctx, 2, false); });
+  // The fast prefill path against the oracle's exact prefill, by KL (bars at fast_prefill_case), with exact
+  // decode after it. Short contexts in the default table; one pass and two passes (8192 > 4096 rows a pass)
+  // and deeper with --long.
+  for (const std::string src : {"builtin:tiny", "builtin:tiny-mlx4", "synthetic:27b-heads"})
+    for (const char* fmt : {"bf16", "fp8", "q4h"})
+      add("fast_prefill", "model=" + src + ",cache=" + fmt + ",ctx=1100,decode=3", false,
+          [=] { return fast_prefill_case(src, KvFormat::parse(fmt), 1100, 3); });
+  for (const std::string& src : models)
+    if (src.rfind(hf, 0) == 0)
+      add("fast_prefill", "model=hf/" + src.substr(hf.size()) + ",cache=q4h,decode=3", false, [=] {
+        auto m = cached_model(src);
+        return fast_prefill_case(src, KvFormat::q4h(), std::min<int64_t>(300, m->config.max_position_embeddings), 3);
+      });
+  for (int64_t ctx : {8192, 32768})
+    for (const char* fmt : {"bf16", "q4h"})
+      add("fast_prefill",
+          std::string("model=builtin:tiny,cache=") + fmt + ",ctx=" + std::to_string(ctx) + ",decode=2,long", true,
+          [=] { return fast_prefill_case("builtin:tiny", KvFormat::parse(fmt), ctx, 2); });
+  add("fast_prefill", "model=synthetic:27b-heads,cache=q4h,ctx=8192,decode=2,long", true,
+      [=] { return fast_prefill_case("synthetic:27b-heads", KvFormat::q4h(), 8192, 2); });
   // A case that must fail: the engine's cache with one flipped byte.
   add("model", "corrupted-engine-cache-must-differ,cache=q4h", false, [] {
     auto m = cached_model("builtin:tiny");

@@ -32,11 +32,12 @@ int cmd_bench(const Args& a);
 namespace {
 class EngineRunner : public SequenceRunner {
  public:
-  EngineRunner(std::shared_ptr<cuda::Engine> eng, const KvFormat& f, int64_t capacity)
-      : eng_(std::move(eng)), seq_(eng_->new_sequence(f, capacity)) {}
+  EngineRunner(std::shared_ptr<cuda::Engine> eng, const KvFormat& f, int64_t capacity, Prefill prefill)
+      : eng_(std::move(eng)), seq_(eng_->new_sequence(f, capacity)), prefill_(prefill) {}
   void feed(const std::vector<int32_t>& tokens, std::vector<float>* logits) override {
     ForwardOptions o;
     o.want_logits = logits != nullptr;
+    o.prefill = prefill_;
     std::vector<float> l = eng_->forward(*seq_, tokens, o);
     if (logits) *logits = std::move(l);
   }
@@ -44,16 +45,17 @@ class EngineRunner : public SequenceRunner {
  private:
   std::shared_ptr<cuda::Engine> eng_;
   std::unique_ptr<cuda::Sequence> seq_;
+  Prefill prefill_;
 };
 }  // namespace
 
-RunnerFactory engine_runners(const Model& m) {
+RunnerFactory engine_runners(const Model& m, Prefill prefill) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
     throw std::runtime_error("the CUDA engine needs a GPU; none is present");
   auto eng = std::make_shared<cuda::Engine>(m);
-  return [eng](const KvFormat& f, int64_t capacity) -> std::unique_ptr<SequenceRunner> {
-    return std::make_unique<EngineRunner>(eng, f, capacity);
+  return [eng, prefill](const KvFormat& f, int64_t capacity) -> std::unique_ptr<SequenceRunner> {
+    return std::make_unique<EngineRunner>(eng, f, capacity, prefill);
   };
 }
 
@@ -63,14 +65,17 @@ int cmd_logits_cuda(const Args& a) {
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   const std::string out = a.need("out");
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  ForwardOptions o;
+  o.prefill = prefill_arg(a, "cuda");
   check_context(a.need("tokens"), int64_t(tokens.size()), m);
   cuda::Engine eng(m);
   auto s = eng.new_sequence(f, int64_t(tokens.size()));
-  std::vector<float> logits = eng.forward(*s, tokens);
+  std::vector<float> logits = eng.forward(*s, tokens, o);
   check_logits_finite(logits, m.config.vocab_size, m.source);
   write_file_atomic(out, logits.data(), logits.size() * sizeof(float));
-  std::printf("%s: %zu tokens x %lld vocab, cache %s, backend cuda, xxh64 %s\n", out.c_str(), tokens.size(),
+  std::printf("%s: %zu tokens x %lld vocab, cache %s, backend cuda%s, xxh64 %s\n", out.c_str(), tokens.size(),
               static_cast<long long>(m.config.vocab_size), f.name().c_str(),
+              cuda::Engine::uses_fast_prefill(int64_t(tokens.size()), o) ? " (fast prefill: not exact)" : "",
               xxh64_hex(logits.data(), logits.size() * sizeof(float)).c_str());
   return 0;
 }
@@ -103,6 +108,7 @@ int cmd_generate_cuda(const Args& a) {
   if (n < 1 || k < 0) throw UsageError("hkv generate: --n must be at least 1 and --draft at least 0");
   check_context(a.has("tokens") ? a.get("tokens") : std::string("--prompt"), int64_t(prompt.size()) + n + k, m);
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
+  const Prefill prefill = prefill_arg(a, "cuda");
   cuda::Engine eng(m);
   const int batch = int(a.get_int("batch", 1));
   if (batch < 1 || batch > int(prompt.size()))
@@ -121,6 +127,7 @@ int cmd_generate_cuda(const Args& a) {
     ForwardOptions o;
     o.last_only = true;
     for (int step = 0; step < n; step++) {
+      o.prefill = step == 0 ? prefill : Prefill::Exact;  // the prompts' path; decode is exact
       std::vector<std::vector<float>> logits = eng.forward_batch(ptrs, feed, o);
       for (int i = 0; i < batch; i++) {
         outs[size_t(i)].push_back(argmax(logits[size_t(i)].data(), m.config.vocab_size));
@@ -137,6 +144,7 @@ int cmd_generate_cuda(const Args& a) {
   auto s = eng.new_sequence(f, int64_t(prompt.size()) + n + k);
   std::vector<int32_t> out;
   if (k > 0) {
+    if (prefill != Prefill::Exact) throw UsageError("hkv generate: --draft runs the exact path only (no --prefill)");
     EngineDraftTarget target(eng, *s);
     DraftStats st;
     out = generate_drafted(target, prompt, n, k, &st);
@@ -146,7 +154,9 @@ int cmd_generate_cuda(const Args& a) {
   } else {
     ForwardOptions o;
     o.last_only = true;
+    o.prefill = prefill;
     std::vector<float> logits = eng.forward(*s, prompt, o);
+    o.prefill = Prefill::Exact;  // decode is exact
     for (int i = 0; i < n; i++) {
       out.push_back(argmax(logits.data(), m.config.vocab_size));
       if (i + 1 < n) logits = eng.forward(*s, {out.back()}, o);

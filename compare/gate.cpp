@@ -44,7 +44,7 @@ RunnerFactory oracle_runners(const Model& m, bool wide) {
 }
 
 #ifndef HKV_HAVE_CUDA
-RunnerFactory engine_runners(const Model&) {
+RunnerFactory engine_runners(const Model&, Prefill) {
   throw std::runtime_error("this hkv was built without the CUDA engine (no nvcc at configure time, or HKV_CUDA=OFF)");
 }
 #endif  // with the engine: compare/engine_cli.cpp

@@ -16,6 +16,7 @@
 #include "compare/stats.h"
 #include "reference/config.h"
 #include "reference/kvformat.h"
+#include "reference/model.h"
 
 namespace hkv {
 
@@ -32,8 +33,9 @@ using RunnerFactory = std::function<std::unique_ptr<SequenceRunner>(const KvForm
 RunnerFactory oracle_runners(const Model& m, bool wide = false);
 
 // The engine as a runner (compare/engine_runner.cpp). Throws when hkv was built without the CUDA engine
-// or no GPU is present.
-RunnerFactory engine_runners(const Model& m);
+// or no GPU is present. `prefill` is each feed's ForwardOptions::prefill (the gate's 4096-token prefill
+// pieces take the fast path under Fast or Auto; its scored rows are fed 256 at a time, exact under Auto).
+RunnerFactory engine_runners(const Model& m, Prefill prefill = Prefill::Exact);
 
 struct TopDiff {
   int64_t row;               // scored row index (0 = the row predicting token d)

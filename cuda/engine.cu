@@ -268,6 +268,7 @@ Engine::Engine(const SyntheticSpec& spec) : Engine(spec.config, Bare{}) {
 }
 
 Engine::~Engine() {
+  fast_.reset();  // the fast prefill path's cuBLAS handle and scratch, before the stream goes
   if (stream_) cudaStreamSynchronize(stream_);  // kernels still filling weights (a constructor that threw)
   free_scratch();
   for (void* p : weight_allocs_) device_free(p);
@@ -740,6 +741,11 @@ std::vector<std::vector<float>> Engine::forward_batch(const std::vector<Sequence
   }
   std::vector<std::vector<float>> logits(seqs.size());
   std::vector<size_t> done(seqs.size(), 0);
+  for (size_t i = 0; i < seqs.size(); i++)  // issue #6: long prompts through the fast prefill path
+    if (uses_fast_prefill(int64_t(tokens[i].size()), opt)) {
+      logits[i] = forward_fast(*seqs[i], tokens[i], opt);
+      done[i] = tokens[i].size();
+    }
   for (;;) {
     Round r;
     int active = 0;

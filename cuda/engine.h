@@ -65,6 +65,8 @@ class Snapshot {
   int64_t pos_ = 0;
 };
 
+struct FastPrefillState;  // cuda/prefill.h
+
 class Engine {
  public:
   explicit Engine(const Model& m);             // uploads the host weights
@@ -84,6 +86,9 @@ class Engine {
   // As hkv::forward: logits [T or 1][vocab] (none when !opt.want_logits); opt.tap sees "q", "k", "attn",
   // "deltanet", "hidden" per layer exactly as the oracle's. Throws std::domain_error on a non-finite K/V.
   std::vector<float> forward(Sequence& s, const std::vector<int32_t>& tokens, const ForwardOptions& opt = {});
+  // opt.prefill (reference/model.h): Exact as above; Fast runs the tokens through the fast prefill path
+  // (cuda/prefill.h: tensor cores, chunked DeltaNet; NOT exact, no taps) and leaves the sequence in the exact
+  // path's formats, so exact decode continues from it; Auto is Fast from kAutoFastPrefillTokens tokens on.
   // Several sequences at once; tokens[i] goes to seqs[i]. Logits per sequence, as forward().
   std::vector<std::vector<float>> forward_batch(const std::vector<Sequence*>& seqs,
                                                 const std::vector<std::vector<int32_t>>& tokens,
@@ -107,6 +112,12 @@ class Engine {
   size_t embedding_to_host();
   // Capture decode steps (one token per sequence) in CUDA graphs and replay them.
   void set_graphs(bool on) { graphs_ = on; }
+  // Whether a call of T tokens with these options takes the fast prefill path.
+  static bool uses_fast_prefill(int64_t T, const ForwardOptions& opt);
+  // Rows a pass of the fast path would take for a prompt of T tokens, and the scratch bytes it needs
+  // (refused up front by forward(), with these numbers, when they do not fit).
+  int64_t fast_prefill_rows(int64_t T) const;
+  size_t fast_prefill_bytes(int64_t rows) const;
   cudaStream_t stream() const { return stream_; }
 
  private:
@@ -132,6 +143,10 @@ class Engine {
   void run_round(const Round& r, const ForwardOptions& opt, std::vector<float>* logits);
   void launch_layers(const Round& r, const ForwardOptions* tap_opt);
   void check_fits(size_t need, const std::string& what) const;
+  // the fast prefill path (cuda/prefill_engine.cpp)
+  std::vector<float> forward_fast(Sequence& s, const std::vector<int32_t>& tokens, const ForwardOptions& opt);
+  void fast_gemm(const DMat& W, int64_t r0, int64_t r1, const uint16_t* X, int64_t ldx, int64_t n, float* Y,
+                 int64_t ldy, float beta);
 
   Config c_;
   cudaStream_t stream_ = nullptr;
@@ -156,6 +171,7 @@ class Engine {
   int* err_ = nullptr;
   bool graphs_ = false;
   std::map<std::string, cudaGraphExec_t> graph_cache_;
+  std::shared_ptr<FastPrefillState> fast_;  // cuBLAS handle and scratch of the fast prefill path
 };
 
 }  // namespace hkv::cuda

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [profile]
+# [peer] [bench-ops] [profile] [prefill]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -119,6 +119,18 @@ for s in $stages; do
       timeout "${HKV_PROFILE_LIMIT:-200}" cuda/profile_token.sh build-gpu/hkv > "$OUT/profile.log" 2>&1
       echo "profile: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile.log" | tee -a "$summary" ;;
+    prefill)  # issue #6, the fast prefill path: its GPU tests, its diff cases (KL against the oracle), time and memory
+      run gpu_prefill 240 $bin --source-file='*gpu_prefill*'
+      t=$SECONDS
+      timeout "${HKV_PREFILL_DIFF_LIMIT:-240}" build-gpu/hkv diff --op fast_prefill --long \
+        --filter "${HKV_PREFILL_FILTER:-^((?!ctx=32768).)*\$}" > "$OUT/prefill-diff.log" 2>&1
+      echo "prefill diff: rc=$?, $((SECONDS - t)) s: $(grep -E '^[0-9]+ passed' "$OUT/prefill-diff.log")" | tee -a "$summary"
+      grep -E "^fast_prefill" "$OUT/prefill-diff.log" | head -40 | tee -a "$summary"
+      t=$SECONDS
+      timeout "${HKV_PREFILL_BENCH_LIMIT:-240}" build-gpu/hkv bench-prefill \
+        ${HKV_PREFILL_BENCH_ARGS:---tokens 4096,32768 --kv-cache q4h} > "$OUT/prefill-bench.log" 2>&1
+      echo "prefill bench: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
+      grep -E "hkv bench-prefill|device limited|^\||error" "$OUT/prefill-bench.log" | tee -a "$summary" ;;
   esac
 done
 echo "==== summary ===="

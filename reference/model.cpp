@@ -17,6 +17,15 @@ namespace hkv {
 // small helpers
 // ================================================================================================
 
+Prefill parse_prefill(const std::string& s) {
+  if (s == "exact") return Prefill::Exact;
+  if (s == "fast") return Prefill::Fast;
+  if (s == "auto") return Prefill::Auto;
+  throw std::invalid_argument("prefill '" + s + "': exact, fast or auto");
+}
+
+const char* prefill_name(Prefill p) { return p == Prefill::Exact ? "exact" : p == Prefill::Fast ? "fast" : "auto"; }
+
 int32_t argmax(const float* logits, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; i++)

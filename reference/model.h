@@ -46,10 +46,22 @@ SequenceState load_state(const Config& c, const std::string& path, int64_t capac
 // called with (layer, tensor name, token index within the call, data, count).
 using Tap = std::function<void(int layer, const char* name, int64_t t, const float* data, int64_t n)>;
 
+// Which path the engine (cuda/) takes for a call's tokens; the oracle has only the exact one and ignores it.
+// Fast: tensor-core products, attention and a chunked DeltaNet (issue #6), not exact (ARITHMETIC.md §10).
+// Auto: fast for kAutoFastPrefillTokens tokens or more (and no tap), exact below.
+enum class Prefill { Exact, Fast, Auto };
+// The Auto threshold. 512 is a placeholder: it must be measured on the H200 (where the fast path starts to
+// win over the exact one) and set from that measurement.
+inline constexpr int64_t kAutoFastPrefillTokens = 512;
+// Prefill::Exact|Fast|Auto from "exact", "fast", "auto"; std::invalid_argument naming the text otherwise.
+Prefill parse_prefill(const std::string& s);
+const char* prefill_name(Prefill p);
+
 struct ForwardOptions {
   bool want_logits = true;  // compute logits for every token (else only hidden states advance)
   bool last_only = false;   // logits for the last token only
   const Tap* tap = nullptr;
+  Prefill prefill = Prefill::Exact;  // engine only (see Prefill)
 };
 
 // Feed tokens[0..T) at positions s.pos … s.pos+T−1; returns logits [T or 1][vocab] (empty if none wanted).

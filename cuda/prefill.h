@@ -1,0 +1,116 @@
+// The engine's fast prefill path (issue #6): long prompts through tensor-core matrix products, a
+// tensor-core attention over decoded cache rows and the chunked (WY) form of the gated delta rule.
+//
+// NOT EXACT. Everything here computes the model's function with other rounding than the oracle
+// (bf16 operands, fp32 accumulation in cuBLAS's order, another summation order in the DeltaNet): it is
+// outside the arithmetic contract (docs/ARITHMETIC.md §10) and is compared with the oracle by KL divergence
+// (hkv diff --long, tests/gpu_prefill.cpp), never byte for byte. What it leaves behind is in the exact
+// path's formats, so exact decode continues from it: the cache rows are packed by the exact kv_pack from the
+// fast path's K and V, the conv and S states are the recurrence's (with the fast path's rounding), pos
+// advances by the prompt's length.
+//
+// bf16 values are stored as uint16_t (cuBLAS reads them as CUDA_R_16BF), rounded to nearest even by
+// hkv::bf16_from_f32.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels.h"
+
+namespace hkv::cuda {
+
+// ---- prefill.cu: weights and activations --------------------------------------------------------
+
+// Rows [r0, r0 + n) of W as bf16 [n][W.cols]: MLX4 w = fma(scale, q, bias) in fp32 (exactly the oracle's
+// Matrix::at) then rounded to bf16; f32 and f16 converted and rounded; bf16 copied.
+void dequant_rows_bf16(const DMat& W, int64_t r0, int64_t n, uint16_t* out, cudaStream_t st);
+// out[r][c] = bf16(x[r][c]) for r < rows, c < cols.
+void f32_to_bf16(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint16_t* out, int64_t ldo, cudaStream_t st);
+// out[r] = bf16(rmsnorm_1pw(h[r], w)) over n = ld elements a row (block sum of squares, any order).
+void rmsnorm_bf16(const float* h, int64_t rows, int64_t n, const float* w, float eps, uint16_t* out, cudaStream_t st);
+// out[r][c] = bf16(silu_c(g[r][c]) · u[r][c]); g and u [rows][ld_gu].
+void silu_mul_bf16(const float* g, const float* u, int64_t ld_gu, int64_t rows, int64_t cols, uint16_t* out,
+                   int64_t ldo, cudaStream_t st);
+
+// Y[N][m] (row-major, ldy) = alpha · X[N][k] · W[m][k]ᵀ + beta · Y, bf16 operands (row-major, ldx, ldw),
+// fp32 accumulation and output: cublasGemmEx with CUBLAS_COMPUTE_32F on the handle's stream.
+void gemm_bf16_xwt(cublasHandle_t h, const uint16_t* W, int64_t m, int64_t k, int64_t ldw, const uint16_t* X,
+                   int64_t ldx, int64_t N, float* Y, int64_t ldy, float alpha, float beta);
+
+// ---- prefill.cu: attention over decoded cache rows -----------------------------------------------
+// For rows t < n of a pass at positions p0 + t (their K/V already packed into the cache), every query head
+// h attends to cache slots [0, p0 + t] of KV head h / (H/KV), read back from the cache's format:
+//   per KV head: the G = H/KV query heads of all n rows form M = n·G rows Qb (bf16; q4h: rotated first);
+//   keys in blocks of key_block: K and V rows decoded to bf16 (stored value s_g·u_j, rounded once);
+//   S = scale · Qb·Kᵀ (cuBLAS, fp32); per row, over the causal keys of the block: m' = max(m, max S),
+//   α = exp(m − m'), p = bf16(exp(S − m')), l = α·l + Σp, O = α·O; then O += P·V (cuBLAS, fp32);
+//   at the end out = O / l, rotated back (q4h), × sigmoid_c(gate), rounded to bf16.
+struct FastAttnArgs {
+  KvKind kind = KvKind::BF16;
+  int D = 0, H = 0, KV = 0;
+  size_t row_bytes = 0;
+  const float* q = nullptr;  // [n][ldq], head h at h·D, normed and roped (not rotated)
+  int64_t ldq = 0;
+  const float* gate = nullptr;  // [n][ldg], head h at h·gate_stride
+  int64_t ldg = 0, gate_stride = 0;
+  const uint8_t* k_cache = nullptr;  // [capacity][KV][row_bytes]
+  const uint8_t* v_cache = nullptr;
+  int64_t p0 = 0, n = 0;
+  uint16_t* out = nullptr;  // [n][ldo] bf16, head h at h·D
+  int64_t ldo = 0;
+  int64_t max_rows = 0;  // the n the scratch was sized for
+  int key_block = 0;     // from fast_attn_key_block
+  void* scratch = nullptr;
+};
+// The key block for rows of up to max_rows, G query heads per KV head, within about budget bytes
+// (a multiple of 64, between 64 and 4096), and the scratch bytes it needs.
+int fast_attn_key_block(int64_t max_rows, int G, int D, size_t budget);
+size_t fast_attn_scratch_bytes(int64_t max_rows, int G, int D, int key_block);
+void fast_attention(cublasHandle_t h, const FastAttnArgs& a, cudaStream_t st);
+
+// ---- deltanet_chunked.cu: the Gated DeltaNet in chunked form ----------------------------------------
+struct FastDeltaArgs {
+  int nk = 0, nv = 0, dk = 0, dv = 0, K = 4;
+  int64_t C = 0;  // conv channels = 2·nk·dk + nv·dv
+  float eps = 1e-6f, q_scale = 1.0f;
+  float* conv_state = nullptr;  // [C][K−1], read and updated
+  float* S = nullptr;           // [nv][dk][dv], read and updated
+  const float* conv_w = nullptr;
+  const float* A_log = nullptr;
+  const float* dt_bias = nullptr;
+  const float* norm_w = nullptr;
+  float* qkv = nullptr;      // [n][C] projections; conv, SiLU and the q/k l2norm are applied in place
+  const float* z = nullptr;  // [n][nv·dv]
+  float* b = nullptr;        // [n][nv]: replaced by β
+  float* a = nullptr;        // [n][nv]: replaced by g
+  float* o = nullptr;        // [n][nv·dv] scratch: the recurrence's output before its norm
+  float* bnd = nullptr;      // scratch: fast_delta_bnd_floats(n, C, K)
+  uint16_t* out = nullptr;   // [n][ldo] bf16: the gated, normed output (input of out_proj)
+  int64_t ldo = 0;
+  int64_t n = 0;
+};
+size_t fast_delta_bnd_floats(int64_t n, int64_t C, int K);
+// conv (the exact path's per-channel order, rows split in segments of 64 with their windows saved first),
+// l2norm of q and k, β and g, the chunked recurrence, the gated norm; see deltanet_chunked.cu.
+void fast_deltanet(const FastDeltaArgs& a, cudaStream_t st);
+// The chunked gated delta rule alone (tests): for rows t < n, value head h (key head h / (nv/nk)):
+// q_t = qkv[t][kh·dk …], k_t = qkv[t][nk·dk + kh·dk …], v_t = qkv[t][2·nk·dk + h·dv …] (row stride C),
+// g and beta [n][nv]; S [nv][dk][dv] updated; o [n][nv·dv]. The same function as n deltanet_step calls.
+void gated_delta_chunked(int nk, int nv, int dk, int dv, int64_t n, const float* qkv, int64_t C, const float* g,
+                         const float* beta, float* S, float* o, cudaStream_t st);
+
+// ---- the engine's fast-prefill state (owned by Engine, see cuda/prefill_engine.cpp) ----------------
+struct FastPrefillState {
+  cublasHandle_t blas = nullptr;
+  void* mem = nullptr;
+  size_t bytes = 0;
+  int64_t rows = 0;     // rows a pass, the scratch's sizing
+  size_t wt_elems = 0;  // the bf16 weight tile's elements
+  uint16_t* wt = nullptr;
+  ~FastPrefillState();
+};
+
+}  // namespace hkv::cuda

@@ -1,0 +1,308 @@
+// The fast prefill path (issue #6; cuda/prefill.h): NOT exact, so compared within stated tolerances, each
+// with its reason next to it:
+//   dequant_rows_bf16 against the oracle's Matrix::at rounded to bf16: exact (byte for byte);
+//   the chunked gated delta rule against deltanet_step, step by step, in and out of a carried state;
+//   the tensor-core attention against the exact attention kernel, all three cache formats;
+//   the whole model: fast prefill against exact prefill by KL (builtin tiny and tiny-mlx4, one and two
+//   passes, and the transformers fixtures), then exact decode after it.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "compare/stats.h"
+#include "cuda/engine.h"
+#include "cuda/prefill.h"
+#include "reference/model.h"
+#include "reference/scalar.h"
+#include "reference/synthetic.h"
+#include "reference/tokens.h"
+#include "tests/gpu_util.h"
+
+using namespace hkv;
+using namespace hkv::gputest;
+
+namespace {
+
+// ---- dequantization: exact ------------------------------------------------------------------------
+
+TEST_CASE("fast prefill: dequant_rows_bf16 equals the oracle's Matrix::at rounded to bf16") {
+  const int64_t rows = 37, cols = 256;
+  std::mt19937_64 g(5);
+  std::vector<uint32_t> q(size_t(rows * cols / 8));
+  for (auto& w : q) w = uint32_t(g());
+  std::vector<float> f32 = gaussian(size_t(rows * cols), 6);
+  std::vector<uint16_t> f16(f32.size()), bf(f32.size());
+  for (size_t i = 0; i < f32.size(); i++) f16[i] = f16_from_f32(f32[i]), bf[i] = bf16_from_f32(f32[i]);
+  for (int group : {32, 64, 128})
+    for (WType t : {WType::MLX4, WType::F32, WType::F16, WType::BF16}) {
+      if (t != WType::MLX4 && group != 64) continue;
+      CAPTURE(wtype_name(t));
+      CAPTURE(group);
+      const int64_t ng = rows * (cols / group);
+      std::vector<uint16_t> sc(static_cast<size_t>(ng)), bi(static_cast<size_t>(ng));
+      for (int64_t i = 0; i < ng; i++)
+        sc[size_t(i)] = bf16_from_f32(0.01f * float(i % 13 + 1)), bi[size_t(i)] = bf16_from_f32(-0.05f * float(i % 7));
+      Matrix W;
+      W.type = t, W.rows = rows, W.cols = cols, W.group = t == WType::MLX4 ? group : 0;
+      W.data = t == WType::MLX4  ? static_cast<const void*>(q.data())
+               : t == WType::F32 ? static_cast<const void*>(f32.data())
+               : t == WType::F16 ? static_cast<const void*>(f16.data())
+                                 : static_cast<const void*>(bf.data());
+      W.scales = sc.data(), W.biases = bi.data();
+      DBuf<uint8_t> dw(W.nbytes());
+      HKV_CUDA_CHECK(cudaMemcpy(dw.p, W.data, t == WType::MLX4 ? q.size() * 4 : W.nbytes(), cudaMemcpyHostToDevice));
+      DBuf<uint16_t> ds(sc), db(bi);
+      cuda::DMat D;
+      D.type = t, D.rows = rows, D.cols = cols, D.group = W.group, D.data = dw.p, D.scales = ds.p, D.biases = db.p;
+      const int64_t r0 = 3, n = 30;
+      DBuf<uint16_t> out(size_t(n * cols));
+      out.poison();
+      cuda::dequant_rows_bf16(D, r0, n, out.p, nullptr);
+      std::vector<uint16_t> got = out.get();
+      int64_t bad = -1;
+      for (int64_t r = 0; r < n && bad < 0; r++)
+        for (int64_t c = 0; c < cols; c++)
+          if (got[size_t(r * cols + c)] != bf16_from_f32(W.at(r0 + r, c))) {
+            bad = r * cols + c;
+            break;
+          }
+      CHECK_MESSAGE(bad < 0, "first differing element " << bad);
+    }
+}
+
+// ---- the chunked gated delta rule against the recurrence -----------------------------------------------
+
+// Tolerance: fp32 with another summation order. Every output and state entry is a sum of at most
+// dk·64 + 64 products of values bounded by the largest magnitude M (|k| = 1, β ≤ 1, decays ≤ 1), so its
+// rounding differs by about (dk + 64)·2^-24·M ≈ 1e-5·M per chunk, growing slowly over chunks; 2e-4·M (plus
+// 1e-6 absolute) leaves a margin of about 10 over 300 tokens. A wrong decay, β or mask is off by O(M).
+double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
+  double m = 0, e = 0;
+  for (size_t i = 0; i < want.size(); i++) {
+    m = std::max(m, double(std::fabs(want[i])));
+    e = std::max(e, double(std::fabs(got[i] - want[i])));
+  }
+  return e / (m + 1e-6);
+}
+
+TEST_CASE(
+    "fast prefill: the chunked gated delta rule equals deltanet_step within 2e-4 (relative to the largest value)") {
+  for (int dk : {32, 128}) {
+    const int nk = 2, nv = 4, dv = 64;
+    const int64_t C = 2 * nk * dk + nv * dv;
+    for (int64_t n : {int64_t(1), int64_t(64), int64_t(200)}) {
+      CAPTURE(dk);
+      CAPTURE(n);
+      std::vector<float> qkv = gaussian(size_t(n * C), 11 + uint64_t(n));
+      for (int64_t t = 0; t < n; t++)  // q and k as the layer has them: l2-normed, q scaled
+        for (int hh = 0; hh < 2 * nk; hh++) {
+          float* x = qkv.data() + t * C + hh * dk;
+          l2norm_inplace(x, dk);
+          if (hh < nk)
+            for (int i = 0; i < dk; i++) x[i] *= float(1.0 / std::sqrt(double(dk)));
+        }
+      std::vector<float> gv(size_t(n * nv)), bv(size_t(n * nv));
+      std::mt19937_64 rg(3);
+      std::uniform_real_distribution<float> u(0.0f, 1.0f);
+      for (size_t i = 0; i < gv.size(); i++) gv[i] = -2.0f * u(rg) * u(rg), bv[i] = u(rg);  // decays to exp(-2)
+      std::vector<float> S0 = gaussian(size_t(nv * dk * dv), 9, 0.3f), S = S0;
+      std::vector<float> want(size_t(n * nv * dv));
+      const int ratio = nv / nk;
+      for (int64_t t = 0; t < n; t++)
+        for (int h = 0; h < nv; h++) {
+          const float* row = qkv.data() + t * C;
+          deltanet_step(S.data() + size_t(h) * dk * dv, row + (h / ratio) * dk, row + nk * dk + (h / ratio) * dk,
+                        row + 2 * nk * dk + h * dv, bv[size_t(t * nv + h)], gv[size_t(t * nv + h)], dk, dv,
+                        want.data() + (t * nv + h) * dv);
+        }
+      DBuf<float> dqkv(qkv), dg(gv), db(bv), dS(S0), dout(want.size());
+      dout.poison();
+      // in two calls (the state carried between them) when n allows it
+      const int64_t n1 = n > 100 ? 77 : n;
+      cuda::gated_delta_chunked(nk, nv, dk, dv, n1, dqkv.p, C, dg.p, db.p, dS.p, dout.p, nullptr);
+      if (n1 < n)
+        cuda::gated_delta_chunked(nk, nv, dk, dv, n - n1, dqkv.p + n1 * C, C, dg.p + n1 * nv, db.p + n1 * nv, dS.p,
+                                  dout.p + n1 * nv * dv, nullptr);
+      const double eo = rel_err(dout.get(), want), es = rel_err(dS.get(), S);
+      CHECK_MESSAGE(eo <= 2e-4, "outputs: relative error " << eo);
+      CHECK_MESSAGE(es <= 2e-4, "state: relative error " << es);
+    }
+  }
+}
+
+// ---- attention against the exact kernel --------------------------------------------------------------
+
+// Tolerance: the fast attention rounds q (after rotation), K, V, the probabilities and the output to bf16
+// (2^-9 relative each) and accumulates in fp32: about 1% of the output's scale in the worst element. Bar:
+// |fast − exact| <= 0.02·max|exact of that row and head| + 1e-3. A wrong mask, GQA mapping, rotation or
+// gate is off by O(1).
+TEST_CASE("fast prefill: the tensor-core attention equals the exact attention within 2% of the output's scale") {
+  const int H = 4, KV = 2, D = 128;
+  const int64_t p0 = 300, n = 400, npos = p0 + n;
+  for (const char* fname : {"bf16", "fp8", "q4h"}) {
+    CAPTURE(fname);
+    const KvFormat f = KvFormat::parse(fname);
+    const size_t rb = kv_row_bytes(f, D);
+    std::vector<float> k = gaussian(size_t(npos * KV * D), 21), v = gaussian(size_t(npos * KV * D), 22);
+    for (size_t i = 0; i < k.size(); i += 41) k[i] *= 6.0f;  // a few outliers
+    std::vector<uint8_t> kc(size_t(npos) * KV * rb), vc(kc.size());
+    for (int64_t p = 0; p < npos; p++)
+      for (int h = 0; h < KV; h++) {
+        kv_pack_row(f, k.data() + (p * KV + h) * D, D, kc.data() + (size_t(p) * KV + h) * rb);
+        kv_pack_row(f, v.data() + (p * KV + h) * D, D, vc.data() + (size_t(p) * KV + h) * rb);
+      }
+    std::vector<float> q = gaussian(size_t(n * H * D), 23, 2.0f), gate = gaussian(size_t(n * H * D), 24);
+    DBuf<uint8_t> dk(kc), dv(vc);
+    DBuf<float> dq(q), dgate(gate), dexact(size_t(n * H * D));
+    std::vector<int> nkeys(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; t++) nkeys[size_t(t)] = int(p0 + t + 1);
+    std::vector<const uint8_t*> kr(size_t(n), dk.p), vr(size_t(n), dv.p);
+    DBuf<int> dn(nkeys);
+    DBuf<const uint8_t*> dkr(kr), dvr(vr);
+    DBuf<float> part(cuda::attn_part_floats(n, H, D, int(npos)));
+    cuda::AttnArgs a;
+    a.kind = f.kind, a.D = D, a.H = H, a.KV = KV, a.row_bytes = rb;
+    a.q = dq.p, a.ldq = H * D, a.gate = dgate.p, a.ldg = H * D, a.gate_stride = D;
+    a.n_keys = dn.p, a.k_rows = dkr.p, a.v_rows = dvr.p, a.out = dexact.p, a.ldo = H * D, a.N = n;
+    a.max_keys = int(npos), a.part = part.p;
+    cuda::attention(a, nullptr);
+    std::vector<float> want = dexact.get();
+    for (int key_block : {64, 256, 4096}) {
+      CAPTURE(key_block);
+      cublasHandle_t hb;
+      HKV_CUBLAS_CHECK(cublasCreate(&hb));
+      DBuf<uint8_t> scratch(cuda::fast_attn_scratch_bytes(n, H / KV, D, key_block));
+      DBuf<uint16_t> out(size_t(n * H * D));
+      out.poison();
+      cuda::FastAttnArgs fa;
+      fa.kind = f.kind, fa.D = D, fa.H = H, fa.KV = KV, fa.row_bytes = rb;
+      fa.q = dq.p, fa.ldq = H * D, fa.gate = dgate.p, fa.ldg = H * D, fa.gate_stride = D;
+      fa.k_cache = dk.p, fa.v_cache = dv.p, fa.p0 = p0, fa.n = n, fa.out = out.p, fa.ldo = H * D;
+      fa.max_rows = n, fa.key_block = key_block, fa.scratch = scratch.p;
+      cuda::fast_attention(hb, fa, nullptr);
+      std::vector<uint16_t> got = out.get();
+      HKV_CUBLAS_CHECK(cublasDestroy(hb));
+      double worst = 0;
+      int64_t worst_at = -1;
+      for (int64_t t = 0; t < n; t++)
+        for (int h = 0; h < H; h++) {
+          const size_t base = size_t((t * H + h) * D);
+          double m = 0;
+          for (int d = 0; d < D; d++) m = std::max(m, double(std::fabs(want[base + size_t(d)])));
+          for (int d = 0; d < D; d++) {
+            const double e =
+                std::fabs(double(f32_from_bf16(got[base + size_t(d)])) - want[base + size_t(d)]) / (0.02 * m + 1e-3);
+            if (!(e <= worst)) worst = e, worst_at = int64_t(base) + d;  // NaN lands here too
+          }
+        }
+      CHECK_MESSAGE(worst <= 1.0, "worst error / bar " << worst << " at element " << worst_at);
+    }
+  }
+}
+
+// ---- the whole model: fast prefill against exact prefill, then decode ------------------------------------
+
+// Bars (as compare/diff_engine.cpp's fast_prefill cases, with the reason there): mean KL <= 1e-3, worst
+// <= 1e-2, top-1 agreement >= 0.97, over every prompt row and the decode rows.
+struct KlStats {
+  double mean = 0, worst = 0, top1 = 0;
+};
+KlStats compare_rows(const std::vector<float>& a, const std::vector<float>& b, int64_t V) {
+  KlStats s;
+  const int64_t rows = int64_t(a.size()) / V;
+  for (int64_t r = 0; r < rows; r++) {
+    const double kl = kl_divergence(a.data() + r * V, b.data() + r * V, V);
+    s.mean += kl;
+    s.worst = std::max(s.worst, std::isfinite(kl) ? kl : 1e30);
+    s.top1 += argmax(a.data() + r * V, V) == argmax(b.data() + r * V, V);
+  }
+  s.mean /= double(rows);
+  s.top1 /= double(rows);
+  return s;
+}
+
+void fast_vs_exact(const std::string& label, const Model& m, cuda::Engine& eng, const KvFormat& f,
+                   const std::vector<int32_t>& prompt, int n_decode) {
+  CAPTURE(label);
+  CAPTURE(f.name());
+  const int64_t cap = int64_t(prompt.size()) + n_decode;
+  auto se = eng.new_sequence(f, cap), sf = eng.new_sequence(f, cap);
+  ForwardOptions exact, fast;
+  fast.prefill = Prefill::Fast;
+  std::vector<float> le = eng.forward(*se, prompt, exact), lf = eng.forward(*sf, prompt, fast);
+  REQUIRE(lf.size() == le.size());
+  CHECK(sf->pos() == int64_t(prompt.size()));
+  // decode after the fast prefill runs on the exact path: the exact engine's argmax fed to both
+  const int64_t V = m.config.vocab_size;
+  for (int i = 0; i < n_decode; i++) {
+    const int32_t tok = argmax(le.data() + le.size() - size_t(V), V);
+    std::vector<float> de = eng.forward(*se, {tok}, exact), df = eng.forward(*sf, {tok}, exact);
+    le.insert(le.end(), de.begin(), de.end());
+    lf.insert(lf.end(), df.begin(), df.end());
+  }
+  CHECK(sf->pos() == cap);
+  const KlStats s = compare_rows(le, lf, V);
+  MESSAGE(label << " " << f.name() << ": KL mean " << s.mean << ", worst " << s.worst << ", top-1 " << s.top1);
+  CHECK(s.mean <= 1e-3);
+  CHECK(s.worst <= 1e-2);
+  CHECK(s.top1 >= 0.97);
+}
+
+TEST_CASE("fast prefill: the whole model against exact prefill by KL, then exact decode (builtin tiny)") {
+  for (const char* name : {"builtin:tiny", "builtin:tiny-mlx4"}) {
+    Model m = load_any_model(name);
+    cuda::Engine eng(m);
+    const std::vector<int32_t> p = random_tokens(700, m.config.vocab_size, 31);
+    for (const char* fmt : {"bf16", "fp8", "q4h"}) fast_vs_exact(name, m, eng, KvFormat::parse(fmt), p, 3);
+    // Auto picks the fast path from kAutoFastPrefillTokens tokens on, never with a tap
+    ForwardOptions o;
+    o.prefill = Prefill::Auto;
+    CHECK(cuda::Engine::uses_fast_prefill(kAutoFastPrefillTokens, o));
+    CHECK_FALSE(cuda::Engine::uses_fast_prefill(kAutoFastPrefillTokens - 1, o));
+    Tap tap = [](int, const char*, int64_t, const float*, int64_t) {};
+    o.tap = &tap;
+    CHECK_FALSE(cuda::Engine::uses_fast_prefill(kAutoFastPrefillTokens, o));
+  }
+  // two passes (4096 rows a pass), in two calls (the second continues the first's states)
+  Model m = load_any_model("builtin:tiny");
+  cuda::Engine eng(m);
+  fast_vs_exact("tiny, 5000 tokens (two passes)", m, eng, KvFormat::q4h(), random_tokens(5000, m.config.vocab_size, 32),
+                2);
+  const std::vector<int32_t> p = random_tokens(1500, m.config.vocab_size, 33);
+  auto se = eng.new_sequence(KvFormat::q4h(), 1500), sf = eng.new_sequence(KvFormat::q4h(), 1500);
+  ForwardOptions fast;
+  fast.prefill = Prefill::Fast;
+  std::vector<float> le = eng.forward(*se, p);
+  std::vector<float> lf = eng.forward(*sf, std::vector<int32_t>(p.begin(), p.begin() + 700), fast);
+  std::vector<float> l2 = eng.forward(*sf, std::vector<int32_t>(p.begin() + 700, p.end()), fast);
+  lf.insert(lf.end(), l2.begin(), l2.end());
+  const KlStats s = compare_rows(le, lf, m.config.vocab_size);
+  MESSAGE("tiny, 700 + 800 tokens in two fast calls: KL mean " << s.mean << ", worst " << s.worst);
+  CHECK(s.mean <= 1e-3);
+  CHECK(s.worst <= 1e-2);
+  // a fast prefill with a tap is refused (the fast path reports no taps)
+  Tap tap = [](int, const char*, int64_t, const float*, int64_t) {};
+  fast.tap = &tap;
+  auto s3 = eng.new_sequence(KvFormat::bf16(), 10);
+  CHECK_THROWS(eng.forward(*s3, {1, 2, 3}, fast));
+}
+
+TEST_CASE("fast prefill: the transformers fixtures (fixtures/hf) against exact prefill by KL") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(HKV_SOURCE_DIR) / "fixtures" / "hf";
+  int seen = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (!fs::exists(entry.path() / "config.json")) continue;
+    seen++;
+    Model m = load_any_model(entry.path().string());
+    std::vector<int32_t> tokens = read_tokens((entry.path() / "tokens.json").string(), m.config.vocab_size);
+    cuda::Engine eng(m);
+    for (const char* fmt : {"bf16", "q4h"})
+      fast_vs_exact(entry.path().filename().string(), m, eng, KvFormat::parse(fmt), tokens, 2);
+  }
+  CHECK(seen > 0);
+}
+
+}  // namespace
