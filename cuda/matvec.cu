@@ -560,19 +560,19 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   switch (g_mlx4_variant) {
-    case 1:  // single buffer, the shapes of the first smem version
+    case 2:  // double buffer, 2 rows a warp, 2 chunks a round
+      launch_mlx4_smem<NB, 2, 2, true>(tasks, n, X, ldx, xsum, st);
+      break;
+    case 3:  // double buffer, 4 rows a warp, 1 chunk a round
+      launch_mlx4_smem<NB, 4, 1, true>(tasks, n, X, ldx, xsum, st);
+      break;
+    default:  // single buffer: measured fastest of the three (H200, 2026-11-29, hkv bench-ops --variants 0,1,3)
       if (NB == 1 && rows >= 16384)
         per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2, false>(tasks, n, X, ldx, xsum, st)
                       : launch_mlx4_smem<NB, 4, 1, false>(tasks, n, X, ldx, xsum, st);
       else
         per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4, false>(tasks, n, X, ldx, xsum, st)
                       : launch_mlx4_smem<NB, 2, 2, false>(tasks, n, X, ldx, xsum, st);
-      break;
-    case 3:
-      launch_mlx4_smem<NB, 4, 1, true>(tasks, n, X, ldx, xsum, st);
-      break;
-    default:
-      launch_mlx4_smem<NB, 2, 2, true>(tasks, n, X, ldx, xsum, st);
       break;
   }
 }

@@ -120,10 +120,10 @@ for s in $stages; do
       echo "profile: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile.log" | tee -a "$summary" ;;
     prefill)  # issue #6, the fast prefill path: its GPU tests, its diff cases (KL against the oracle), time and memory
-      run gpu_prefill 240 $bin --source-file='*gpu_prefill*'
+      run gpu_prefill 120 $bin --source-file='*gpu_prefill*'
       t=$SECONDS
-      timeout "${HKV_PREFILL_DIFF_LIMIT:-240}" build-gpu/hkv diff --op fast_prefill --long \
-        --filter "${HKV_PREFILL_FILTER:-^((?!ctx=32768).)*\$}" > "$OUT/prefill-diff.log" 2>&1
+      timeout "${HKV_PREFILL_DIFF_LIMIT:-120}" build-gpu/hkv diff --op fast_prefill ${HKV_PREFILL_DIFF_ARGS:-} \
+        > "$OUT/prefill-diff.log" 2>&1
       echo "prefill diff: rc=$?, $((SECONDS - t)) s: $(grep -E '^[0-9]+ passed' "$OUT/prefill-diff.log")" | tee -a "$summary"
       grep -E "^fast_prefill" "$OUT/prefill-diff.log" | head -40 | tee -a "$summary"
       t=$SECONDS
