@@ -75,9 +75,11 @@ for s in $stages; do
       "$sanitizer" --version | tail -1 | tee -a "$summary"
       for tool in memcheck racecheck initcheck; do
         sanitized $tool $tool-ops "${HKV_SAN_OPS_LIMIT:-45}" $bin --source-file='*gpu_ops*'
-        export HKV_GPU_SMALL=1  # short contexts (tests/gpu_engine.cpp)
-        sanitized $tool $tool-engine "${HKV_SAN_ENGINE_LIMIT:-75}" $bin --source-file='*gpu_engine*'
-        unset HKV_GPU_SMALL
+        if [[ ${HKV_SAN_ENGINE:-1} != 0 ]]; then  # HKV_SAN_ENGINE=0: the kernels' suite only
+          export HKV_GPU_SMALL=1                  # short contexts (tests/gpu_engine.cpp)
+          sanitized $tool $tool-engine "${HKV_SAN_ENGINE_LIMIT:-75}" $bin --source-file='*gpu_engine*'
+          unset HKV_GPU_SMALL
+        fi
       done ;;
     diff)  # the table-driven differential suite (hkv diff), engine against oracle
       t=$SECONDS
