@@ -263,20 +263,33 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
       float oc[NG];
 #pragma unroll
       for (int h = 0; h < NG; h++) oc[h] = 0.0f;
-      // 32 keys' values are loaded before any is used, so 32 loads are in flight (one at a time waited a
-      // memory latency per key: ~80 µs a chunk). The chains still take the keys in order.
-      constexpr int KA = 32;
-      for (int j0 = 0; j0 < len; j0 += KA) {
-        float vv[KA];
+      if constexpr (F == KvKind::BF16) {
+        // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
+        // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
+        // a token at 1K, 1.81 → 1.49 ms at 32K. q4h was slower with it (2.34 → 3.58 ms at 1K), so fp8 and
+        // q4h keep the loop below.
+        constexpr int KA = 32;
+        for (int j0 = 0; j0 < len; j0 += KA) {
+          float vv[KA];
 #pragma unroll
-        for (int k = 0; k < KA; k++) vv[k] = j0 + k < len ? value_at<F>(vbase + size_t(j0 + k) * stride, D, d) : 0.0f;
+          for (int k = 0; k < KA; k++) vv[k] = j0 + k < len ? value_at<F>(vbase + size_t(j0 + k) * stride, D, d) : 0.0f;
 #pragma unroll
-        for (int k = 0; k < KA; k++) {
-          if (j0 + k >= len) break;
+          for (int k = 0; k < KA; k++) {
+            if (j0 + k >= len) break;
+            float e[NG];
+            weights<NG>(e_s + (j0 + k) * kEs, e);
+#pragma unroll
+            for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], vv[k], oc[h]);
+          }
+        }
+      } else {
+#pragma unroll 4
+        for (int j = 0; j < len; j++) {
+          const float v = value_at<F>(vbase + size_t(j) * stride, D, d);
           float e[NG];
-          weights<NG>(e_s + (j0 + k) * kEs, e);
+          weights<NG>(e_s + j * kEs, e);
 #pragma unroll
-          for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], vv[k], oc[h]);
+          for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], v, oc[h]);
         }
       }
 #pragma unroll

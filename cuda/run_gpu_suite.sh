@@ -127,7 +127,7 @@ for s in $stages; do
       timeout "${HKV_PREFILL_DIFF_LIMIT:-120}" build-gpu/hkv diff --op fast_prefill ${HKV_PREFILL_DIFF_ARGS:-} \
         > "$OUT/prefill-diff.log" 2>&1
       echo "prefill diff: rc=$?, $((SECONDS - t)) s: $(grep -E '^[0-9]+ passed' "$OUT/prefill-diff.log")" | tee -a "$summary"
-      grep -E "^fast_prefill" "$OUT/prefill-diff.log" | head -40 | tee -a "$summary"
+      grep -E "fast_prefill.*(FAIL|OK)" "$OUT/prefill-diff.log" | head -40 | tee -a "$summary"
       t=$SECONDS
       timeout "${HKV_PREFILL_BENCH_LIMIT:-240}" build-gpu/hkv bench-prefill \
         ${HKV_PREFILL_BENCH_ARGS:---tokens 4096,32768 --kv-cache q4h} > "$OUT/prefill-bench.log" 2>&1
