@@ -18,9 +18,15 @@
 //   nibble k (k = 0..4) of a word becomes the float 2^(23−4k) + q with one LOP3, (w & 0xf<<4k) | exponent
 //   of 2^(23−4k) (the nibble lands in the mantissa at unit weight), then one exact FADD of −2^(23−4k);
 //   nibbles 5..7 do the same on w >> 12 (one shift a word); then the FFMA of the chain.
-// Per 32-weight chunk the x values (8 float4, through L1), the chunk sum and the two closing fmas are
-// shared by the RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its RW rows
-// before computing any (U·RW loads in flight a lane), then computes them in chunk order.
+// Per 32-weight chunk the x values (8 float4), the chunk sum and the two closing fmas are shared by the
+// RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its RW rows before computing
+// any (U·RW loads in flight a lane), then computes them in chunk order.
+// Kernels: matvec_mlx4_smem1_kernel (N ≤ 2, the decode default: x in shared memory, persistent blocks),
+// matvec_mlx4_smem_kernel (its double-buffered variant, slower), matvec_mlx4_kernel (N of 4 or 8: x
+// through L1, whose per-lane 128-byte-strided loads are 32-way uncoalesced: the prefill's exact path).
+// Measured (H200, 2026-11-29, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.39 ms a token,
+// 1.53 TB/s, 36% of copy bandwidth; 0.94–2.31 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
+// the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden.
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -255,7 +261,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // consecutive chunks, hit eight different 16-byte bank groups (no conflicts). Blocks are persistent:
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
-// A warp's work is a sequence of steps (group, round): round k covers its lanes' chunks
+// Variants 2 and 3 (this kernel): a warp's work is a sequence of steps (group, round): round k covers its
+// lanes' chunks
 // lane + 32·(U·k + j), j < U, of the group's RW rows. The weights of step s+1 are loaded (into the other
 // register buffer) before step s is computed, and step 0's before x is staged, so loads stay in flight
 // while the warp computes. Steps run in order, so each lane's chain over its chunks keeps its order.
@@ -399,8 +406,9 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
   }
 }
 
-// Variant "single" (for comparison in hkv bench-ops): the same walk without the second register buffer:
-// a warp loads a round, then computes it.
+// The decode default (variant 0 or 1): the same walk without the second register buffer: a warp loads a
+// round (U chunks of RW rows), then computes it; occupancy (up to 3 blocks an SM) hides the latency.
+// Measured fastest of the three variants (docs/RESULTS.md §11).
 template <int NB, int RW, int U>
 __global__ void __launch_bounds__(kWarps * 32)
     matvec_mlx4_smem1_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
