@@ -168,15 +168,12 @@ int cmd_generate_cuda(const Args& a) {
   return 0;
 }
 
-namespace {
-
+// The device's used memory (cudaMemGetInfo total − free), bytes.
 size_t used_device_bytes() {
   size_t free_b = 0, total_b = 0;
   HKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return total_b - free_b;
 }
-
-}  // namespace
 
 // Device-to-device copy bandwidth, bytes read plus bytes written, median of `reps` 1 GiB copies.
 double copy_bandwidth(cudaStream_t st) {

@@ -20,13 +20,7 @@
 
 namespace hkv {
 
-namespace {
-size_t device_used() {
-  size_t free_b = 0, total_b = 0;
-  HKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  return total_b - free_b;
-}
-}  // namespace
+size_t used_device_bytes();  // compare/engine_cli.cpp
 
 // hkv bench-prefill [--model builtin:27b-mlx4] [--tokens 4096,32768] [--kv-cache q4h] [--decode 4] [--exact]
 // Prints, per prompt length: rows a pass, the scratch's bytes, seconds, tokens/s, device memory in use after
@@ -66,7 +60,7 @@ int cmd_bench_prefill(const Args& a) {
       if (p) cudaFree(p);
     }
   } free_ballast{ballast};
-  const size_t base_used = device_used() - ballast_b;
+  const size_t base_used = used_device_bytes() - ballast_b;
   std::unique_ptr<cuda::Engine> eng;
   if (model.rfind("builtin:", 0) == 0)
     eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
@@ -93,7 +87,7 @@ int cmd_bench_prefill(const Args& a) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> lg = eng->forward(*s, toks, o);
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const size_t peak = device_used() - ballast_b;
+    const size_t peak = used_device_bytes() - ballast_b;
     int32_t tok = argmax(lg.data(), c.vocab_size);
     std::vector<double> dms;
     o.prefill = Prefill::Exact;

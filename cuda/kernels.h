@@ -39,9 +39,6 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
                   cudaStream_t st);
 // xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
-// The MLX4 decode kernel's variant, for hkv bench-ops: 0 (or 1) the default, single buffer; 2 double buffer
-// with 2 rows a warp and 2 chunks a round; 3 double buffer with 4 rows and 1 chunk. Same bytes from each.
-void set_mlx4_variant(int v);
 
 // ---- norms.cu -----------------------------------------------------------------------------------
 // out[r] = rmsnorm_1pw(x[r], w) (w may be null), or rmsnorm_plain(x[r], w) when plain.

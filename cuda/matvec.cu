@@ -21,8 +21,8 @@
 // Per 32-weight chunk the x values (8 float4), the chunk sum and the two closing fmas are shared by the
 // RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its RW rows before computing
 // any (U·RW loads in flight a lane), then computes them in chunk order.
-// Kernels: matvec_mlx4_smem1_kernel (N ≤ 2, the decode default: x in shared memory, persistent blocks),
-// matvec_mlx4_smem_kernel (its double-buffered variant, slower), matvec_mlx4_kernel (N of 4 or 8: x
+// Kernels: matvec_mlx4_smem_kernel (N ≤ 2, decode: x in shared memory, persistent blocks), and
+// matvec_mlx4_kernel (N of 4 or 8, or x too wide for shared memory: x
 // through L1, whose per-lane 128-byte-strided loads are 32-way uncoalesced: the prefill's exact path).
 // Measured (H200, 2026-11-29, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.39 ms a token,
 // 1.53 TB/s, 36% of copy bandwidth; 0.94–2.31 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
@@ -38,7 +38,6 @@ size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
 namespace {
 
 constexpr int kWarps = 8;
-int g_mlx4_variant = 0;                  // set_mlx4_variant
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // xsum[n][c]: a block covers 8 chunks of one row; each thread loads one element into shared memory
@@ -261,157 +260,17 @@ __global__ void __launch_bounds__(kWarps * 32)
 // consecutive chunks, hit eight different 16-byte bank groups (no conflicts). Blocks are persistent:
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
-// Variants 2 and 3 (this kernel): a warp's work is a sequence of steps (group, round): round k covers its
-// lanes' chunks
-// lane + 32·(U·k + j), j < U, of the group's RW rows. The weights of step s+1 are loaded (into the other
-// register buffer) before step s is computed, and step 0's before x is staged, so loads stay in flight
-// while the warp computes. Steps run in order, so each lane's chain over its chunks keeps its order.
+// A warp loads a round (the 16-byte chunks lane, lane + 32, … of U chunks for its RW rows), then computes
+// it in chunk order; occupancy (up to 3 blocks an SM) hides the latency. A register double buffer (the
+// next round loaded while this one computes) measured slower, 10.9 and 12.4 against 9.4 ms a token
+// (docs/RESULTS.md §11), and was removed.
 struct GroupMap {
   int64_t start[kMaxTasks + 1];  // first row group of each task
 };
 
-template <int RW, int U>
-struct StepBuf {
-  uint4 u[U][RW];
-  uint32_t s[U][RW], b[U][RW];  // bf16 bits
-};
-
-template <int RW, int U>
-struct Walker {
-  const Tasks& ts;
-  const GroupMap& gm;
-  int64_t g0, stride;
-  int nch, rounds, lane;
-
-  __device__ __forceinline__ int task_of(int64_t g) const {
-    int t = 0;
-#pragma unroll
-    for (int k = 1; k < kMaxTasks; k++)
-      if (k < ts.n && g >= gm.start[k]) t = k;
-    return t;
-  }
-  // Issue the loads of step (group g, round k) (no use of their results here).
-  __device__ __forceinline__ void load(int64_t g, int k, StepBuf<RW, U>& buf) const {
-    const int k0 = k * U;
-    const int t = task_of(g);
-    const DMat& W = ts.t[t].W;
-    const int64_t r0 = (g - gm.start[t]) * RW;
-    const int gpr = nch * 32 / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-      const uint4* q = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (nch * 4));
-#pragma unroll
-      for (int j = 0; j < U; j++) {
-        const int c = lane + 32 * (k0 + j);
-        if (c < nch) {
-          buf.u[j][r] = __ldcs(q + c);  // streamed: each weight is read once a token
-          buf.s[j][r] = __ldg(W.scales + rr * gpr + (c >> gshift));
-          buf.b[j][r] = __ldg(W.biases + rr * gpr + (c >> gshift));
-        }
-      }
-    }
-  }
-};
-
-template <int NB, int RW, int U>
-__device__ __forceinline__ void mlx4_step(const StepBuf<RW, U>& buf, const float4* xs4, const float* xsum, int nch,
-                                          int c0, float (&acc)[RW][NB]) {
-#pragma unroll
-  for (int j = 0; j < U; j++) {
-    const int c = c0 + 32 * j;
-    if (c >= nch) break;
-    float qx[RW][NB];
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < 4; wi++) {
-      float4 xa[NB], xb[NB];
-#pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float4* base = xs4 + n * nch * 8 + 8 * c;
-        xa[n] = base[(2 * wi) ^ (c & 7)];
-        xb[n] = base[(2 * wi + 1) ^ (c & 7)];
-      }
-      uint32_t w[RW];
-#pragma unroll
-      for (int r = 0; r < RW; r++)
-        w[r] = wi == 0 ? buf.u[j][r].x : wi == 1 ? buf.u[j][r].y : wi == 2 ? buf.u[j][r].z : buf.u[j][r].w;
-      mlx4_word<NB, RW>(w, xa, xb, qx);
-    }
-#pragma unroll
-    for (int n = 0; n < NB; n++) {
-      const float xsc = __ldg(xsum + int64_t(n) * nch + c);
-#pragma unroll
-      for (int r = 0; r < RW; r++)
-        acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(uint16_t(buf.s[j][r])), qx[r][n],
-                                hkv::fma_rn(hkv::f32_from_bf16(uint16_t(buf.b[j][r])), xsc, acc[r][n]));
-    }
-  }
-}
-
-template <int NB, int RW, int U>
-__global__ void __launch_bounds__(kWarps * 32, 3)
-    matvec_mlx4_smem_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
-  extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
-  const int nch = int(ts.t[0].W.cols / 32), lane = threadIdx.x & 31;
-  const int rounds = (nch + 32 * U - 1) / (32 * U);
-  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
-  const int64_t g0 = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
-  const Walker<RW, U> wk{ts, gm, g0, stride, nch, rounds, lane};
-  StepBuf<RW, U> b0, b1;
-  int64_t cg = g0, lg = g0;  // the step to compute and the step to load: (group, round)
-  int ck = 0, lk = 0;
-  auto advance = [&](int64_t& g, int& k) {
-    if (++k == rounds) k = 0, g += stride;
-  };
-  if (lg < total) wk.load(lg, lk, b0), advance(lg, lk);
-  for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
-    const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
-    xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
-  }
-  __syncthreads();
-  float acc[RW][NB];
-#pragma unroll
-  for (int r = 0; r < RW; r++)
-#pragma unroll
-    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-  // After the last round of a group: the lane tree, the store, and fresh accumulators.
-  auto finish = [&](int64_t g, int k) {
-    if (k != rounds - 1) return;
-    const int t = wk.task_of(g);
-    const MatTask& task = ts.t[t];
-    const int64_t r0 = (g - gm.start[t]) * RW;
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float v = warp_tree_sum(acc[r][n]);
-        if (lane == 0 && r0 + r < task.W.rows) task.y[n * task.ldy + r0 + r] = v;
-        acc[r][n] = 0.0f;
-      }
-  };
-  while (cg < total) {
-    if (lg < total) wk.load(lg, lk, b1), advance(lg, lk);
-    mlx4_step<NB, RW, U>(b0, xs4, xsum, nch, lane + 32 * U * ck, acc);
-    finish(cg, ck);
-    advance(cg, ck);
-    if (cg >= total) break;
-    if (lg < total) wk.load(lg, lk, b0), advance(lg, lk);
-    mlx4_step<NB, RW, U>(b1, xs4, xsum, nch, lane + 32 * U * ck, acc);
-    finish(cg, ck);
-    advance(cg, ck);
-  }
-}
-
-// The decode default (variant 0 or 1): the same walk without the second register buffer: a warp loads a
-// round (U chunks of RW rows), then computes it; occupancy (up to 3 blocks an SM) hides the latency.
-// Measured fastest of the three variants (docs/RESULTS.md §11).
 template <int NB, int RW, int U>
 __global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_smem1_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
+    matvec_mlx4_smem_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
   extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
@@ -503,7 +362,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <int NB, int RW, int U, bool Double>
+template <int NB, int RW, int U>
 void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
   Tasks ts{};
   GroupMap gm{};
@@ -517,7 +376,7 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   gm.start[n] = g;
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
-  auto kernel = Double ? matvec_mlx4_smem_kernel<NB, RW, U> : matvec_mlx4_smem1_kernel<NB, RW, U>;
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
   static int sms = 0;  // once per instantiation: the SM count, and leave to use up to kSmemMax
   if (sms == 0) {
     int dev = 0;
@@ -567,22 +426,12 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
     return;
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
-  switch (g_mlx4_variant) {
-    case 2:  // double buffer, 2 rows a warp, 2 chunks a round
-      launch_mlx4_smem<NB, 2, 2, true>(tasks, n, X, ldx, xsum, st);
-      break;
-    case 3:  // double buffer, 4 rows a warp, 1 chunk a round
-      launch_mlx4_smem<NB, 4, 1, true>(tasks, n, X, ldx, xsum, st);
-      break;
-    default:  // single buffer: measured fastest of the three (H200, 2026-11-29, hkv bench-ops --variants 0,1,3)
-      if (NB == 1 && rows >= 16384)
-        per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2, false>(tasks, n, X, ldx, xsum, st)
-                      : launch_mlx4_smem<NB, 4, 1, false>(tasks, n, X, ldx, xsum, st);
-      else
-        per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4, false>(tasks, n, X, ldx, xsum, st)
-                      : launch_mlx4_smem<NB, 2, 2, false>(tasks, n, X, ldx, xsum, st);
-      break;
-  }
+  if (NB == 1 && rows >= 16384)
+    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, X, ldx, xsum, st)
+                  : launch_mlx4_smem<NB, 4, 1>(tasks, n, X, ldx, xsum, st);
+  else
+    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, X, ldx, xsum, st)
+                  : launch_mlx4_smem<NB, 2, 2>(tasks, n, X, ldx, xsum, st);
 }
 
 template <int NB>
@@ -617,8 +466,6 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 }
 
 }  // namespace
-
-void set_mlx4_variant(int v) { g_mlx4_variant = v; }
 
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
   const int64_t nch = cols / 32;
