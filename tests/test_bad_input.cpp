@@ -374,6 +374,28 @@ std::vector<Case> refused_cases() {
                 },
                 {"20", "max_position_embeddings 16"}});
 
+  // ---- the prefill path (issue #6): the oracle has only the exact one ----
+  const auto logits_with = [](std::vector<std::string> extra) {
+    std::vector<std::string> v = {"logits", "--model", "{dir}",     "--tokens", "{dir}/tokens.json",
+                                  "--out",  "{out}",   "--threads", "1"};
+    v.insert(v.end(), extra.begin(), extra.end());
+    return v;
+  };
+  cs.push_back({"prefill_unknown_path",
+                [](const fs::path&) {},
+                {"--prefill is exact, fast or auto", "'sideways'"},
+                "tokens.json",
+                "out.f32",
+                true,
+                logits_with({"--prefill", "sideways"})});
+  cs.push_back({"prefill_fast_on_the_oracle",
+                [](const fs::path&) {},
+                {"--prefill fast"},
+                "tokens.json",
+                "out.f32",
+                true,
+                logits_with({"--prefill", "fast", "--backend", "cpu"})});
+
   // ---- the output ----
   cs.push_back({"out_dir_does_not_exist",
                 [](const fs::path&) {},
