@@ -36,7 +36,9 @@
 namespace hkv::cuda {
 namespace {
 
-constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;  // e_s: [key][kEs] weights of a chunk
+constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;
+constexpr size_t kStageMax =
+    160 * 1024;  // staged V rows of a chunk (fp8 at head_dim 256: 139 KB)  // e_s: [key][kEs] weights of a chunk
 
 template <KvKind F>
 struct Fmt {
@@ -114,6 +116,19 @@ __device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
   }
 }
 
+// value_at on a row staged in shared memory: the same operations.
+template <KvKind F>
+__device__ __forceinline__ float value_at_s(const uint8_t* row, int D, int d) {
+  const auto u16 = [&](int off) { return *reinterpret_cast<const uint16_t*>(row + off); };
+  if constexpr (F == KvKind::BF16) {
+    return 1.0f * hkv::f32_from_bf16(u16(2 * d));
+  } else if constexpr (F == KvKind::FP8) {
+    return hkv::f32_from_f16(u16(D + 2 * (d / 32))) * hkv::f32_from_e4m3(row[d]);
+  } else {
+    return hkv::f32_from_f16(u16(D / 2 + 2 * (d / 32))) * float(int((row[d / 2] >> (4 * (d % 2))) & 0xf) - 8);
+  }
+}
+
 // The NG weights of one key (16-byte shared-memory loads; entries past NG are never read).
 template <int NG>
 __device__ __forceinline__ void weights(const float* es, float* e) {
@@ -127,8 +142,12 @@ __device__ __forceinline__ void weights(const float* es, float* e) {
   }
 }
 
-template <KvKind F, int NG, int T, int DPT>
+// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes): the chunk's V rows are copied into
+// shared memory with cp.async when the block starts, so their loads run during the score phase and the
+// value chains read shared memory (not yet run on a GPU).
+template <KvKind F, int NG, int T, int DPT, bool STAGE = false>
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int maxch, float scale) {
+  extern __shared__ __align__(16) uint8_t vstage[];  // STAGE: [len][row_bytes]
   __shared__ __align__(16) float q_s[NG * kMaxD];    // [head][D]
   __shared__ __align__(16) float e_s[kChunk * kEs];  // [key][head]: scores, then weights
   __shared__ float red_s[T / 32][NG];
@@ -153,6 +172,14 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const size_t stride = size_t(a.KV) * a.row_bytes;
   const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+  if constexpr (STAGE) {
+    const int units = int(a.row_bytes / 16);
+    for (int i = tid; i < len * units; i += T) {
+      const int j = i / units, u = i % units;
+      cp_async16(vstage + size_t(j) * a.row_bytes + 16 * u, vbase + size_t(j) * stride + 16 * u);
+    }
+    cp_async_commit();
+  }
 
   // ---- scores: keys j and j + T of each 2T keys, one chain per (key, head) ----
   float mloc[NG];
@@ -258,7 +285,26 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   }
 
   // ---- weighted values: thread tid owns d0 .. d0 + DPT − 1 for all NG heads, keys in order ----
-  if constexpr (DPT == 1) {
+  if constexpr (STAGE) {
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int d = tid; d < D; d += T) {
+      float oc[NG];
+#pragma unroll
+      for (int h = 0; h < NG; h++) oc[h] = 0.0f;
+#pragma unroll 4
+      for (int j = 0; j < len; j++) {
+        const float v = value_at_s<F>(vstage + size_t(j) * a.row_bytes, D, d);
+        float e[NG];
+        weights<NG>(e_s + j * kEs, e);
+#pragma unroll
+        for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], v, oc[h]);
+      }
+#pragma unroll
+      for (int h = 0; h < NG; h++)
+        if (h < ng) part[h * head_stride + 2 + d] = oc[h];
+    }
+  } else if constexpr (DPT == 1) {
     for (int d = tid; d < D; d += T) {
       float oc[NG];
 #pragma unroll
@@ -425,10 +471,17 @@ int sm_count() {
 template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, bool wide, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
-  if (wide)
+  if (wide) {
     attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, maxch, scale);
-  else
+  } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
+    auto kernel = attn_chunk_kernel<F, NG, 256, 1, true>;
+    static bool ready = false;  // once per instantiation: allow the dynamic shared memory
+    if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
+    ready = true;
+    kernel<<<grid, 256, kChunk * a.row_bytes, st>>>(a, qblocks, maxch, scale);
+  } else {
     attn_chunk_kernel<F, NG, 256, 1><<<grid, 256, 0, st>>>(a, qblocks, maxch, scale);
+  }
   HKV_CHECK_LAUNCH();
 }
 

@@ -41,6 +41,22 @@ __device__ __forceinline__ float warp_wht32(float v, int lane) {
   return v * __int_as_float(0x3e3504f3);
 }
 
+// cp.async (sm_80+): 16 or 4 bytes from global to shared memory without a register; commit_group closes
+// a group, wait_group<N> waits until at most N of the thread's groups are in flight. A thread sees its own
+// copies after the wait; other threads' copies after the wait and a barrier.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
+               "l"(gmem));
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 // The oracle's running maximum `m = e > m ? e : m`, as a combining step.
 __device__ __forceinline__ float max_step(float m, float e) { return e > m ? e : m; }
 

@@ -399,19 +399,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
 // ring of S stages in shared memory with cp.async (no registers held by loads in flight), S − 1 steps
 // ahead of the step it computes. A step is (row group, round): U chunks of RW rows. A lane reads only the
 // slots it wrote, after cp.async.wait_group, so no barrier is needed past the x staging.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
-               "l"(gmem));
-}
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 template <int RW, int U, int S>
 struct Ring {  // one warp's, [stage][chunk][row][lane]
   uint4 w[S][U][RW][32];
