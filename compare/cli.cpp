@@ -42,7 +42,7 @@ commands:
   logits     run the model over a token file and write fp32 logits [tokens][vocab], little-endian
                --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--backend cpu|cuda]
                [--threads N]  [--prefill exact|fast|auto]  (cuda only; fast = tensor cores, NOT exact; auto =
-               fast from 512 tokens on; default exact)
+               fast from 64 tokens on; default exact)
   score      teacher-forced scoring: log p of every next token, streamed (chunk x vocab logits at a time)
                --model PATH  --tokens FILE  [--out FILE (fp32 [tokens-1])]  [--kv-cache F]  [--chunk N]
   generate   greedy decode from a prompt
@@ -66,6 +66,7 @@ commands:
                [--reps 50]
   bench-prefill  the fast prefill path's time and peak memory (GPU only)
                [--model builtin:27b-mlx4]  [--tokens 4096,32768]  [--kv-cache q4h]  [--decode N]  [--exact]
+               [--embed host|device]  [--limit-gib G (ballast: the card limited to G GiB)]
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
 
 models (--model): builtin:tiny (fast exactness tests), builtin:tiny-mlx4, builtin:100m, builtin:27b, builtin:27b-mlx4,
