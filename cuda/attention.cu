@@ -49,9 +49,14 @@ struct Fmt {
   __device__ static int scale_off(int D, int g) { return (F == KvKind::FP8 ? D : D / 2) + 2 * g; }
 };
 
-// 16 bytes at p as little-endian words (p 16-byte aligned when v16).
+// 16 bytes at p as little-endian words (p 16-byte aligned when v16). SMEM: p is in shared memory (staged
+// rows, always 16-byte aligned).
+template <bool SMEM = false>
 __device__ __forceinline__ void load16(const uint8_t* p, bool v16, uint32_t* w) {
-  if (v16) {
+  if constexpr (SMEM) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+    w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
+  } else if (v16) {
     const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
     w[0] = u.x, w[1] = u.y, w[2] = u.z, w[3] = u.w;
   } else {
@@ -62,8 +67,12 @@ __device__ __forceinline__ void load16(const uint8_t* p, bool v16, uint32_t* w) 
   }
 }
 
+template <bool SMEM = false>
 __device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {  // p is 2-byte aligned (even row bytes)
-  return __ldg(reinterpret_cast<const unsigned short*>(p));
+  if constexpr (SMEM)
+    return *reinterpret_cast<const unsigned short*>(p);
+  else
+    return __ldg(reinterpret_cast<const unsigned short*>(p));
 }
 
 // The group scale s_g as attend() reads it (bf16: 1).
@@ -142,14 +151,15 @@ __device__ __forceinline__ void weights(const float* es, float* e) {
   }
 }
 
-// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes): the chunk's V rows are copied into
-// shared memory with cp.async when the block starts, so their loads run during the score phase and the
-// value chains read shared memory (not yet run on a GPU).
-template <KvKind F, int NG, int T, int DPT, bool STAGE = false>
+// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes; not yet run on a GPU): 1, the chunk's V
+// rows are copied into shared memory with cp.async when the block starts, so their loads run during the
+// score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
+// for before the scores). The operations and their order are unchanged.
+template <KvKind F, int NG, int T, int DPT, int STAGE = 0>
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int maxch, float scale) {
-  extern __shared__ __align__(16) uint8_t vstage[];  // STAGE: [len][row_bytes]
-  __shared__ __align__(16) float q_s[NG * kMaxD];    // [head][D]
-  __shared__ __align__(16) float e_s[kChunk * kEs];  // [key][head]: scores, then weights
+  extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
+  __shared__ __align__(16) float q_s[NG * kMaxD];     // [head][D]
+  __shared__ __align__(16) float e_s[kChunk * kEs];   // [key][head]: scores, then weights
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
   using Fm = Fmt<F>;
@@ -172,14 +182,29 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const size_t stride = size_t(a.KV) * a.row_bytes;
   const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
-  if constexpr (STAGE) {
+  constexpr bool KS = STAGE == 2;
+  uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
+  if constexpr (STAGE > 0) {
     const int units = int(a.row_bytes / 16);
+    if constexpr (KS) {
+      for (int i = tid; i < len * units; i += T) {
+        const int j = i / units, u = i % units;
+        cp_async16(stage_s + size_t(j) * a.row_bytes + 16 * u, kbase + size_t(j) * stride + 16 * u);
+      }
+      cp_async_commit();
+    }
     for (int i = tid; i < len * units; i += T) {
       const int j = i / units, u = i % units;
       cp_async16(vstage + size_t(j) * a.row_bytes + 16 * u, vbase + size_t(j) * stride + 16 * u);
     }
     cp_async_commit();
   }
+  if constexpr (KS) {  // the K rows are in
+    cp_async_wait<1>();
+    __syncthreads();
+  }
+  const uint8_t* const kb = KS ? stage_s : kbase;  // the K rows the scores read, and their stride
+  const size_t kstride = KS ? a.row_bytes : stride;
 
   // ---- scores: keys j and j + T of each 2T keys, one chain per (key, head) ----
   float mloc[NG];
@@ -189,7 +214,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   for (int jb = 0; jb < len; jb += 2 * T) {
     const int j[2] = {jb + tid, jb + T + tid};
     const bool ok[2] = {j[0] < len, j[1] < len};
-    const uint8_t* kr[2] = {kbase + size_t(ok[0] ? j[0] : 0) * stride, kbase + size_t(ok[1] ? j[1] : 0) * stride};
+    const uint8_t* kr[2] = {kb + size_t(ok[0] ? j[0] : 0) * kstride, kb + size_t(ok[1] ? j[1] : 0) * kstride};
     float acc[2][NG], p[2][NG];
 #pragma unroll
     for (int k = 0; k < 2; k++)
@@ -198,17 +223,17 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
     uint32_t cur[2][4], nxt[2][4];
     uint16_t sraw[2] = {0, 0};
 #pragma unroll
-    for (int k = 0; k < 2; k++) load16(kr[k], v16, cur[k]);
+    for (int k = 0; k < 2; k++) load16<KS>(kr[k], v16, cur[k]);
     for (int pc = 0; pc < npiece; pc++) {
       const int e0 = pc * Fm::epp, g = e0 / 32;
       if (pc + 1 < npiece) {
 #pragma unroll
-        for (int k = 0; k < 2; k++) load16(kr[k] + Fm::code_off(e0 + Fm::epp), v16, nxt[k]);
+        for (int k = 0; k < 2; k++) load16<KS>(kr[k] + Fm::code_off(e0 + Fm::epp), v16, nxt[k]);
       }
       if constexpr (F != KvKind::BF16) {
         if (pc % Fm::ppg == 0) {
 #pragma unroll
-          for (int k = 0; k < 2; k++) sraw[k] = load_u16(kr[k] + Fm::scale_off(D, g));
+          for (int k = 0; k < 2; k++) sraw[k] = load_u16<KS>(kr[k] + Fm::scale_off(D, g));
         }
       }
       uint32_t x[2][8];
@@ -285,7 +310,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   }
 
   // ---- weighted values: thread tid owns d0 .. d0 + DPT − 1 for all NG heads, keys in order ----
-  if constexpr (STAGE) {
+  if constexpr (STAGE > 0) {
     cp_async_wait<0>();
     __syncthreads();
     for (int d = tid; d < D; d += T) {
@@ -473,9 +498,15 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, bool wi
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (wide) {
     attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, maxch, scale);
+  } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
+    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 2>;  // K and V staged (q4h at head_dim 256: 144 KB)
+    static bool ready = false;                          // once per instantiation: allow the dynamic shared memory
+    if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
+    ready = true;
+    kernel<<<grid, 256, 2 * kChunk * a.row_bytes, st>>>(a, qblocks, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
-    auto kernel = attn_chunk_kernel<F, NG, 256, 1, true>;
-    static bool ready = false;  // once per instantiation: allow the dynamic shared memory
+    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1>;  // V staged (fp8 at head_dim 256: 139 KB)
+    static bool ready = false;
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
     kernel<<<grid, 256, kChunk * a.row_bytes, st>>>(a, qblocks, maxch, scale);
