@@ -172,24 +172,21 @@ __device__ __forceinline__ void mlx4_word(const uint32_t (&w)[RW], const float4 
   }
 }
 
-// Warp w of a block carries rows (block·kWarps + w)·RW … + RW−1 of its task's matrix.
-template <int NB, int RW, int U>
-__global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
-  int64_t local;
-  const MatTask& task = ts.t[find_task(ts, blockIdx.x, local)];
+// One row group, the body of both MLX4 kernels: rows r0 … r0 + RW − 1 of the task's matrix, each lane's
+// chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
+// chunk chains in index order, the lane tree and the store. x_at(n, c, wi, a, b) gives x[n][32c + 8wi …]
+// as two float4; STREAM loads the weights with the streaming hint (each is read once a token).
+template <int NB, int RW, int U, bool STREAM, class XAt>
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, const float* xsum, XAt x_at) {
   const DMat& W = task.W;
-  const int lane = threadIdx.x & 31;
-  const int64_t r0 = (local * kWarps + (threadIdx.x >> 5)) * RW;
-  if (r0 >= W.rows) return;
-  const int nch = int(W.cols / 32), gpr = int(W.cols / W.group);
-  const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;  // chunk c lies in group c >> gshift
+  const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
+  const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
   const uint4* q[RW];
   const uint16_t *srow[RW], *brow[RW];
 #pragma unroll
   for (int r = 0; r < RW; r++) {
     const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (W.cols / 8));
+    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
     srow[r] = W.scales + rr * gpr;
     brow[r] = W.biases + rr * gpr;
   }
@@ -207,7 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (c < nch) {
 #pragma unroll
         for (int r = 0; r < RW; r++) {
-          u[k][r] = __ldg(q[r] + c);
+          u[k][r] = STREAM ? __ldcs(q[r] + c) : __ldg(q[r] + c);
           sb[k][r] = __ldg(srow[r] + (c >> gshift));
           bb[k][r] = __ldg(brow[r] + (c >> gshift));
         }
@@ -226,11 +223,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int wi = 0; wi < 4; wi++) {
         float4 xa[NB], xb[NB];
 #pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float4* x4 = reinterpret_cast<const float4*>(X + n * ldx + int64_t(c) * 32) + 2 * wi;
-          xa[n] = __ldg(x4);
-          xb[n] = __ldg(x4 + 1);
-        }
+        for (int n = 0; n < NB; n++) x_at(n, c, wi, xa[n], xb[n]);
         uint32_t w[RW];
 #pragma unroll
         for (int r = 0; r < RW; r++) w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
@@ -253,6 +246,22 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float v = warp_tree_sum(acc[r][n]);
       if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
     }
+}
+
+// N of 4 or 8 (and x too wide for shared memory): x through L1. Warp w of a block carries rows
+// (block·kWarps + w)·RW … + RW − 1 of its task's matrix.
+template <int NB, int RW, int U>
+__global__ void __launch_bounds__(kWarps * 32)
+    matvec_mlx4_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
+  int64_t local;
+  const MatTask& task = ts.t[find_task(ts, blockIdx.x, local)];
+  const int64_t r0 = (local * kWarps + (threadIdx.x >> 5)) * RW;
+  if (r0 >= task.W.rows) return;
+  mlx4_rows<NB, RW, U, false>(task, r0, int(threadIdx.x & 31), xsum, [&](int n, int c, int wi, float4& a, float4& b) {
+    const float4* x4 = reinterpret_cast<const float4*>(X + n * ldx + int64_t(c) * 32) + 2 * wi;
+    a = __ldg(x4);
+    b = __ldg(x4 + 1);
+  });
 }
 
 // The decode kernel (N = 1 or 2). x is staged once per block in shared memory, float4 unit v (0..7) of
@@ -285,80 +294,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int k = 1; k < kMaxTasks; k++)
       if (k < ts.n && g >= gm.start[k]) t = k;
-    const MatTask& task = ts.t[t];
-    const DMat& W = task.W;
-    const int64_t r0 = (g - gm.start[t]) * RW;
-    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-    const uint4* q[RW];
-    const uint16_t *srow[RW], *brow[RW];
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-      q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
-      srow[r] = W.scales + rr * gpr;
-      brow[r] = W.biases + rr * gpr;
-    }
-    float acc[RW][NB];
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-      uint4 u[U][RW];
-      uint16_t sb[U][RW], bb[U][RW];
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const int c = c0 + 32 * k;
-        if (c < nch) {
-#pragma unroll
-          for (int r = 0; r < RW; r++) {
-            u[k][r] = __ldcs(q[r] + c);  // streamed: each weight is read once a token
-            sb[k][r] = __ldg(srow[r] + (c >> gshift));
-            bb[k][r] = __ldg(brow[r] + (c >> gshift));
-          }
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const int c = c0 + 32 * k;
-        if (c >= nch) break;
-        float qx[RW][NB];
-#pragma unroll
-        for (int r = 0; r < RW; r++)
-#pragma unroll
-          for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
-#pragma unroll
-        for (int wi = 0; wi < 4; wi++) {
-          float4 xa[NB], xb[NB];
-#pragma unroll
-          for (int n = 0; n < NB; n++) {
-            const float4* base = xs4 + n * nch * 8 + 8 * c;
-            xa[n] = base[(2 * wi) ^ (c & 7)];
-            xb[n] = base[(2 * wi + 1) ^ (c & 7)];
-          }
-          uint32_t w[RW];
-#pragma unroll
-          for (int r = 0; r < RW; r++)
-            w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
-          mlx4_word<NB, RW>(w, xa, xb, qx);
-        }
-#pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float xsc = __ldg(xsum + int64_t(n) * nch + c);
-#pragma unroll
-          for (int r = 0; r < RW; r++)
-            acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[k][r]), qx[r][n],
-                                    hkv::fma_rn(hkv::f32_from_bf16(bb[k][r]), xsc, acc[r][n]));
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float v = warp_tree_sum(acc[r][n]);
-        if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
-      }
+    mlx4_rows<NB, RW, U, true>(ts.t[t], (g - gm.start[t]) * RW, lane, xsum,
+                               [&](int n, int c, int wi, float4& a, float4& b) {
+                                 const float4* base = xs4 + n * nch * 8 + 8 * c;
+                                 a = base[(2 * wi) ^ (c & 7)];
+                                 b = base[(2 * wi + 1) ^ (c & 7)];
+                               });
   }
 }
 
