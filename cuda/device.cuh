@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels.h"
 #include "reference/scalar.h"
 
 namespace hkv::cuda {
@@ -39,6 +40,27 @@ __device__ __forceinline__ float warp_wht32(float v, int lane) {
     v = (lane & h) ? (o - v) : (v + o);
   }
   return v * __int_as_float(0x3e3504f3);
+}
+
+// Element (r, c) of a weight matrix as Matrix::at gives it: the stored value converted exactly to binary32;
+// MLX4 as fma(scale, q, bias) of its group.
+__device__ __forceinline__ float dmat_at(const DMat& W, int64_t r, int64_t c) {
+  const int64_t n = W.cols;
+  switch (W.type) {
+    case WType::F32:
+      return static_cast<const float*>(W.data)[r * n + c];
+    case WType::BF16:
+      return hkv::f32_from_bf16(static_cast<const uint16_t*>(W.data)[r * n + c]);
+    case WType::F16:
+      return hkv::f32_from_f16(static_cast<const uint16_t*>(W.data)[r * n + c]);
+    case WType::MLX4: {
+      const uint32_t word = static_cast<const uint32_t*>(W.data)[r * (n / 8) + c / 8];
+      const uint32_t nib = (word >> (4 * (c % 8))) & 0xfu;
+      const int64_t g = r * (n / W.group) + c / W.group;
+      return hkv::fma_rn(hkv::f32_from_bf16(W.scales[g]), float(nib), hkv::f32_from_bf16(W.biases[g]));
+    }
+  }
+  return 0.0f;
 }
 
 // The oracle's running maximum `m = e > m ? e : m`, as a combining step.

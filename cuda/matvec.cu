@@ -27,6 +27,8 @@
 // Measured (H200, 2026-11-29, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.39 ms a token,
 // 1.53 TB/s, 36% of copy bandwidth; 0.94–2.31 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
 // the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden.
+#include <map>
+
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -34,6 +36,16 @@
 namespace hkv::cuda {
 
 size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    HKV_CUDA_CHECK(cudaGetDevice(&dev));
+    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
 
 namespace {
 
@@ -318,17 +330,19 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
-  static int sms = 0;  // once per instantiation: the SM count, and leave to use up to kSmemMax
-  if (sms == 0) {
-    int dev = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // Blocks an SM holds at this x size, asked once per instantiation and size (a decode token launches
+  // this ~500 times over 3 sizes); the first call also lets the kernel use up to kSmemMax.
+  static std::map<size_t, int> per_sm;
+  if (per_sm.empty())
     HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax));
+  auto it = per_sm.find(smem);
+  if (it == per_sm.end()) {
+    int blocks = 0;
+    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
+    it = per_sm.emplace(smem, std::max(blocks, 1)).first;
   }
-  int blocks = 0;
-  HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
   const int64_t want = (g + kWarps - 1) / kWarps;
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t(std::max(blocks, 1)) * sms));
+  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
   kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, gm, X, ldx, xsum);
   HKV_CHECK_LAUNCH();
 }

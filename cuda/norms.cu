@@ -169,28 +169,7 @@ __global__ void attn_prep_kernel(const float* qg, float* q, float* k, const floa
 __global__ void embed_kernel(DMat E, const int32_t* tokens, float* h) {
   const int64_t row = blockIdx.x, t = tokens[row], n = E.cols;
   float* out = h + row * n;
-  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
-    float v = 0.0f;
-    switch (E.type) {
-      case WType::F32:
-        v = static_cast<const float*>(E.data)[t * n + c];
-        break;
-      case WType::BF16:
-        v = hkv::f32_from_bf16(static_cast<const uint16_t*>(E.data)[t * n + c]);
-        break;
-      case WType::F16:
-        v = hkv::f32_from_f16(static_cast<const uint16_t*>(E.data)[t * n + c]);
-        break;
-      case WType::MLX4: {
-        uint32_t word = static_cast<const uint32_t*>(E.data)[t * (n / 8) + c / 8];
-        uint32_t nib = (word >> (4 * (c % 8))) & 0xfu;
-        int64_t g = t * (n / E.group) + c / E.group;
-        v = hkv::fma_rn(hkv::f32_from_bf16(E.scales[g]), float(nib), hkv::f32_from_bf16(E.biases[g]));
-        break;
-      }
-    }
-    out[c] = v;
-  }
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) out[c] = dmat_at(E, t, c);
 }
 
 __global__ void silu_mul_kernel(float* a, const float* b, int64_t n) {
