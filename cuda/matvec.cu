@@ -92,7 +92,7 @@ struct Tasks {
   int n;
 };
 
-// The task of this block, and the block's index within that task.
+// The task of unit b (a block, or a row group), and b's index within that task.
 __device__ __forceinline__ int find_task(const Tasks& ts, int64_t b, int64_t& local) {
   int i = 0;
 #pragma unroll
@@ -285,13 +285,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 // it in chunk order; occupancy (up to 3 blocks an SM) hides the latency. A register double buffer (the
 // next round loaded while this one computes) measured slower, 10.9 and 12.4 against 9.4 ms a token
 // (docs/RESULTS.md §11), and was removed.
-struct GroupMap {
-  int64_t start[kMaxTasks + 1];  // first row group of each task
-};
 
 template <int NB, int RW, int U>
 __global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_smem_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
+    matvec_mlx4_smem_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
   extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
@@ -300,33 +297,37 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
-  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
   for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
-    int t = 0;
-#pragma unroll
-    for (int k = 1; k < kMaxTasks; k++)
-      if (k < ts.n && g >= gm.start[k]) t = k;
-    mlx4_rows<NB, RW, U, true>(ts.t[t], (g - gm.start[t]) * RW, lane, xsum,
-                               [&](int n, int c, int wi, float4& a, float4& b) {
-                                 const float4* base = xs4 + n * nch * 8 + 8 * c;
-                                 a = base[(2 * wi) ^ (c & 7)];
-                                 b = base[(2 * wi + 1) ^ (c & 7)];
-                               });
+    int64_t local;
+    const int t = find_task(ts, g, local);
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, xsum, [&](int n, int c, int wi, float4& a, float4& b) {
+      const float4* base = xs4 + n * nch * 8 + 8 * c;
+      a = base[(2 * wi) ^ (c & 7)];
+      b = base[(2 * wi + 1) ^ (c & 7)];
+    });
   }
+}
+
+// The tasks of a launch and, in block_start, the prefix sums of their units (blocks of kWarps rows for
+// dense, of kWarps·RW rows for the MLX4 L1 kernel; row groups of RW rows for the shared-memory kernel).
+Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
+  Tasks ts{};
+  ts.n = n;
+  int64_t b = 0;
+  for (int i = 0; i < n; i++) {
+    ts.t[i] = tasks[i];
+    ts.block_start[i] = b;
+    b += (tasks[i].W.rows + rows_per_block - 1) / rows_per_block;
+  }
+  ts.block_start[n] = b;
+  return ts;
 }
 
 template <int NB, int RW, int U>
 void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
-  Tasks ts{};
-  GroupMap gm{};
-  ts.n = n;
-  int64_t g = 0;
-  for (int i = 0; i < n; i++) {
-    ts.t[i] = tasks[i];
-    gm.start[i] = g;
-    g += (tasks[i].W.rows + RW - 1) / RW;
-  }
-  gm.start[n] = g;
+  const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
+  const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
@@ -343,25 +344,11 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   }
   const int64_t want = (g + kWarps - 1) / kWarps;
   const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, gm, X, ldx, xsum);
+  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
   HKV_CHECK_LAUNCH();
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-// Rows a block carries: kWarps for dense, kWarps·RW for MLX4.
-Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
-  Tasks ts{};
-  ts.n = n;
-  int64_t b = 0;
-  for (int i = 0; i < n; i++) {
-    ts.t[i] = tasks[i];
-    ts.block_start[i] = b;
-    b += (tasks[i].W.rows + rows_per_block - 1) / rows_per_block;
-  }
-  ts.block_start[n] = b;
-  return ts;
-}
 
 template <int NB, int RW, int U>
 void launch_mlx4(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
