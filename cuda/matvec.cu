@@ -324,6 +324,23 @@ Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
   return ts;
 }
 
+// The grid of a persistent kernel with `units` row groups for its warps: as many blocks of kWarps warps as
+// the card holds at this shared-memory size, no more than the units need. The occupancy is asked once per
+// kernel and size (a decode token launches the MLX4 kernel ~500 times over 3 sizes); the first call for a
+// kernel also lets it use up to max_smem.
+int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_t units) {
+  static std::map<std::pair<const void*, size_t>, int> per_sm;
+  auto it = per_sm.find({kernel, smem});
+  if (it == per_sm.end()) {
+    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_smem)));
+    int blocks = 0;
+    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
+    it = per_sm.emplace(std::make_pair(kernel, smem), std::max(blocks, 1)).first;
+  }
+  const int64_t want = (units + kWarps - 1) / kWarps;
+  return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
+}
+
 template <int NB, int RW, int U>
 void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
@@ -331,19 +348,7 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
-  // Blocks an SM holds at this x size, asked once per instantiation and size (a decode token launches
-  // this ~500 times over 3 sizes); the first call also lets the kernel use up to kSmemMax.
-  static std::map<size_t, int> per_sm;
-  if (per_sm.empty())
-    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax));
-  auto it = per_sm.find(smem);
-  if (it == per_sm.end()) {
-    int blocks = 0;
-    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
-    it = per_sm.emplace(smem, std::max(blocks, 1)).first;
-  }
-  const int64_t want = (g + kWarps - 1) / kWarps;
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
+  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
   kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
   HKV_CHECK_LAUNCH();
 }
