@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <memory>
 #include <random>
-#include <sstream>
 
 #include "compare/cli.h"
 #include "cuda/check.h"
@@ -33,12 +32,7 @@ size_t used_device_bytes();  // compare/engine_cli.cpp
 int cmd_bench_prefill(const Args& a) {
   const std::string model = a.get("model", "builtin:27b-mlx4");
   std::vector<int64_t> lengths;
-  {
-    std::stringstream ss(a.get("tokens", "4096,32768"));
-    std::string item;
-    while (std::getline(ss, item, ','))
-      if (!item.empty()) lengths.push_back(std::stoll(item));
-  }
+  for (const std::string& t : split_list(a.get("tokens", "4096,32768"))) lengths.push_back(std::stoll(t));
   const KvFormat f = KvFormat::parse(a.get("kv-cache", "q4h"));
   const int ndec = int(a.get_int("decode", 4));
   const bool exact = a.has("exact");

@@ -483,16 +483,6 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   a.out[row * a.ldo + int64_t(h) * D + d] = out;
 }
 
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
-
 template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, bool wide, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))

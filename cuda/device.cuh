@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels.h"
 #include "reference/scalar.h"
 
 namespace hkv::cuda {
@@ -55,6 +56,27 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Element (r, c) of a weight matrix as Matrix::at gives it: the stored value converted exactly to binary32;
+// MLX4 as fma(scale, q, bias) of its group.
+__device__ __forceinline__ float dmat_at(const DMat& W, int64_t r, int64_t c) {
+  const int64_t n = W.cols;
+  switch (W.type) {
+    case WType::F32:
+      return static_cast<const float*>(W.data)[r * n + c];
+    case WType::BF16:
+      return hkv::f32_from_bf16(static_cast<const uint16_t*>(W.data)[r * n + c]);
+    case WType::F16:
+      return hkv::f32_from_f16(static_cast<const uint16_t*>(W.data)[r * n + c]);
+    case WType::MLX4: {
+      const uint32_t word = static_cast<const uint32_t*>(W.data)[r * (n / 8) + c / 8];
+      const uint32_t nib = (word >> (4 * (c % 8))) & 0xfu;
+      const int64_t g = r * (n / W.group) + c / W.group;
+      return hkv::fma_rn(hkv::f32_from_bf16(W.scales[g]), float(nib), hkv::f32_from_bf16(W.biases[g]));
+    }
+  }
+  return 0.0f;
 }
 
 // The oracle's running maximum `m = e > m ? e : m`, as a combining step.

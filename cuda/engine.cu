@@ -625,6 +625,19 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   mv({{lm_head_, logits_, c.vocab_size}}, xin, E, R);
 }
 
+// kv_pack's error flag after a round: a non-finite K/V element or an fp16 scale overflow throws (as the
+// oracle's std::domain_error), with the flag cleared for the next round.
+void Engine::check_pack_error(cudaStream_t st) {
+  int err = 0;
+  HKV_CUDA_CHECK(cudaMemcpyAsync(&err, err_, sizeof(int), cudaMemcpyDeviceToHost, st));
+  HKV_CUDA_CHECK(cudaStreamSynchronize(st));
+  if (err) {
+    HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
+    HKV_CUDA_CHECK(cudaDeviceSynchronize());
+    throw std::domain_error(err & 1 ? "cache row element is not finite" : "cache group scale overflows fp16");
+  }
+}
+
 void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<float>* logits_out) {
   Round r = r0;
   const Config& c = c_;
@@ -705,14 +718,7 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
     launch_layers(r, &opt);
   }
 
-  int err = 0;
-  HKV_CUDA_CHECK(cudaMemcpyAsync(&err, err_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
-  HKV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  if (err) {
-    HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
-    HKV_CUDA_CHECK(cudaDeviceSynchronize());
-    throw std::domain_error(err & 1 ? "cache row element is not finite" : "cache group scale overflows fp16");
-  }
+  check_pack_error(stream_);
   for (int b = 0; b < B; b++) r.seqs[size_t(b)]->pos_ += r.count[size_t(b)];
   if (!r.logit_rows.empty()) {
     const size_t V = size_t(c.vocab_size);

@@ -143,6 +143,7 @@ class Engine {
   void run_round(const Round& r, const ForwardOptions& opt, std::vector<float>* logits);
   void launch_layers(const Round& r, const ForwardOptions* tap_opt);
   void check_fits(size_t need, const std::string& what) const;
+  void check_pack_error(cudaStream_t st);
   // the fast prefill path (cuda/prefill_engine.cpp)
   std::vector<float> forward_fast(Sequence& s, const std::vector<int32_t>& tokens, const ForwardOptions& opt);
   void fast_gemm(const DMat& W, int64_t r0, int64_t r1, const uint16_t* X, int64_t ldx, int64_t n, float* Y,

@@ -22,6 +22,9 @@ struct DMat {
   size_t nbytes() const;
 };
 
+// The current device's multiprocessor count (asked once a process).
+int sm_count();
+
 // ---- matvec.cu ----------------------------------------------------------------------------------
 // Y[n][r] = dot_row(W, r, X[n]) for n < N; X [N][ldx], Y [N][ldy]. xsum: scratch of N·ceil(cols/32)
 // floats (MLX4 chunk sums). Each (n, r) is computed alone: batch-invariant.

@@ -27,6 +27,8 @@
 // Measured (H200, 2026-11-29, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.39 ms a token,
 // 1.53 TB/s, 36% of copy bandwidth; 0.94–2.31 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
 // the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden.
+#include <map>
+
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -34,6 +36,16 @@
 namespace hkv::cuda {
 
 size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    HKV_CUDA_CHECK(cudaGetDevice(&dev));
+    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
 
 namespace {
 
@@ -81,7 +93,7 @@ struct Tasks {
   int n;
 };
 
-// The task of this block, and the block's index within that task.
+// The task of unit b (a block, or a row group), and b's index within that task.
 __device__ __forceinline__ int find_task(const Tasks& ts, int64_t b, int64_t& local) {
   int i = 0;
 #pragma unroll
@@ -173,24 +185,21 @@ __device__ __forceinline__ void mlx4_word(const uint32_t (&w)[RW], const float4 
   }
 }
 
-// Warp w of a block carries rows (block·kWarps + w)·RW … + RW−1 of its task's matrix.
-template <int NB, int RW, int U>
-__global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
-  int64_t local;
-  const MatTask& task = ts.t[find_task(ts, blockIdx.x, local)];
+// One row group, the body of both MLX4 kernels: rows r0 … r0 + RW − 1 of the task's matrix, each lane's
+// chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
+// chunk chains in index order, the lane tree and the store. x_at(n, c, wi, a, b) gives x[n][32c + 8wi …]
+// as two float4; STREAM loads the weights with the streaming hint (each is read once a token).
+template <int NB, int RW, int U, bool STREAM, class XAt>
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, const float* xsum, XAt x_at) {
   const DMat& W = task.W;
-  const int lane = threadIdx.x & 31;
-  const int64_t r0 = (local * kWarps + (threadIdx.x >> 5)) * RW;
-  if (r0 >= W.rows) return;
-  const int nch = int(W.cols / 32), gpr = int(W.cols / W.group);
-  const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;  // chunk c lies in group c >> gshift
+  const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
+  const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
   const uint4* q[RW];
   const uint16_t *srow[RW], *brow[RW];
 #pragma unroll
   for (int r = 0; r < RW; r++) {
     const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (W.cols / 8));
+    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
     srow[r] = W.scales + rr * gpr;
     brow[r] = W.biases + rr * gpr;
   }
@@ -208,7 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (c < nch) {
 #pragma unroll
         for (int r = 0; r < RW; r++) {
-          u[k][r] = __ldg(q[r] + c);
+          u[k][r] = STREAM ? __ldcs(q[r] + c) : __ldg(q[r] + c);
           sb[k][r] = __ldg(srow[r] + (c >> gshift));
           bb[k][r] = __ldg(brow[r] + (c >> gshift));
         }
@@ -227,11 +236,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int wi = 0; wi < 4; wi++) {
         float4 xa[NB], xb[NB];
 #pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float4* x4 = reinterpret_cast<const float4*>(X + n * ldx + int64_t(c) * 32) + 2 * wi;
-          xa[n] = __ldg(x4);
-          xb[n] = __ldg(x4 + 1);
-        }
+        for (int n = 0; n < NB; n++) x_at(n, c, wi, xa[n], xb[n]);
         uint32_t w[RW];
 #pragma unroll
         for (int r = 0; r < RW; r++) w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
@@ -256,6 +261,22 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
+// N of 4 or 8 (and x too wide for shared memory): x through L1. Warp w of a block carries rows
+// (block·kWarps + w)·RW … + RW − 1 of its task's matrix.
+template <int NB, int RW, int U>
+__global__ void __launch_bounds__(kWarps * 32)
+    matvec_mlx4_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
+  int64_t local;
+  const MatTask& task = ts.t[find_task(ts, blockIdx.x, local)];
+  const int64_t r0 = (local * kWarps + (threadIdx.x >> 5)) * RW;
+  if (r0 >= task.W.rows) return;
+  mlx4_rows<NB, RW, U, false>(task, r0, int(threadIdx.x & 31), xsum, [&](int n, int c, int wi, float4& a, float4& b) {
+    const float4* x4 = reinterpret_cast<const float4*>(X + n * ldx + int64_t(c) * 32) + 2 * wi;
+    a = __ldg(x4);
+    b = __ldg(x4 + 1);
+  });
+}
+
 // The decode kernel (N = 1 or 2). x is staged once per block in shared memory, float4 unit v (0..7) of
 // chunk c at 8c + (v ^ (c & 7)): the eight lanes of a quarter-warp, which read one unit of eight
 // consecutive chunks, hit eight different 16-byte bank groups (no conflicts). Blocks are persistent:
@@ -265,13 +286,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 // it in chunk order; occupancy (up to 3 blocks an SM) hides the latency. A register double buffer (the
 // next round loaded while this one computes) measured slower, 10.9 and 12.4 against 9.4 ms a token
 // (docs/RESULTS.md §11), and was removed.
-struct GroupMap {
-  int64_t start[kMaxTasks + 1];  // first row group of each task
-};
 
 template <int NB, int RW, int U>
 __global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_smem_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
+    matvec_mlx4_smem_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
   extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
@@ -280,116 +298,59 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
-  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
   for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
-    int t = 0;
-#pragma unroll
-    for (int k = 1; k < kMaxTasks; k++)
-      if (k < ts.n && g >= gm.start[k]) t = k;
-    const MatTask& task = ts.t[t];
-    const DMat& W = task.W;
-    const int64_t r0 = (g - gm.start[t]) * RW;
-    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-    const uint4* q[RW];
-    const uint16_t *srow[RW], *brow[RW];
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-      q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
-      srow[r] = W.scales + rr * gpr;
-      brow[r] = W.biases + rr * gpr;
-    }
-    float acc[RW][NB];
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-    for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-      uint4 u[U][RW];
-      uint16_t sb[U][RW], bb[U][RW];
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const int c = c0 + 32 * k;
-        if (c < nch) {
-#pragma unroll
-          for (int r = 0; r < RW; r++) {
-            u[k][r] = __ldcs(q[r] + c);  // streamed: each weight is read once a token
-            sb[k][r] = __ldg(srow[r] + (c >> gshift));
-            bb[k][r] = __ldg(brow[r] + (c >> gshift));
-          }
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const int c = c0 + 32 * k;
-        if (c >= nch) break;
-        float qx[RW][NB];
-#pragma unroll
-        for (int r = 0; r < RW; r++)
-#pragma unroll
-          for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
-#pragma unroll
-        for (int wi = 0; wi < 4; wi++) {
-          float4 xa[NB], xb[NB];
-#pragma unroll
-          for (int n = 0; n < NB; n++) {
-            const float4* base = xs4 + n * nch * 8 + 8 * c;
-            xa[n] = base[(2 * wi) ^ (c & 7)];
-            xb[n] = base[(2 * wi + 1) ^ (c & 7)];
-          }
-          uint32_t w[RW];
-#pragma unroll
-          for (int r = 0; r < RW; r++)
-            w[r] = wi == 0 ? u[k][r].x : wi == 1 ? u[k][r].y : wi == 2 ? u[k][r].z : u[k][r].w;
-          mlx4_word<NB, RW>(w, xa, xb, qx);
-        }
-#pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float xsc = __ldg(xsum + int64_t(n) * nch + c);
-#pragma unroll
-          for (int r = 0; r < RW; r++)
-            acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[k][r]), qx[r][n],
-                                    hkv::fma_rn(hkv::f32_from_bf16(bb[k][r]), xsc, acc[r][n]));
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float v = warp_tree_sum(acc[r][n]);
-        if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
-      }
+    int64_t local;
+    const int t = find_task(ts, g, local);
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, xsum, [&](int n, int c, int wi, float4& a, float4& b) {
+      const float4* base = xs4 + n * nch * 8 + 8 * c;
+      a = base[(2 * wi) ^ (c & 7)];
+      b = base[(2 * wi + 1) ^ (c & 7)];
+    });
   }
+}
+
+// The tasks of a launch and, in block_start, the prefix sums of their units (blocks of kWarps rows for
+// dense, of kWarps·RW rows for the MLX4 L1 kernel; row groups of RW rows for the shared-memory kernel).
+Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
+  Tasks ts{};
+  ts.n = n;
+  int64_t b = 0;
+  for (int i = 0; i < n; i++) {
+    ts.t[i] = tasks[i];
+    ts.block_start[i] = b;
+    b += (tasks[i].W.rows + rows_per_block - 1) / rows_per_block;
+  }
+  ts.block_start[n] = b;
+  return ts;
+}
+
+// The grid of a persistent kernel with `units` row groups for its warps: as many blocks of kWarps warps as
+// the card holds at this shared-memory size, no more than the units need. The occupancy is asked once per
+// kernel and size (a decode token launches the MLX4 kernel ~500 times over 3 sizes); the first call for a
+// kernel also lets it use up to max_smem.
+int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_t units) {
+  static std::map<std::pair<const void*, size_t>, int> per_sm;
+  auto it = per_sm.find({kernel, smem});
+  if (it == per_sm.end()) {
+    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_smem)));
+    int blocks = 0;
+    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
+    it = per_sm.emplace(std::make_pair(kernel, smem), std::max(blocks, 1)).first;
+  }
+  const int64_t want = (units + kWarps - 1) / kWarps;
+  return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
 }
 
 template <int NB, int RW, int U>
 void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
-  Tasks ts{};
-  GroupMap gm{};
-  ts.n = n;
-  int64_t g = 0;
-  for (int i = 0; i < n; i++) {
-    ts.t[i] = tasks[i];
-    gm.start[i] = g;
-    g += (tasks[i].W.rows + RW - 1) / RW;
-  }
-  gm.start[n] = g;
+  const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
+  const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
-  static int sms = 0;  // once per instantiation: the SM count, and leave to use up to kSmemMax
-  if (sms == 0) {
-    int dev = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemMax));
-  }
-  int blocks = 0;
-  HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
-  const int64_t want = (g + kWarps - 1) / kWarps;
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t(std::max(blocks, 1)) * sms));
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, gm, X, ldx, xsum);
+  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
+  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
   HKV_CHECK_LAUNCH();
 }
 
@@ -407,19 +368,16 @@ struct Ring {  // one warp's, [stage][chunk][row][lane]
 
 template <int NB, int RW, int U, int S>
 __global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_pipe_kernel(Tasks ts, GroupMap gm, const float* X, int64_t ldx, const float* xsum) {
+    matvec_mlx4_pipe_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
   extern __shared__ float4 xs4[];  // [NB][nch·8] swizzled, then kWarps rings
   const int cols = int(ts.t[0].W.cols), nch = cols / 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   Ring<RW, U, S>& ring = reinterpret_cast<Ring<RW, U, S>*>(xs4 + NB * nch * 8)[warp];
   const int rounds = (nch + 32 * U - 1) / (32 * U);
-  const int64_t total = gm.start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
   const int64_t g0 = int64_t(blockIdx.x) * kWarps + warp;
   auto task_of = [&](int64_t g) {
-    int t = 0;
-#pragma unroll
-    for (int k = 1; k < kMaxTasks; k++)
-      if (k < ts.n && g >= gm.start[k]) t = k;
-    return t;
+    int64_t local;
+    return find_task(ts, g, local);
   };
   auto advance = [&](int64_t& g, int& k) {
     if (++k == rounds) k = 0, g += stride;
@@ -428,7 +386,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   auto issue = [&](int64_t g, int k, int slot) {
     const int t = task_of(g);
     const DMat& W = ts.t[t].W;
-    const int64_t r0 = (g - gm.start[t]) * RW;
+    const int64_t r0 = (g - ts.block_start[t]) * RW;
     const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
 #pragma unroll
     for (int r = 0; r < RW; r++) {
@@ -472,7 +430,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int t = task_of(cg);
     const MatTask& task = ts.t[t];
     const DMat& W = task.W;
-    const int64_t r0 = (cg - gm.start[t]) * RW;
+    const int64_t r0 = (cg - ts.block_start[t]) * RW;
     const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
 #pragma unroll
     for (int j = 0; j < U; j++) {
@@ -539,49 +497,17 @@ bool launch_mlx4_pipe(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   for (int i = 0; i < n; i++)  // the 4-byte copies of scale and bias words need 4-byte aligned arrays
     if ((reinterpret_cast<uintptr_t>(tasks[i].W.scales) | reinterpret_cast<uintptr_t>(tasks[i].W.biases)) & 3u)
       return false;
-  Tasks ts{};
-  GroupMap gm{};
-  ts.n = n;
-  int64_t g = 0;
-  for (int i = 0; i < n; i++) {
-    ts.t[i] = tasks[i];
-    gm.start[i] = g;
-    g += (tasks[i].W.rows + RW - 1) / RW;
-  }
-  gm.start[n] = g;
+  const Tasks ts = make_tasks(tasks, n, RW);  // block_start: the first row group of each task
+  const int64_t g = ts.block_start[n];
   if (g == 0) return true;
   auto kernel = matvec_mlx4_pipe_kernel<NB, RW, U, S>;
-  static int sms = 0;
-  if (sms == 0) {
-    int dev = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemPipeMax));
-  }
-  int blocks = 0;
-  HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
-  const int64_t want = (g + kWarps - 1) / kWarps;
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(want, int64_t(std::max(blocks, 1)) * sms));
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, gm, X, ldx, xsum);
+  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemPipeMax, g);
+  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
   HKV_CHECK_LAUNCH();
   return true;
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-// Rows a block carries: kWarps for dense, kWarps·RW for MLX4.
-Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
-  Tasks ts{};
-  ts.n = n;
-  int64_t b = 0;
-  for (int i = 0; i < n; i++) {
-    ts.t[i] = tasks[i];
-    ts.block_start[i] = b;
-    b += (tasks[i].W.rows + rows_per_block - 1) / rows_per_block;
-  }
-  ts.block_start[n] = b;
-  return ts;
-}
 
 template <int NB, int RW, int U>
 void launch_mlx4(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {

@@ -4,7 +4,8 @@
 //   l2norm_inplace: r = rsqrt_c(sum_squares(x) + 1e-6), x·r (then × dk^-1/2 for DeltaNet queries);
 //   rope_apply (rotate_half): x[i] = fma(a, cos, −(b·sin)), x[i+h] = fma(b, cos, a·sin), host tables;
 //   embedding rows (Matrix::row: MLX4 as fma(scale, q, bias)); silu_c(g)·u; h + y.
-// Launch: norms one block per row (256 threads; the reduction in one warp), attn_prep one warp per
+// Launch: norms one block per row (1024 threads; the row read once into shared memory, the reduction in one
+// warp), attn_prep one warp per
 // (token, head), element-wise one thread per element.
 #include "cuda/check.h"
 #include "cuda/device.cuh"
@@ -12,23 +13,6 @@
 
 namespace hkv::cuda {
 namespace {
-
-__global__ void rmsnorm_kernel(const float* X, int64_t ldx, const float* w, bool plain, int64_t n, float eps,
-                               float* Out, int64_t ldo) {
-  __shared__ float r_s;
-  const float* x = X + int64_t(blockIdx.x) * ldx;
-  float* out = Out + int64_t(blockIdx.x) * ldo;
-  if (threadIdx.x < 32) {
-    float ss = warp_sum_squares(x, n, int(threadIdx.x));
-    if (threadIdx.x == 0) r_s = hkv::rsqrt_c(ss / float(n) + eps);
-  }
-  __syncthreads();
-  const float r = r_s;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    float v = x[i] * r;
-    out[i] = plain ? v * w[i] : v * (w ? 1.0f + w[i] : 1.0f);
-  }
-}
 
 // Shared-memory index with one pad float every 32: thread c reading element 32c + j (a chunk sum) and
 // thread i reading element i both hit distinct banks.
@@ -39,14 +23,16 @@ __host__ __device__ constexpr int pad32(int i) { return i + (i >> 5); }
 // One block a row: the row is read once into shared memory by all threads (coalesced); warp 0 takes the
 // sum of squares from there (sum_squares' order: lane l, 4-element chunks l, l+32, …, then the lane
 // tree); every thread writes its elements of out; thread c sums chunk c from shared memory.
+// Rows h[r·ldh …], y[r·ldh …], out[r·ldo …]; h is written only when y is given; out must not alias h.
+// plain: out = rmsnorm_plain(h; w) instead. rmsnorm_rows is this kernel with no y and no chunk sums.
 __global__ void __launch_bounds__(1024)
-    add_rmsnorm_kernel(float* __restrict__ H, const float* __restrict__ Y, const float* __restrict__ w, int n,
-                       float eps, float* __restrict__ Out, float* __restrict__ xsum) {
+    add_rmsnorm_kernel(float* __restrict__ H, const float* __restrict__ Y, int64_t ldh, const float* __restrict__ w,
+                       bool plain, int n, float eps, float* __restrict__ Out, int64_t ldo, float* __restrict__ xsum) {
   extern __shared__ float hs[];  // pad32(n) floats
   __shared__ float r_s;
-  float* __restrict__ h = H + int64_t(blockIdx.x) * n;
-  float* __restrict__ out = Out + int64_t(blockIdx.x) * n;
-  const float* __restrict__ y = Y ? Y + int64_t(blockIdx.x) * n : nullptr;
+  float* __restrict__ h = H + int64_t(blockIdx.x) * ldh;
+  float* __restrict__ out = Out + int64_t(blockIdx.x) * ldo;
+  const float* __restrict__ y = Y ? Y + int64_t(blockIdx.x) * ldh : nullptr;
   // Loads first, in rounds of 8 per thread, so they are in flight together (a loop that stores h between
   // loads waits a memory latency per element: 20 µs a row at 256 threads).
   for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
@@ -90,7 +76,7 @@ __global__ void __launch_bounds__(1024)
     for (int k = 0; k < 8; k++) {
       const int i = i0 + k * blockDim.x;
       if (i >= n) break;
-      const float v = (hs[pad32(i)] * r) * (w ? 1.0f + wv[k] : 1.0f);
+      const float v = plain ? (hs[pad32(i)] * r) * wv[k] : (hs[pad32(i)] * r) * (w ? 1.0f + wv[k] : 1.0f);
       out[i] = v;
       hs[pad32(i)] = v;
     }
@@ -169,28 +155,7 @@ __global__ void attn_prep_kernel(const float* qg, float* q, float* k, const floa
 __global__ void embed_kernel(DMat E, const int32_t* tokens, float* h) {
   const int64_t row = blockIdx.x, t = tokens[row], n = E.cols;
   float* out = h + row * n;
-  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) {
-    float v = 0.0f;
-    switch (E.type) {
-      case WType::F32:
-        v = static_cast<const float*>(E.data)[t * n + c];
-        break;
-      case WType::BF16:
-        v = hkv::f32_from_bf16(static_cast<const uint16_t*>(E.data)[t * n + c]);
-        break;
-      case WType::F16:
-        v = hkv::f32_from_f16(static_cast<const uint16_t*>(E.data)[t * n + c]);
-        break;
-      case WType::MLX4: {
-        uint32_t word = static_cast<const uint32_t*>(E.data)[t * (n / 8) + c / 8];
-        uint32_t nib = (word >> (4 * (c % 8))) & 0xfu;
-        int64_t g = t * (n / E.group) + c / E.group;
-        v = hkv::fma_rn(hkv::f32_from_bf16(E.scales[g]), float(nib), hkv::f32_from_bf16(E.biases[g]));
-        break;
-      }
-    }
-    out[c] = v;
-  }
+  for (int64_t c = threadIdx.x; c < n; c += blockDim.x) out[c] = dmat_at(E, t, c);
 }
 
 __global__ void silu_mul_kernel(float* a, const float* b, int64_t n) {
@@ -205,21 +170,27 @@ __global__ void add_kernel(float* a, const float* b, int64_t n) {
 
 }  // namespace
 
+namespace {
+void launch_add_rmsnorm(float* h, const float* y, int64_t ldh, const float* w, bool plain, int64_t n, float eps,
+                        int64_t rows, float* out, int64_t ldo, float* xsum, cudaStream_t st) {
+  if (rows <= 0) return;
+  if (xsum && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: chunk sums need n a multiple of 32");
+  const size_t smem = size_t(n + n / 32 + 1) * 4;
+  if (smem > 48 * 1024) throw std::runtime_error("rmsnorm: rows above 11,900 floats");
+  add_rmsnorm_kernel<<<unsigned(rows), 1024, smem, st>>>(h, y, ldh, w, plain, int(n), eps, out, ldo, xsum);
+  HKV_CHECK_LAUNCH();
+}
+}  // namespace
+
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64_t n, float eps, int64_t rows,
                   float* out, int64_t ldo, cudaStream_t st) {
-  if (rows <= 0) return;
-  rmsnorm_kernel<<<unsigned(rows), 256, 0, st>>>(x, ldx, w, plain, n, eps, out, ldo);
-  HKV_CHECK_LAUNCH();
+  // no y: the kernel only reads the rows
+  launch_add_rmsnorm(const_cast<float*>(x), nullptr, ldx, w, plain, n, eps, rows, out, ldo, nullptr, st);
 }
 
 void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float eps, int64_t rows, float* out,
                       float* xsum, cudaStream_t st) {
-  if (rows <= 0) return;
-  if (xsum && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: chunk sums need n a multiple of 32");
-  const size_t smem = size_t(n + n / 32 + 1) * 4;
-  if (smem > 48 * 1024) throw std::runtime_error("add_rmsnorm_rows: rows above 11,900 floats");
-  add_rmsnorm_kernel<<<unsigned(rows), 1024, smem, st>>>(h, y, w, int(n), eps, out, xsum);
-  HKV_CHECK_LAUNCH();
+  launch_add_rmsnorm(h, y, n, w, false, n, eps, rows, out, n, xsum, st);
 }
 
 void silu_mul_sums(float* a, const float* b, int64_t n, float* xsum, cudaStream_t st) {

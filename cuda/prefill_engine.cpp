@@ -299,14 +299,7 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
       HKV_CUDA_CHECK(cudaMemcpyAsync(logits.data() + at, logits_, size_t(R * V) * 4, cudaMemcpyDeviceToHost, st));
       HKV_CUDA_CHECK(cudaStreamSynchronize(st));
     }
-    int err = 0;
-    HKV_CUDA_CHECK(cudaMemcpyAsync(&err, err_, sizeof(int), cudaMemcpyDeviceToHost, st));
-    HKV_CUDA_CHECK(cudaStreamSynchronize(st));
-    if (err) {
-      HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
-      HKV_CUDA_CHECK(cudaDeviceSynchronize());
-      throw std::domain_error(err & 1 ? "cache row element is not finite" : "cache group scale overflows fp16");
-    }
+    check_pack_error(st);
     s.pos_ += n;
   }
   return logits;

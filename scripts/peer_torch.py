@@ -287,21 +287,16 @@ def table(result):
                f"{cp['GBps']:.0f} GB/s counting read + written ({cp['mode']})")
     hdr = f"{'what':<34} {'shape':>16} {'read':>10} {'median us':>10} {'GB/s':>8} {'% copy':>7}  mode"
     out.append(hdr)
+    def row(what, shape, r):
+        head = f"{what:<34} {shape:>16} {fmt_bytes(r['bytes_read']):>10}"
+        if "error" in r:
+            return f"{head}  not run: {r['error']}"
+        return f"{head} {r['us']:>10.2f} {r['GBps']:>8.0f} {r['pct_copy']:>6.1f}%  {r['mode']}"
+
     for r in result["attention"]:
-        what = f"sdpa decode ({r['backend']})"
-        shape = f"depth {r['depth']}"
-        if "error" in r:
-            out.append(f"{what:<34} {shape:>16} {fmt_bytes(r['bytes_read']):>10}  not run: {r['error']}")
-        else:
-            out.append(f"{what:<34} {shape:>16} {fmt_bytes(r['bytes_read']):>10} {r['us']:>10.2f} "
-                       f"{r['GBps']:>8.0f} {r['pct_copy']:>6.1f}%  {r['mode']}")
+        out.append(row(f"sdpa decode ({r['backend']})", f"depth {r['depth']}", r))
     for r in result["matvec"]:
-        shape = f"{r['rows']}x{r['cols']}"
-        if "error" in r:
-            out.append(f"{'matvec ' + r['name']:<34} {shape:>16} {fmt_bytes(r['bytes_read']):>10}  not run: {r['error']}")
-        else:
-            out.append(f"{'matvec ' + r['name']:<34} {shape:>16} {fmt_bytes(r['bytes_read']):>10} {r['us']:>10.2f} "
-                       f"{r['GBps']:>8.0f} {r['pct_copy']:>6.1f}%  {r['mode']}")
+        out.append(row("matvec " + r["name"], f"{r['rows']}x{r['cols']}", r))
     tok = result.get("token_weights_bf16")
     if tok:
         out.append(f"{'27B bf16 weights, one token (sum)':<34} {tok['matrices']:>7} matrices {fmt_bytes(tok['bytes_read']):>10} "

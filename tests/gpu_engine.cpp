@@ -156,28 +156,24 @@ TEST_CASE("whole model: the 27B head layout (24/4 x 256, 16/48 x 128), bf16 and 
 }
 
 TEST_CASE("whole model: the transformers fixtures (fixtures/hf)") {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::path(HKV_SOURCE_DIR) / "fixtures" / "hf";
-  int seen = 0;
-  for (const auto& entry : fs::directory_iterator(root)) {
-    if (!fs::exists(entry.path() / "config.json")) continue;
-    seen++;
-    const std::string name = entry.path().filename().string();
+  const auto dirs = hf_fixture_dirs();
+  for (const auto& dir : dirs) {
+    const std::string name = dir.filename().string();
     Model m;
     try {
-      m = load_any_model(entry.path().string());
+      m = load_any_model(dir.string());
     } catch (const std::exception& e) {
       report("fixture(" + name + ") load", e.what());
       continue;
     }
-    std::vector<int32_t> tokens = read_tokens((entry.path() / "tokens.json").string(), m.config.vocab_size);
+    std::vector<int32_t> tokens = read_tokens((dir / "tokens.json").string(), m.config.vocab_size);
     if (kSmall && tokens.size() > 24) tokens.resize(24);
     Engine eng(m);
     for (const KvFormat& f : kFormats)
       report("fixture(" + name + ",format=" + f.name() + ",tokens=" + std::to_string(tokens.size()) + ")",
              engine_vs_oracle(m, eng, f, tokens, len(2, 1), true));
   }
-  CHECK(seen > 0);
+  CHECK(!dirs.empty());
 }
 
 TEST_CASE("whole model: contexts crossing 512-key chunks, up to 4K") {

@@ -4,8 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <sstream>
 #include <string>
@@ -77,6 +79,15 @@ inline std::string first_diff_bytes(const uint8_t* a, const uint8_t* b, size_t n
     if (a[i] != b[i])
       return "byte " + std::to_string(i) + ": engine " + std::to_string(a[i]) + " oracle " + std::to_string(b[i]);
   return "";
+}
+
+// The transformers fixtures: the folders of fixtures/hf that hold a config.json, in name order.
+inline std::vector<std::filesystem::path> hf_fixture_dirs() {
+  std::vector<std::filesystem::path> dirs;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(HKV_SOURCE_DIR) / "fixtures" / "hf"))
+    if (std::filesystem::exists(e.path() / "config.json")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
 }
 
 }  // namespace hkv::gputest

@@ -187,6 +187,14 @@ void check_case(const Case& c, const fs::path& root) {
   CHECK_FALSE(fs::exists(out.string() + ".tmp"));
 }
 
+// `hkv logits --model MODEL` on the case's tokens and output, then `extra` ("{dir}" and "{out}" as in Case).
+std::vector<std::string> logits_argv(const std::string& model, const std::vector<std::string>& extra) {
+  std::vector<std::string> v = {"logits", "--model", model,       "--tokens", "{dir}/tokens.json",
+                                "--out",  "{out}",   "--threads", "1"};
+  v.insert(v.end(), extra.begin(), extra.end());
+  return v;
+}
+
 constexpr uint16_t kBf16NaN = 0x7fc0, kBf16Inf = 0x7f80, kBf16Max = 0x7f7f;
 
 std::vector<Case> refused_cases() {
@@ -333,8 +341,7 @@ std::vector<Case> refused_cases() {
   const auto spec = [](const std::string& synthetic) {
     return [synthetic](const fs::path& d) { spit(d / "spec.json", "{\"synthetic\": " + synthetic + "}"); };
   };
-  const std::vector<std::string> spec_argv = {"logits", "--model", "{dir}/spec.json", "--tokens", "{dir}/tokens.json",
-                                              "--out",  "{out}",   "--threads",       "1"};
+  const std::vector<std::string> spec_argv = logits_argv("{dir}/spec.json", {});
   cs.push_back({"synthetic_seed_out_of_range",
                 spec(R"({"builtin": "tiny", "seed": 1e300})"),
                 {"{dir}/spec.json", "field 'synthetic.seed'", "not an integer"},
@@ -375,26 +382,20 @@ std::vector<Case> refused_cases() {
                 {"20", "max_position_embeddings 16"}});
 
   // ---- the prefill path (issue #6): the oracle has only the exact one ----
-  const auto logits_with = [](std::vector<std::string> extra) {
-    std::vector<std::string> v = {"logits", "--model", "{dir}",     "--tokens", "{dir}/tokens.json",
-                                  "--out",  "{out}",   "--threads", "1"};
-    v.insert(v.end(), extra.begin(), extra.end());
-    return v;
-  };
   cs.push_back({"prefill_unknown_path",
                 [](const fs::path&) {},
                 {"--prefill is exact, fast or auto", "'sideways'"},
                 "tokens.json",
                 "out.f32",
                 true,
-                logits_with({"--prefill", "sideways"})});
+                logits_argv("{dir}", {"--prefill", "sideways"})});
   cs.push_back({"prefill_fast_on_the_oracle",
                 [](const fs::path&) {},
                 {"--prefill fast"},
                 "tokens.json",
                 "out.f32",
                 true,
-                logits_with({"--prefill", "fast", "--backend", "cpu"})});
+                logits_argv("{dir}", {"--prefill", "fast", "--backend", "cpu"})});
 
   // ---- the output ----
   cs.push_back({"out_dir_does_not_exist",
