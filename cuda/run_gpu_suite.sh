@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [profile] [prefill]
+# [peer] [bench-ops] [profile] [prefill] [generate]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -96,6 +96,31 @@ for s in $stages; do
         > "$OUT/gate.log" 2>&1
       echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
       grep -E "^(fp8|q4h) " "$OUT/gate.log" | tee -a "$summary" ;;
+    generate)  # hkv generate on the engine (issue #4): plain, --draft and --batch against the oracle's output
+      t=$SECONDS
+      gen_fail=0
+      gen_n=0
+      prompt="The quick brown fox jumps over the lazy dog. The quick brown"
+      for model in fixtures/trained/hf fixtures/trained/mlx; do
+        for cache in bf16 fp8 q4h; do
+          common=(generate --model "$model" --prompt "$prompt" --n 24 --kv-cache "$cache")
+          build-gpu/hkv "${common[@]}" --backend cpu --batch 3 > "$OUT/gen-cpu.txt" 2>> "$OUT/gen-err.txt"
+          for extra in "" "--draft 4" "--batch 3" "--draft 3 --batch 3"; do
+            # shellcheck disable=SC2086
+            build-gpu/hkv "${common[@]}" --backend cuda $extra > "$OUT/gen-cuda.txt" 2>> "$OUT/gen-err.txt"
+            gen_n=$((gen_n + 1))
+            # the oracle's first line is the full prompt's sequence; --batch prints one line a sequence
+            if [[ $extra == *batch* ]]; then cmp -s "$OUT/gen-cpu.txt" "$OUT/gen-cuda.txt"
+            else cmp -s <(head -1 "$OUT/gen-cpu.txt") "$OUT/gen-cuda.txt"; fi
+            if [[ $? != 0 ]]; then
+              gen_fail=$((gen_fail + 1))
+              echo "generate $model $cache [$extra]: FAIL" | tee -a "$summary"
+              head -3 "$OUT/gen-cpu.txt" "$OUT/gen-cuda.txt" | tee -a "$summary"
+            fi
+          done
+        done
+      done
+      echo "generate: $((gen_n - gen_fail)) of $gen_n engine runs equal to the oracle's tokens, $((SECONDS - t)) s" | tee -a "$summary" ;;
     bench)  # decode tokens/s against the floor; the table and $OUT/bench.json (schema hkv-bench-1)
       t=$SECONDS
       timeout "${HKV_BENCH_LIMIT:-170}" build-gpu/hkv bench ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} \
