@@ -105,7 +105,7 @@ for s in $stages; do
         for cache in bf16 fp8 q4h; do
           common=(generate --model "$model" --prompt "$prompt" --n 24 --kv-cache "$cache")
           build-gpu/hkv "${common[@]}" --backend cpu --batch 3 > "$OUT/gen-cpu.txt" 2>> "$OUT/gen-err.txt"
-          for extra in "" "--draft 4" "--batch 3" "--draft 3 --batch 3"; do
+          for extra in "" "--draft 4" "--batch 3"; do
             # shellcheck disable=SC2086
             build-gpu/hkv "${common[@]}" --backend cuda $extra > "$OUT/gen-cuda.txt" 2>> "$OUT/gen-err.txt"
             gen_n=$((gen_n + 1))

@@ -397,6 +397,15 @@ std::vector<Case> refused_cases() {
                 true,
                 logits_argv("{dir}", {"--prefill", "fast", "--backend", "cpu"})});
 
+  // ---- generate: options that cannot go together are refused, not ignored ----
+  cs.push_back({"generate_draft_with_batch",
+                [](const fs::path&) {},
+                {"--draft and --batch cannot be combined"},
+                "tokens.json",
+                "out.f32",
+                true,
+                {"generate", "--model", "{dir}", "--prompt", "abc", "--n", "2", "--draft", "2", "--batch", "2"}});
+
   // ---- the output ----
   cs.push_back({"out_dir_does_not_exist",
                 [](const fs::path&) {},
