@@ -5,8 +5,9 @@
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
-#             gpu_engine with short contexts (HKV_GPU_SMALL=1); each tool's log is $OUT/<tool>-<tests>.log.
-#             Per-run limits: HKV_SAN_OPS_LIMIT (45 s; racecheck 120 s), HKV_SAN_ENGINE_LIMIT (75 s); about 8 minutes in all
+#             gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's log is
+#             $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default all
+#             eleven), HKV_SAN_LIMIT overrides each run's limit (60 s; 150 s for racecheck:ops and the engine)
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
 #             card, against its copy bandwidth (issue #6); $OUT/peer.json
 # Headers missing there (doctest, xxhash, nlohmann-json) travel as .deb files in .deps (shared/device.md).
@@ -73,16 +74,19 @@ for s in $stages; do
         continue
       fi
       "$sanitizer" --version | tail -1 | tee -a "$summary"
-      for tool in memcheck racecheck initcheck; do
+      # HKV_SAN_RUNS: which tool over which suite (default: all of them); each run's own limit, or HKV_SAN_LIMIT
+      for r in ${HKV_SAN_RUNS:-memcheck:ops memcheck:engine memcheck:alloc memcheck:prefill racecheck:ops \
+        racecheck:engine racecheck:prefill initcheck:ops initcheck:engine initcheck:alloc initcheck:prefill}; do
+        tool=${r%%:*} suite=${r#*:}
         # racecheck is the slow one: 353 of the 373 op cases took 40 s (H200, 2026-11-29)
-        ops_limit=45
-        [[ $tool == racecheck ]] && ops_limit=120
-        sanitized $tool $tool-ops "${HKV_SAN_OPS_LIMIT:-$ops_limit}" $bin --source-file='*gpu_ops*'
-        if [[ ${HKV_SAN_ENGINE:-1} != 0 ]]; then  # HKV_SAN_ENGINE=0: the kernels' suite only
-          export HKV_GPU_SMALL=1                  # short contexts (tests/gpu_engine.cpp)
-          sanitized $tool $tool-engine "${HKV_SAN_ENGINE_LIMIT:-75}" $bin --source-file='*gpu_engine*'
-          unset HKV_GPU_SMALL
-        fi
+        case $r in
+          racecheck:ops) limit=150 ;;
+          *:engine) limit=150 ;;
+          *) limit=60 ;;
+        esac
+        [[ $suite == engine ]] && export HKV_GPU_SMALL=1  # short contexts (tests/gpu_engine.cpp)
+        sanitized "$tool" "$tool-$suite" "${HKV_SAN_LIMIT:-$limit}" $bin --source-file="*gpu_${suite}*"
+        unset HKV_GPU_SMALL
       done ;;
     diff)  # the table-driven differential suite (hkv diff), engine against oracle
       t=$SECONDS
