@@ -196,6 +196,10 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
                                mb(plan.bytes - plan.act_bytes - plan.wt_bytes - plan.attn_bytes) + "; at least " +
                                std::to_string(kFastMinRows) + " rows a pass)");
     fast_->mem = device_alloc(plan.bytes, "the fast prefill path's scratch for " + std::to_string(P) + " rows");
+    // Poisoned with NaN (all-ones bytes: NaN in f32 and in bf16): an element read before it is written turns
+    // the logits NaN, which gpu_prefill and `hkv diff --op fast_prefill` refuse. (compute-sanitizer initcheck
+    // reported reads of the attention scores that cuBLAS writes; with the poison in place the tests decide.)
+    HKV_CUDA_CHECK(cudaMemsetAsync(fast_->mem, 0xff, plan.bytes, st));
     fast_->bytes = plan.bytes;
     fast_->rows = P;
     fast_->wt_elems = wtile;

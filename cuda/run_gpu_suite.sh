@@ -50,7 +50,7 @@ sanitized() {  # tool name timeout args...: run() under compute-sanitizer, then 
   shift 3
   local opts=(--tool "$tool" --error-exitcode 1 --target-processes application-only)
   [[ $tool == memcheck ]] && opts+=(--leak-check full)
-  run "$name" "$limit" "$sanitizer" "${opts[@]}" "$@"
+  HKV_SANITIZER=$tool run "$name" "$limit" "$sanitizer" "${opts[@]}" "$@"
   local line
   if [[ $tool == racecheck ]]; then
     line=$(grep -oE "RACECHECK SUMMARY: .*" "$OUT/$name.log" | tail -1)

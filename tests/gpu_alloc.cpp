@@ -15,6 +15,11 @@
 // CUDA context's lazy allocations (module loading on a kernel's first launch, stream resources) are made
 // then, and cudaFree returns memory to the device at once (there is no caching allocator in between).
 //
+// Under compute-sanitizer's initcheck and racecheck (HKV_SANITIZER, set by cuda/run_gpu_suite.sh) free memory
+// is not compared: those tools allocate device memory of their own as the run goes (32 MiB at once, seen under
+// initcheck on the H200, 2026-11-30). memcheck does not, so under memcheck the comparisons stay, beside its
+// leak check.
+//
 // The command line: `HKV_FAIL_ALLOC_AT=N hkv logits ... --backend cuda` exits non-zero with the message on
 // stderr and leaves neither the output nor its temporary name; without the variable it writes the logits
 // that the engine computes in this process.
@@ -89,6 +94,13 @@ struct Run {
     }
   }
 };
+
+// Free memory compared to the byte, except under a sanitizer that allocates memory of its own.
+const bool kToolAllocates = [] {
+  const char* t = std::getenv("HKV_SANITIZER");
+  return t && *t && std::strcmp(t, "memcheck") != 0;
+}();
+bool same_free(size_t a, size_t b) { return kToolAllocates || a == b; }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -180,7 +192,7 @@ TEST_CASE("issue #7: every device allocation of construct + new_sequence + forwa
             "a failure in the constructor names no weight");
     // Released: what the failing step had allocated is free again.
     const size_t after = free_bytes();
-    check(after == r.free_before[step], "free memory before " + std::string(kStepName[step]) + " " +
+    check(same_free(after, r.free_before[step]), "free memory before " + std::string(kStepName[step]) + " " +
                                             std::to_string(r.free_before[step]) + ", after its failure " +
                                             std::to_string(after) + " (difference " +
                                             std::to_string(int64_t(r.free_before[step]) - int64_t(after)) + ")");
@@ -203,7 +215,7 @@ TEST_CASE("issue #7: every device allocation of construct + new_sequence + forwa
     }
     r = Run{};
     const size_t end = free_bytes();
-    check(end == free_start, "free memory before the iteration " + std::to_string(free_start) + ", after " +
+    check(same_free(end, free_start), "free memory before the iteration " + std::to_string(free_start) + ", after " +
                                  std::to_string(end) + " (difference " +
                                  std::to_string(int64_t(free_start) - int64_t(end)) + ")");
     std::printf("alloc(n=%lld,step=%s): %s\n", (long long)n, kStepName[step], good ? "OK" : ("FAIL " + where).c_str());
@@ -220,7 +232,7 @@ TEST_CASE("issue #7: every device allocation of construct + new_sequence + forwa
   CHECK(first_diff(last.logits, want).empty());
   cuda::set_alloc_failure(0);
   last = Run{};
-  CHECK(free_bytes() == free0);
+  CHECK(same_free(free_bytes(), free0));
 }
 
 namespace {
