@@ -42,7 +42,7 @@ struct DeviceMatrix {
 
 }  // namespace
 
-// hkv bench-ops [--reps 50] [--variants 0,1,2,3] (cuda::set_mlx4_variant)
+// hkv bench-ops [--reps 50]
 int cmd_bench_ops(const Args& a) {
   const int reps = int(a.get_int("reps", 50));
 
@@ -68,61 +68,56 @@ int cmd_bench_ops(const Args& a) {
   std::printf("| launch | rows x cols | MB | us (median of %d) | TB/s | %% of copy bw | per token | ms a token |\n",
               reps);
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  for (const std::string& vs : split_list(a.get("variants", "0"))) {
-    cuda::set_mlx4_variant(std::stoi(vs));
-    std::printf("variant %s:\n", vs.c_str());
-    double total_ms = 0, total_bytes = 0;
-    uint64_t tensor = 1;
-    for (const Launch& l : launches) {
-      std::vector<std::unique_ptr<DeviceMatrix>> mats;
-      std::vector<std::unique_ptr<float, void (*)(float*)>> outs;
-      std::vector<cuda::MatTask> tasks;
-      int64_t rows = 0;
-      double bytes = 0;
-      for (int64_t r : l.rows) {
-        mats.push_back(std::make_unique<DeviceMatrix>(r, l.cols, int(G), tensor++));
-        float* y = nullptr;
-        HKV_CUDA_CHECK(cudaMalloc(&y, size_t(r) * 4));
-        outs.emplace_back(y, [](float* p) { cudaFree(p); });
-        tasks.push_back({mats.back()->d, y, r});
-        rows += r;
-        bytes += double(mats.back()->d.nbytes());
-      }
-      float *x = nullptr, *xs = nullptr;
-      HKV_CUDA_CHECK(cudaMalloc(&x, size_t(l.cols) * 4));
-      HKV_CUDA_CHECK(cudaMalloc(&xs, size_t(l.cols / 32) * 4));
-      HKV_CUDA_CHECK(cudaMemset(x, 0, size_t(l.cols) * 4));
-      cuda::chunk_sums(x, l.cols, 1, l.cols, xs, nullptr);
-      cudaEvent_t e0, e1;
-      HKV_CUDA_CHECK(cudaEventCreate(&e0));
-      HKV_CUDA_CHECK(cudaEventCreate(&e1));
-      std::vector<double> t;
-      for (int i = 0; i < reps + 5; i++) {
-        HKV_CUDA_CHECK(cudaEventRecord(e0, nullptr));
-        cuda::matvec_multi(tasks.data(), int(tasks.size()), x, l.cols, 1, xs, nullptr);
-        HKV_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-        HKV_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 5) t.push_back(double(ms));
-      }
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
-      cudaFree(x);
-      cudaFree(xs);
-      std::sort(t.begin(), t.end());
-      const double ms = t[t.size() / 2];
-      total_ms += ms * l.per_token;
-      total_bytes += bytes * l.per_token;
-      std::printf("| %s | %lld x %lld | %.1f | %.1f | %.2f | %.0f%% | %d | %.3f |\n", l.name, (long long)rows,
-                  (long long)l.cols, bytes / 1e6, ms * 1e3, bytes / (ms * 1e-3) / 1e12,
-                  100.0 * bytes / (ms * 1e-3) / bw, l.per_token, ms * l.per_token);
+  double total_ms = 0, total_bytes = 0;
+  uint64_t tensor = 1;
+  for (const Launch& l : launches) {
+    std::vector<std::unique_ptr<DeviceMatrix>> mats;
+    std::vector<std::unique_ptr<float, void (*)(float*)>> outs;
+    std::vector<cuda::MatTask> tasks;
+    int64_t rows = 0;
+    double bytes = 0;
+    for (int64_t r : l.rows) {
+      mats.push_back(std::make_unique<DeviceMatrix>(r, l.cols, int(G), tensor++));
+      float* y = nullptr;
+      HKV_CUDA_CHECK(cudaMalloc(&y, size_t(r) * 4));
+      outs.emplace_back(y, [](float* p) { cudaFree(p); });
+      tasks.push_back({mats.back()->d, y, r});
+      rows += r;
+      bytes += double(mats.back()->d.nbytes());
     }
-    std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
-                total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
-                100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
+    float *x = nullptr, *xs = nullptr;
+    HKV_CUDA_CHECK(cudaMalloc(&x, size_t(l.cols) * 4));
+    HKV_CUDA_CHECK(cudaMalloc(&xs, size_t(l.cols / 32) * 4));
+    HKV_CUDA_CHECK(cudaMemset(x, 0, size_t(l.cols) * 4));
+    cuda::chunk_sums(x, l.cols, 1, l.cols, xs, nullptr);
+    cudaEvent_t e0, e1;
+    HKV_CUDA_CHECK(cudaEventCreate(&e0));
+    HKV_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<double> t;
+    for (int i = 0; i < reps + 5; i++) {
+      HKV_CUDA_CHECK(cudaEventRecord(e0, nullptr));
+      cuda::matvec_multi(tasks.data(), int(tasks.size()), x, l.cols, 1, xs, nullptr);
+      HKV_CUDA_CHECK(cudaEventRecord(e1, nullptr));
+      HKV_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i >= 5) t.push_back(double(ms));
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(x);
+    cudaFree(xs);
+    std::sort(t.begin(), t.end());
+    const double ms = t[t.size() / 2];
+    total_ms += ms * l.per_token;
+    total_bytes += bytes * l.per_token;
+    std::printf("| %s | %lld x %lld | %.1f | %.1f | %.2f | %.0f%% | %d | %.3f |\n", l.name, (long long)rows,
+                (long long)l.cols, bytes / 1e6, ms * 1e3, bytes / (ms * 1e-3) / 1e12,
+                100.0 * bytes / (ms * 1e-3) / bw, l.per_token, ms * l.per_token);
   }
-  cuda::set_mlx4_variant(0);
+  std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
+              total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
+              100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
   return 0;
 }
 

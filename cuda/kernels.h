@@ -42,9 +42,6 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
                   cudaStream_t st);
 // xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
-// The MLX4 decode kernel (N ≤ 2): 0 the default; 1, 2, 3 the cp.async pipeline with (rows a warp, chunks
-// a round, stages) = (4, 1, 4), (2, 2, 4), (2, 1, 8). Every variant gives the same bytes (gpu_ops).
-void set_mlx4_variant(int v);
 
 // ---- norms.cu -----------------------------------------------------------------------------------
 // out[r] = rmsnorm_1pw(x[r], w) (w may be null), or rmsnorm_plain(x[r], w) when plain.

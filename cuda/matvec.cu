@@ -50,7 +50,6 @@ int sm_count() {
 namespace {
 
 constexpr int kWarps = 8;
-int g_mlx4_variant = 0;                  // set_mlx4_variant
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // xsum[n][c]: a block covers 8 chunks of one row; each thread loads one element into shared memory
@@ -285,7 +284,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // A warp loads a round (the 16-byte chunks lane, lane + 32, … of U chunks for its RW rows), then computes
 // it in chunk order; occupancy (up to 3 blocks an SM) hides the latency. A register double buffer (the
 // next round loaded while this one computes) measured slower, 10.9 and 12.4 against 9.4 ms a token
-// (docs/RESULTS.md §11), and was removed.
+// (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through shared memory
+// (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
 template <int NB, int RW, int U>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -354,159 +354,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   HKV_CHECK_LAUNCH();
 }
 
-// ---- variant (not yet run on a GPU): the weights through a cp.async pipeline ---------------------------
-// The same walk and the same per-lane order as matvec_mlx4_smem_kernel (so the same bytes), but each lane
-// copies its own 16-byte chunks, and the 4-byte words holding their bf16 scale and bias, into a private
-// ring of S stages in shared memory with cp.async (no registers held by loads in flight), S − 1 steps
-// ahead of the step it computes. A step is (row group, round): U chunks of RW rows. A lane reads only the
-// slots it wrote, after cp.async.wait_group, so no barrier is needed past the x staging.
-template <int RW, int U, int S>
-struct Ring {  // one warp's, [stage][chunk][row][lane]
-  uint4 w[S][U][RW][32];
-  uint32_t s[S][U][RW][32], b[S][U][RW][32];
-};
-
-template <int NB, int RW, int U, int S>
-__global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_pipe_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
-  extern __shared__ float4 xs4[];  // [NB][nch·8] swizzled, then kWarps rings
-  const int cols = int(ts.t[0].W.cols), nch = cols / 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  Ring<RW, U, S>& ring = reinterpret_cast<Ring<RW, U, S>*>(xs4 + NB * nch * 8)[warp];
-  const int rounds = (nch + 32 * U - 1) / (32 * U);
-  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
-  const int64_t g0 = int64_t(blockIdx.x) * kWarps + warp;
-  auto task_of = [&](int64_t g) {
-    int64_t local;
-    return find_task(ts, g, local);
-  };
-  auto advance = [&](int64_t& g, int& k) {
-    if (++k == rounds) k = 0, g += stride;
-  };
-  // Issue the copies of step (g, k) into stage `slot`.
-  auto issue = [&](int64_t g, int k, int slot) {
-    const int t = task_of(g);
-    const DMat& W = ts.t[t].W;
-    const int64_t r0 = (g - ts.block_start[t]) * RW;
-    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-      const uint4* q = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
-#pragma unroll
-      for (int j = 0; j < U; j++) {
-        const int c = lane + 32 * (k * U + j);
-        if (c < nch) {
-          const int64_t gi = (rr * gpr + (c >> gshift)) & ~int64_t(1);  // the aligned word of the bf16 pair
-          cp_async16(&ring.w[slot][j][r][lane], q + c);
-          cp_async4(&ring.s[slot][j][r][lane], W.scales + gi);
-          cp_async4(&ring.b[slot][j][r][lane], W.biases + gi);
-        }
-      }
-    }
-  };
-  int64_t lg = g0, cg = g0;
-  int lk = 0, ck = 0;
-#pragma unroll
-  for (int p = 0; p < S - 1; p++) {  // the prologue: S − 1 steps in flight before x is staged
-    if (lg < total) issue(lg, lk, p), advance(lg, lk);
-    cp_async_commit();
-  }
-  for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
-    const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
-    xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
-  }
-  __syncthreads();
-  float acc[RW][NB];
-#pragma unroll
-  for (int r = 0; r < RW; r++)
-#pragma unroll
-    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-  int slot = 0;
-  while (cg < total) {
-    // the stage consumed last iteration takes the step S − 1 ahead; then the oldest stage is complete
-    if (lg < total) issue(lg, lk, (slot + S - 1) % S), advance(lg, lk);
-    cp_async_commit();
-    cp_async_wait<S - 1>();
-    const int t = task_of(cg);
-    const MatTask& task = ts.t[t];
-    const DMat& W = task.W;
-    const int64_t r0 = (cg - ts.block_start[t]) * RW;
-    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-#pragma unroll
-    for (int j = 0; j < U; j++) {
-      const int c = lane + 32 * (ck * U + j);
-      if (c >= nch) break;
-      float qx[RW][NB];
-#pragma unroll
-      for (int r = 0; r < RW; r++)
-#pragma unroll
-        for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
-      uint4 u[RW];
-#pragma unroll
-      for (int r = 0; r < RW; r++) u[r] = ring.w[slot][j][r][lane];
-#pragma unroll
-      for (int wi = 0; wi < 4; wi++) {
-        float4 xa[NB], xb[NB];
-#pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float4* base = xs4 + n * nch * 8 + 8 * c;
-          xa[n] = base[(2 * wi) ^ (c & 7)];
-          xb[n] = base[(2 * wi + 1) ^ (c & 7)];
-        }
-        uint32_t w[RW];
-#pragma unroll
-        for (int r = 0; r < RW; r++) w[r] = wi == 0 ? u[r].x : wi == 1 ? u[r].y : wi == 2 ? u[r].z : u[r].w;
-        mlx4_word<NB, RW>(w, xa, xb, qx);
-      }
-#pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float xsc = __ldg(xsum + int64_t(n) * nch + c);
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-          const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;
-          const int hi = int((rr * gpr + (c >> gshift)) & 1) * 16;  // the bf16's half of its word
-          const float sc = hkv::f32_from_bf16(uint16_t(ring.s[slot][j][r][lane] >> hi));
-          const float bi = hkv::f32_from_bf16(uint16_t(ring.b[slot][j][r][lane] >> hi));
-          acc[r][n] = hkv::fma_rn(sc, qx[r][n], hkv::fma_rn(bi, xsc, acc[r][n]));
-        }
-      }
-    }
-    if (ck == rounds - 1) {  // the group's last round: the lane tree, the store, fresh accumulators
-#pragma unroll
-      for (int r = 0; r < RW; r++)
-#pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float v = warp_tree_sum(acc[r][n]);
-          if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
-          acc[r][n] = 0.0f;
-        }
-    }
-    advance(cg, ck);
-    slot = (slot + 1) % S;
-  }
-  cp_async_wait<0>();
-}
-
-constexpr int kSmemPipeMax = 227 * 1024;
-
-// Launches the pipelined variant; false when its shared memory would not fit (the caller falls back).
-template <int NB, int RW, int U, int S>
-bool launch_mlx4_pipe(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
-  const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4 + size_t(kWarps) * sizeof(Ring<RW, U, S>);
-  if (smem > size_t(kSmemPipeMax)) return false;
-  for (int i = 0; i < n; i++)  // the 4-byte copies of scale and bias words need 4-byte aligned arrays
-    if ((reinterpret_cast<uintptr_t>(tasks[i].W.scales) | reinterpret_cast<uintptr_t>(tasks[i].W.biases)) & 3u)
-      return false;
-  const Tasks ts = make_tasks(tasks, n, RW);  // block_start: the first row group of each task
-  const int64_t g = ts.block_start[n];
-  if (g == 0) return true;
-  auto kernel = matvec_mlx4_pipe_kernel<NB, RW, U, S>;
-  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemPipeMax, g);
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
-  HKV_CHECK_LAUNCH();
-  return true;
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <int NB, int RW, int U>
@@ -527,9 +374,6 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
     return;
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
-  if (g_mlx4_variant == 1 && launch_mlx4_pipe<NB, 4, 1, 4>(tasks, n, X, ldx, xsum, st)) return;
-  if (g_mlx4_variant == 2 && launch_mlx4_pipe<NB, 2, 2, 4>(tasks, n, X, ldx, xsum, st)) return;
-  if (g_mlx4_variant == 3 && launch_mlx4_pipe<NB, 2, 1, 8>(tasks, n, X, ldx, xsum, st)) return;
   if (NB == 1 && rows >= 16384)
     per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, X, ldx, xsum, st)
                   : launch_mlx4_smem<NB, 4, 1>(tasks, n, X, ldx, xsum, st);
@@ -570,8 +414,6 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 }
 
 }  // namespace
-
-void set_mlx4_variant(int v) { g_mlx4_variant = v; }
 
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
   const int64_t nch = cols / 32;

@@ -35,7 +35,8 @@ struct DBuf {
     return v;
   }
   // Fill with a byte pattern so that unwritten outputs show.
-  void poison() { HKV_CUDA_CHECK(cudaMemset(p, 0xa5, std::max<size_t>(n, 1) * sizeof(T))); }
+  // 0xa5 bytes by default (a value no kernel computes); 0xff bytes are NaN in f32 and in bf16.
+  void poison(int byte = 0xa5) { HKV_CUDA_CHECK(cudaMemset(p, byte, std::max<size_t>(n, 1) * sizeof(T))); }
 };
 
 inline std::vector<float> gaussian(size_t n, uint64_t seed, float scale = 1.0f) {
