@@ -27,6 +27,7 @@
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (one thread),
 // the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/check.h"
@@ -37,6 +38,7 @@ namespace hkv::cuda {
 namespace {
 
 constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;
+constexpr int64_t kSplitRows = 8;  // rows (a decode batch) up to which the scratch holds the split shape's scores
 constexpr size_t kStageMax =
     160 * 1024;  // staged V rows of a chunk (fp8 at head_dim 256: 139 KB)  // e_s: [key][kEs] weights of a chunk
 
@@ -151,33 +153,167 @@ __device__ __forceinline__ void weights(const float* es, float* e) {
   }
 }
 
-// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes; not yet run on a GPU): 1, the chunk's V
-// rows are copied into shared memory with cp.async when the block starts, so their loads run during the
-// score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
-// for before the scores). The operations and their order are unchanged.
-template <KvKind F, int NG, int T, int DPT, int STAGE = 0>
-__global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int maxch, float scale) {
-  extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
-  __shared__ __align__(16) float q_s[NG * kMaxD];     // [head][D]
-  __shared__ __align__(16) float e_s[kChunk * kEs];   // [key][head]: scores, then weights
-  __shared__ float red_s[T / 32][NG];
-  __shared__ float mc_s[NG];
-  using Fm = Fmt<F>;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int64_t row = blockIdx.z;
-  const int c = blockIdx.y, n = a.n_keys[row], c0 = c * kChunk;
-  if (c0 >= n) return;
-  const int len = min(kChunk, n - c0);
-  const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
-  const int h0 = kvh * qpk + qb * kMaxG, ng = min(min(kMaxG, NG), qpk - qb * kMaxG);
-  const bool v16 = a.row_bytes % 16 == 0;
-
+// The query heads h0 … h0 + ng − 1 of a row into q_s [NG][D] (padding heads 0), rotated for q4h.
+template <KvKind F, int NG, int T>
+__device__ __forceinline__ void load_q(const AttnArgs& a, int64_t row, int h0, int ng, float* q_s) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, D = a.D;
   for (int i = tid; i < NG * D; i += T) q_s[i] = i < ng * D ? a.q[row * a.ldq + int64_t(h0) * D + i] : 0.0f;
   __syncthreads();
   if constexpr (F == KvKind::Q4H) {
     for (int gi = warp; gi < NG * D / 32; gi += T / 32) q_s[gi * 32 + lane] = warp_wht32(q_s[gi * 32 + lane], lane);
     __syncthreads();
   }
+}
+
+// The scaled scores of KPT keys (rows kr[k], read from shared memory when KS) for NG heads: per key and head
+// one chain, acc = fma(s_g, p_g, acc) over the groups, p_g the fma chain of u_j·q_j; the keys share each
+// 16-byte load of q. Keys with ok[k] false read a valid row and are not used.
+template <KvKind F, int NG, int KPT, bool KS>
+__device__ __forceinline__ void key_scores(const uint8_t* const (&kr)[KPT], const float* q_s, int D, bool v16,
+                                           float scale, float (&score)[KPT][NG]) {
+  using Fm = Fmt<F>;
+  float acc[KPT][NG], p[KPT][NG];
+#pragma unroll
+  for (int k = 0; k < KPT; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
+  uint32_t cur[KPT][4], nxt[KPT][4];
+  uint16_t sraw[KPT];
+#pragma unroll
+  for (int k = 0; k < KPT; k++) sraw[k] = 0, load16<KS>(kr[k], v16, cur[k]);
+  const int npiece = D / Fm::epp;
+  for (int pc = 0; pc < npiece; pc++) {
+    const int e0 = pc * Fm::epp, g = e0 / 32;
+    if (pc + 1 < npiece) {
+#pragma unroll
+      for (int k = 0; k < KPT; k++) load16<KS>(kr[k] + Fm::code_off(e0 + Fm::epp), v16, nxt[k]);
+    }
+    if constexpr (F != KvKind::BF16) {
+      if (pc % Fm::ppg == 0) {
+#pragma unroll
+        for (int k = 0; k < KPT; k++) sraw[k] = load_u16<KS>(kr[k] + Fm::scale_off(D, g));
+      }
+    }
+    uint32_t x[KPT][8];
+#pragma unroll
+    for (int k = 0; k < KPT; k++) prep<F>(cur[k], x[k]);
+#pragma unroll
+    for (int i4 = 0; i4 < Fm::epp; i4 += 4) {
+      float4 qv[NG];
+#pragma unroll
+      for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
+#pragma unroll
+      for (int ii = 0; ii < 4; ii++)
+#pragma unroll
+        for (int k = 0; k < KPT; k++) {
+          const float u = unit<F>(x[k], i4 + ii);
+#pragma unroll
+          for (int h = 0; h < NG; h++) {
+            const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
+            p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
+          }
+        }
+    }
+    if (pc % Fm::ppg == Fm::ppg - 1) {  // the group's end: acc = fma(s_g, p_g, acc)
+#pragma unroll
+      for (int k = 0; k < KPT; k++) {
+        const float s = scale_from<F>(sraw[k]);
+#pragma unroll
+        for (int h = 0; h < NG; h++) acc[k][h] = hkv::fma_rn(s, p[k][h], acc[k][h]), p[k][h] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < KPT; k++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) cur[k][i] = nxt[k][i];
+  }
+#pragma unroll
+  for (int k = 0; k < KPT; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
+}
+
+// From the scores in e_s [key][kEs] and each thread's running maxima mloc: the chunk's maximum per head
+// (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc).
+template <int NG, int T>
+__device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
+                                              float* mc_s) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+#pragma unroll
+  for (int h = 0; h < NG; h++) {
+    const float m = warp_max(mloc[h]);
+    if (lane == 0) red_s[warp][h] = m;
+  }
+  __syncthreads();
+  if (tid < NG) {
+    float m = -INFINITY;
+    for (int wi = 0; wi < T / 32; wi++) m = max_step(m, red_s[wi][tid]);
+    mc_s[tid] = m;
+  }
+  __syncthreads();
+  for (int i = tid; i < NG * len; i += T) {
+    const int j = i / NG, h = i % NG;
+    e_s[j * kEs + h] = hkv::exp_c(e_s[j * kEs + h] - mc_s[h]);
+  }
+  __syncthreads();
+}
+
+// lc = Σ e_t, keys in order (one thread a head: threads T−1−h, past the value threads when there are such),
+// stored with mc as the chunk's first two partials.
+template <int NG, int T>
+__device__ __forceinline__ void store_ml(float* part, int64_t head_stride, const float* e_s, const float* mc_s,
+                                         int len, int ng) {
+  const int tid = threadIdx.x;
+  if (T - 1 - tid < ng) {
+    const int h = T - 1 - tid;
+    float lc = 0.0f;
+    for (int j = 0; j < len; j++) lc = lc + e_s[j * kEs + h];
+    part[h * head_stride] = mc_s[h];
+    part[h * head_stride + 1] = lc;
+  }
+}
+
+// oc[h] = fma(e_t[h], v_t[d], oc[h]) over the chunk's keys in order, element d of each V row read from
+// global memory; the values of KA keys are loaded before any is used, so KA loads are in flight.
+template <KvKind F, int NG, int KA>
+__device__ __forceinline__ void value_chains(const uint8_t* vbase, size_t stride, int D, int d, int len,
+                                             const float* e_s, float (&oc)[NG]) {
+  for (int j0 = 0; j0 < len; j0 += KA) {
+    float vv[KA];
+#pragma unroll
+    for (int k = 0; k < KA; k++) vv[k] = j0 + k < len ? value_at<F>(vbase + size_t(j0 + k) * stride, D, d) : 0.0f;
+#pragma unroll
+    for (int k = 0; k < KA; k++) {
+      if (j0 + k >= len) break;
+      float e[NG];
+      weights<NG>(e_s + (j0 + k) * kEs, e);
+#pragma unroll
+      for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], vv[k], oc[h]);
+    }
+  }
+}
+
+// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes; not yet run on a GPU): 1, the chunk's V
+// rows are copied into shared memory with cp.async when the block starts, so their loads run during the
+// score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
+// for before the scores). The operations and their order are unchanged.
+template <KvKind F, int NG, int T, int DPT, int STAGE = 0>
+__global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
+  __shared__ __align__(16) float q_s[NG * kMaxD];     // [head][D]
+  __shared__ __align__(16) float e_s[kChunk * kEs];   // [key][head]: scores, then weights
+  __shared__ float red_s[T / 32][NG];
+  __shared__ float mc_s[NG];
+  using Fm = Fmt<F>;
+  const int tid = threadIdx.x;
+  const int64_t row = blockIdx.z;
+  const int c = blockIdx.y, n = a.n_keys[row], c0 = c * kChunk;
+  if (c0 >= n) return;
+  const int len = min(kChunk, n - c0);
+  const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
+  const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
+  const bool v16 = a.row_bytes % 16 == 0;
+  load_q<F, NG, T>(a, row, h0, ng, q_s);
 
   const size_t stride = size_t(a.KV) * a.row_bytes;
   const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
@@ -210,104 +346,27 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   float mloc[NG];
 #pragma unroll
   for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
-  const int npiece = D / Fm::epp;
   for (int jb = 0; jb < len; jb += 2 * T) {
     const int j[2] = {jb + tid, jb + T + tid};
     const bool ok[2] = {j[0] < len, j[1] < len};
-    const uint8_t* kr[2] = {kb + size_t(ok[0] ? j[0] : 0) * kstride, kb + size_t(ok[1] ? j[1] : 0) * kstride};
-    float acc[2][NG], p[2][NG];
-#pragma unroll
-    for (int k = 0; k < 2; k++)
-#pragma unroll
-      for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
-    uint32_t cur[2][4], nxt[2][4];
-    uint16_t sraw[2] = {0, 0};
-#pragma unroll
-    for (int k = 0; k < 2; k++) load16<KS>(kr[k], v16, cur[k]);
-    for (int pc = 0; pc < npiece; pc++) {
-      const int e0 = pc * Fm::epp, g = e0 / 32;
-      if (pc + 1 < npiece) {
-#pragma unroll
-        for (int k = 0; k < 2; k++) load16<KS>(kr[k] + Fm::code_off(e0 + Fm::epp), v16, nxt[k]);
-      }
-      if constexpr (F != KvKind::BF16) {
-        if (pc % Fm::ppg == 0) {
-#pragma unroll
-          for (int k = 0; k < 2; k++) sraw[k] = load_u16<KS>(kr[k] + Fm::scale_off(D, g));
-        }
-      }
-      uint32_t x[2][8];
-#pragma unroll
-      for (int k = 0; k < 2; k++) prep<F>(cur[k], x[k]);
-#pragma unroll
-      for (int i4 = 0; i4 < Fm::epp; i4 += 4) {
-        float4 qv[NG];
-#pragma unroll
-        for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
-#pragma unroll
-        for (int ii = 0; ii < 4; ii++)
-#pragma unroll
-          for (int k = 0; k < 2; k++) {
-            const float u = unit<F>(x[k], i4 + ii);
-#pragma unroll
-            for (int h = 0; h < NG; h++) {
-              const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
-              p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
-            }
-          }
-      }
-      if (pc % Fm::ppg == Fm::ppg - 1) {  // the group's end: acc = fma(s_g, p_g, acc)
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-          const float s = scale_from<F>(sraw[k]);
-#pragma unroll
-          for (int h = 0; h < NG; h++) acc[k][h] = hkv::fma_rn(s, p[k][h], acc[k][h]), p[k][h] = 0.0f;
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) cur[k][i] = nxt[k][i];
-    }
+    const uint8_t* const kr[2] = {kb + size_t(ok[0] ? j[0] : 0) * kstride, kb + size_t(ok[1] ? j[1] : 0) * kstride};
+    float sc[2][NG];
+    key_scores<F, NG, 2, KS>(kr, q_s, D, v16, scale, sc);
 #pragma unroll
     for (int k = 0; k < 2; k++)
       if (ok[k]) {
 #pragma unroll
         for (int h = 0; h < NG; h++) {
-          const float e = acc[k][h] * scale;
-          e_s[j[k] * kEs + h] = e;
-          mloc[h] = max_step(mloc[h], e);
+          e_s[j[k] * kEs + h] = sc[k][h];
+          mloc[h] = max_step(mloc[h], sc[k][h]);
         }
       }
   }
-  // the chunk's maximum per query head
-#pragma unroll
-  for (int h = 0; h < NG; h++) {
-    const float m = warp_max(mloc[h]);
-    if (lane == 0) red_s[warp][h] = m;
-  }
-  __syncthreads();
-  if (tid < NG) {
-    float m = -INFINITY;
-    for (int wi = 0; wi < T / 32; wi++) m = max_step(m, red_s[wi][tid]);
-    mc_s[tid] = m;
-  }
-  __syncthreads();
-  for (int i = tid; i < NG * len; i += T) {
-    const int j = i / NG, h = i % NG;
-    e_s[j * kEs + h] = hkv::exp_c(e_s[j * kEs + h] - mc_s[h]);
-  }
-  __syncthreads();
+  chunk_weights<NG, T>(mloc, e_s, len, red_s, mc_s);
 
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
-  if (T - 1 - tid < ng) {  // lc, keys in order (threads past the value threads when there are such)
-    const int h = T - 1 - tid;
-    float lc = 0.0f;
-    for (int j = 0; j < len; j++) lc = lc + e_s[j * kEs + h];
-    part[h * head_stride] = mc_s[h];
-    part[h * head_stride + 1] = lc;
-  }
+  store_ml<NG, T>(part, head_stride, e_s, mc_s, len, ng);
 
   // ---- weighted values: thread tid owns d0 .. d0 + DPT − 1 for all NG heads, keys in order ----
   if constexpr (STAGE > 0) {
@@ -339,20 +398,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
         // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
         // a token at 1K, 1.81 → 1.49 ms at 32K. q4h was slower with it (2.34 → 3.58 ms at 1K), so fp8 and
         // q4h keep the loop below.
-        constexpr int KA = 32;
-        for (int j0 = 0; j0 < len; j0 += KA) {
-          float vv[KA];
-#pragma unroll
-          for (int k = 0; k < KA; k++) vv[k] = j0 + k < len ? value_at<F>(vbase + size_t(j0 + k) * stride, D, d) : 0.0f;
-#pragma unroll
-          for (int k = 0; k < KA; k++) {
-            if (j0 + k >= len) break;
-            float e[NG];
-            weights<NG>(e_s + (j0 + k) * kEs, e);
-#pragma unroll
-            for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], vv[k], oc[h]);
-          }
-        }
+        value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
       } else {
 #pragma unroll 4
         for (int j = 0; j < len; j++) {
@@ -436,6 +482,92 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   }
 }
 
+// ---- the split shape: scores and values in two kernels, for few chunks ---------------------------------
+// A chunk's blocks in the narrow shape run its 512 keys on one multiprocessor; at small depths (a 1K decode
+// has 8 chunk blocks in the 27B shape) most of the card idles. Split spreads a chunk over 8 score blocks
+// and D/64 value blocks. The arithmetic is attend()'s, unchanged:
+//   attn_score_kernel, grid (KV heads × head blocks, chunks × 8, rows), one warp: keys jb + lane and
+//     jb + 32 + lane of the chunk, each key's scaled score one chain per head (key_scores), stored in the
+//     scores region of the scratch (split_scores: [row][head][chunk][512]).
+//   attn_value_kernel, grid (KV heads × head blocks, chunks × ⌈D/64⌉, rows), 64 threads: every block of a
+//     chunk reads its scores, takes the maximum and the weights exp_c(score − mc) (chunk_weights); the first
+//     slice's block also runs lc's chain (store_ml); thread t runs the value chains of d = 64·slice + t
+//     for every head, keys in order (value_chains).
+constexpr int kScoreT = 32, kScoreKeys = 2 * kScoreT, kValT = 64;
+
+__host__ __device__ inline float* split_scores(const AttnArgs& a, int maxch) {
+  return a.part + a.N * a.H * int64_t(maxch) * (a.D + 2);
+}
+
+template <KvKind F, int NG>
+__global__ void __launch_bounds__(kScoreT) attn_score_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  __shared__ __align__(16) float q_s[NG * kMaxD];
+  constexpr int tiles = kChunk / kScoreKeys;
+  const int tid = threadIdx.x;
+  const int64_t row = blockIdx.z;
+  const int c = blockIdx.y / tiles, jb = (blockIdx.y % tiles) * kScoreKeys, n = a.n_keys[row], c0 = c * kChunk;
+  if (c0 + jb >= n) return;
+  const int len = min(kChunk, n - c0);
+  const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
+  const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
+  load_q<F, NG, kScoreT>(a, row, h0, ng, q_s);
+  const size_t stride = size_t(a.KV) * a.row_bytes;
+  const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+  const int j[2] = {jb + tid, jb + kScoreT + tid};
+  const bool ok[2] = {j[0] < len, j[1] < len};
+  const uint8_t* const kr[2] = {kbase + size_t(ok[0] ? j[0] : 0) * stride, kbase + size_t(ok[1] ? j[1] : 0) * stride};
+  float sc[2][NG];
+  key_scores<F, NG, 2, false>(kr, q_s, D, a.row_bytes % 16 == 0, scale, sc);
+  float* out = split_scores(a, maxch) + ((row * a.H + h0) * int64_t(maxch) + c) * kChunk;
+#pragma unroll
+  for (int k = 0; k < 2; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++)
+      if (ok[k] && h < ng) out[h * int64_t(maxch) * kChunk + j[k]] = sc[k][h];
+}
+
+template <KvKind F, int NG>
+__global__ void __launch_bounds__(kValT) attn_value_kernel(AttnArgs a, int qblocks, int hpb, int maxch) {
+  __shared__ __align__(16) float e_s[kChunk * kEs];  // [key][head]: scores, then weights
+  __shared__ float red_s[kValT / 32][NG];
+  __shared__ float mc_s[NG];
+  const int tid = threadIdx.x;
+  const int64_t row = blockIdx.z;
+  const int D = a.D, nds = (D + kValT - 1) / kValT;
+  const int c = blockIdx.y / nds, ds = blockIdx.y % nds, n = a.n_keys[row], c0 = c * kChunk;
+  if (c0 >= n) return;
+  const int len = min(kChunk, n - c0);
+  const int qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
+  const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
+  const float* sc = split_scores(a, maxch) + ((row * a.H + h0) * int64_t(maxch) + c) * kChunk;
+  float mloc[NG];
+#pragma unroll
+  for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
+  for (int j = tid; j < len; j += kValT)
+#pragma unroll
+    for (int h = 0; h < NG; h++) {
+      const float e = h < ng ? sc[h * int64_t(maxch) * kChunk + j] : 0.0f;  // padding heads: never stored
+      e_s[j * kEs + h] = e;
+      mloc[h] = max_step(mloc[h], e);
+    }
+  chunk_weights<NG, kValT>(mloc, e_s, len, red_s, mc_s);
+  float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
+  const int64_t head_stride = int64_t(maxch) * (D + 2);
+  if (ds == 0) store_ml<NG, kValT>(part, head_stride, e_s, mc_s, len, ng);
+  const int d = ds * kValT + tid;
+  if (d < D) {
+    const size_t stride = size_t(a.KV) * a.row_bytes;
+    const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+    float oc[NG];
+#pragma unroll
+    for (int h = 0; h < NG; h++) oc[h] = 0.0f;
+    value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
+#pragma unroll
+    for (int h = 0; h < NG; h++)
+      if (h < ng) part[h * head_stride + 2 + d] = oc[h];
+  }
+}
+
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
@@ -484,45 +616,52 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
 }
 
 template <KvKind F, int NG>
-void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, bool wide, cudaStream_t st) {
+void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
-  if (wide) {
-    attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, maxch, scale);
+  if (shape == AttnShape::Split) {
+    const unsigned nds = unsigned((a.D + kValT - 1) / kValT);
+    attn_score_kernel<F, NG><<<dim3(grid.x, grid.y * (kChunk / kScoreKeys), grid.z), kScoreT, 0, st>>>(
+        a, qblocks, hpb, maxch, scale);
+    HKV_CHECK_LAUNCH();
+    attn_value_kernel<F, NG><<<dim3(grid.x, grid.y * nds, grid.z), kValT, 0, st>>>(a, qblocks, hpb, maxch);
+  } else if (shape == AttnShape::Wide) {
+    attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, hpb, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 2>;  // K and V staged (q4h at head_dim 256: 144 KB)
     static bool ready = false;                          // once per instantiation: allow the dynamic shared memory
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
-    kernel<<<grid, 256, 2 * kChunk * a.row_bytes, st>>>(a, qblocks, maxch, scale);
+    kernel<<<grid, 256, 2 * kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1>;  // V staged (fp8 at head_dim 256: 139 KB)
     static bool ready = false;
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
-    kernel<<<grid, 256, kChunk * a.row_bytes, st>>>(a, qblocks, maxch, scale);
+    kernel<<<grid, 256, kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
   } else {
-    attn_chunk_kernel<F, NG, 256, 1><<<grid, 256, 0, st>>>(a, qblocks, maxch, scale);
+    attn_chunk_kernel<F, NG, 256, 1><<<grid, 256, 0, st>>>(a, qblocks, hpb, maxch, scale);
   }
   HKV_CHECK_LAUNCH();
 }
 
 template <KvKind F>
-void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int maxch, int ng, bool wide, cudaStream_t st) {
-  if (ng <= 2)
-    launch_chunks<F, 2>(a, grid, qblocks, maxch, wide, st);
-  else if (ng <= 4)
-    launch_chunks<F, 4>(a, grid, qblocks, maxch, wide, st);
-  else if (ng <= 6)
-    launch_chunks<F, 6>(a, grid, qblocks, maxch, wide, st);
+void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
+  if (hpb <= 2)
+    launch_chunks<F, 2>(a, grid, qblocks, hpb, maxch, shape, st);
+  else if (hpb <= 4)
+    launch_chunks<F, 4>(a, grid, qblocks, hpb, maxch, shape, st);
+  else if (hpb <= 6)
+    launch_chunks<F, 6>(a, grid, qblocks, hpb, maxch, shape, st);
   else
-    launch_chunks<F, 8>(a, grid, qblocks, maxch, wide, st);
+    launch_chunks<F, 8>(a, grid, qblocks, hpb, maxch, shape, st);
 }
 
 }  // namespace
 
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
   const int64_t maxch = (max_keys + kChunk - 1) / kChunk;
-  return size_t(N * H * maxch * (D + 2));
+  // the chunks' (mc, lc, oc) of N rows, then every key's score for up to kSplitRows rows (the split shape)
+  return size_t(N * H * maxch * (D + 2) + std::min(N, kSplitRows) * H * maxch * kChunk);
 }
 
 void attention(const AttnArgs& a, cudaStream_t st) {
@@ -531,19 +670,25 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");
   if (a.H % a.KV != 0) throw std::runtime_error("attention: heads must be a multiple of kv heads");
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
-  const int qpk = a.H / a.KV, qblocks = (qpk + kMaxG - 1) / kMaxG, ng = std::min(qpk, kMaxG);
+  const int qpk = a.H / a.KV, hpb = std::min(qpk, kMaxG), qblocks = (qpk + hpb - 1) / hpb;
   dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
   const int64_t blocks = int64_t(a.KV) * qblocks * maxch * a.N;
-  const bool wide = a.shape == AttnShape::Wide || (a.shape == AttnShape::Auto && blocks >= 4 * int64_t(sm_count()));
+  // Split needs the scores region (N ≤ kSplitRows) and a chunk grid that fits grid.y.
+  const bool split_ok = a.N <= kSplitRows && int64_t(maxch) * (kChunk / kScoreKeys) <= 65535;
+  AttnShape shape = a.shape;
+  if (shape == AttnShape::Split && !split_ok) shape = AttnShape::Auto;
+  // Auto (not yet measured on a GPU with the split shape): wide for many chunk blocks, else split, else narrow
+  if (shape == AttnShape::Auto)
+    shape = blocks >= 4 * int64_t(sm_count()) ? AttnShape::Wide : split_ok ? AttnShape::Split : AttnShape::Narrow;
   switch (a.kind) {
     case KvKind::BF16:
-      launch_chunks<KvKind::BF16>(a, grid, qblocks, maxch, ng, wide, st);
+      launch_chunks<KvKind::BF16>(a, grid, qblocks, hpb, maxch, shape, st);
       break;
     case KvKind::FP8:
-      launch_chunks<KvKind::FP8>(a, grid, qblocks, maxch, ng, wide, st);
+      launch_chunks<KvKind::FP8>(a, grid, qblocks, hpb, maxch, shape, st);
       break;
     case KvKind::Q4H:
-      launch_chunks<KvKind::Q4H>(a, grid, qblocks, maxch, ng, wide, st);
+      launch_chunks<KvKind::Q4H>(a, grid, qblocks, hpb, maxch, shape, st);
       break;
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");

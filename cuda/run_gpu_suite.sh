@@ -85,7 +85,9 @@ for s in $stages; do
           *) limit=60 ;;
         esac
         [[ $suite == engine ]] && export HKV_GPU_SMALL=1  # short contexts (tests/gpu_engine.cpp)
-        sanitized "$tool" "$tool-$suite" "${HKV_SAN_LIMIT:-$limit}" $bin --source-file="*gpu_${suite}*"
+        # shellcheck disable=SC2086  # HKV_SAN_ENGINE_ARGS: doctest filters for the engine suite's runs
+        sanitized "$tool" "$tool-$suite" "${HKV_SAN_LIMIT:-$limit}" $bin --source-file="*gpu_${suite}*" \
+          $([[ $suite == engine ]] && echo "${HKV_SAN_ENGINE_ARGS:-}")
         unset HKV_GPU_SMALL
       done ;;
     diff)  # the table-driven differential suite (hkv diff), engine against oracle
