@@ -27,7 +27,6 @@
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (one thread),
 // the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
-#include <algorithm>
 #include <cmath>
 
 #include "cuda/check.h"
@@ -38,7 +37,6 @@ namespace hkv::cuda {
 namespace {
 
 constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;
-constexpr int64_t kSplitRows = 8;  // rows (a decode batch) up to which the scratch holds the split shape's scores
 constexpr size_t kStageMax =
     160 * 1024;  // staged V rows of a chunk (fp8 at head_dim 256: 139 KB)  // e_s: [key][kEs] weights of a chunk
 
@@ -482,92 +480,6 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   }
 }
 
-// ---- the split shape: scores and values in two kernels, for few chunks ---------------------------------
-// A chunk's blocks in the narrow shape run its 512 keys on one multiprocessor; at small depths (a 1K decode
-// has 8 chunk blocks in the 27B shape) most of the card idles. Split spreads a chunk over 8 score blocks
-// and D/64 value blocks. The arithmetic is attend()'s, unchanged:
-//   attn_score_kernel, grid (KV heads × head blocks, chunks × 8, rows), one warp: keys jb + lane and
-//     jb + 32 + lane of the chunk, each key's scaled score one chain per head (key_scores), stored in the
-//     scores region of the scratch (split_scores: [row][head][chunk][512]).
-//   attn_value_kernel, grid (KV heads × head blocks, chunks × ⌈D/64⌉, rows), 64 threads: every block of a
-//     chunk reads its scores, takes the maximum and the weights exp_c(score − mc) (chunk_weights); the first
-//     slice's block also runs lc's chain (store_ml); thread t runs the value chains of d = 64·slice + t
-//     for every head, keys in order (value_chains).
-constexpr int kScoreT = 32, kScoreKeys = 2 * kScoreT, kValT = 64;
-
-__host__ __device__ inline float* split_scores(const AttnArgs& a, int maxch) {
-  return a.part + a.N * a.H * int64_t(maxch) * (a.D + 2);
-}
-
-template <KvKind F, int NG>
-__global__ void __launch_bounds__(kScoreT) attn_score_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  __shared__ __align__(16) float q_s[NG * kMaxD];
-  constexpr int tiles = kChunk / kScoreKeys;
-  const int tid = threadIdx.x;
-  const int64_t row = blockIdx.z;
-  const int c = blockIdx.y / tiles, jb = (blockIdx.y % tiles) * kScoreKeys, n = a.n_keys[row], c0 = c * kChunk;
-  if (c0 + jb >= n) return;
-  const int len = min(kChunk, n - c0);
-  const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
-  const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
-  load_q<F, NG, kScoreT>(a, row, h0, ng, q_s);
-  const size_t stride = size_t(a.KV) * a.row_bytes;
-  const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
-  const int j[2] = {jb + tid, jb + kScoreT + tid};
-  const bool ok[2] = {j[0] < len, j[1] < len};
-  const uint8_t* const kr[2] = {kbase + size_t(ok[0] ? j[0] : 0) * stride, kbase + size_t(ok[1] ? j[1] : 0) * stride};
-  float sc[2][NG];
-  key_scores<F, NG, 2, false>(kr, q_s, D, a.row_bytes % 16 == 0, scale, sc);
-  float* out = split_scores(a, maxch) + ((row * a.H + h0) * int64_t(maxch) + c) * kChunk;
-#pragma unroll
-  for (int k = 0; k < 2; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++)
-      if (ok[k] && h < ng) out[h * int64_t(maxch) * kChunk + j[k]] = sc[k][h];
-}
-
-template <KvKind F, int NG>
-__global__ void __launch_bounds__(kValT) attn_value_kernel(AttnArgs a, int qblocks, int hpb, int maxch) {
-  __shared__ __align__(16) float e_s[kChunk * kEs];  // [key][head]: scores, then weights
-  __shared__ float red_s[kValT / 32][NG];
-  __shared__ float mc_s[NG];
-  const int tid = threadIdx.x;
-  const int64_t row = blockIdx.z;
-  const int D = a.D, nds = (D + kValT - 1) / kValT;
-  const int c = blockIdx.y / nds, ds = blockIdx.y % nds, n = a.n_keys[row], c0 = c * kChunk;
-  if (c0 >= n) return;
-  const int len = min(kChunk, n - c0);
-  const int qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
-  const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
-  const float* sc = split_scores(a, maxch) + ((row * a.H + h0) * int64_t(maxch) + c) * kChunk;
-  float mloc[NG];
-#pragma unroll
-  for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
-  for (int j = tid; j < len; j += kValT)
-#pragma unroll
-    for (int h = 0; h < NG; h++) {
-      const float e = h < ng ? sc[h * int64_t(maxch) * kChunk + j] : 0.0f;  // padding heads: never stored
-      e_s[j * kEs + h] = e;
-      mloc[h] = max_step(mloc[h], e);
-    }
-  chunk_weights<NG, kValT>(mloc, e_s, len, red_s, mc_s);
-  float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
-  const int64_t head_stride = int64_t(maxch) * (D + 2);
-  if (ds == 0) store_ml<NG, kValT>(part, head_stride, e_s, mc_s, len, ng);
-  const int d = ds * kValT + tid;
-  if (d < D) {
-    const size_t stride = size_t(a.KV) * a.row_bytes;
-    const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
-    float oc[NG];
-#pragma unroll
-    for (int h = 0; h < NG; h++) oc[h] = 0.0f;
-    value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
-#pragma unroll
-    for (int h = 0; h < NG; h++)
-      if (h < ng) part[h * head_stride + 2 + d] = oc[h];
-  }
-}
-
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
@@ -618,13 +530,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
 template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
-  if (shape == AttnShape::Split) {
-    const unsigned nds = unsigned((a.D + kValT - 1) / kValT);
-    attn_score_kernel<F, NG><<<dim3(grid.x, grid.y * (kChunk / kScoreKeys), grid.z), kScoreT, 0, st>>>(
-        a, qblocks, hpb, maxch, scale);
-    HKV_CHECK_LAUNCH();
-    attn_value_kernel<F, NG><<<dim3(grid.x, grid.y * nds, grid.z), kValT, 0, st>>>(a, qblocks, hpb, maxch);
-  } else if (shape == AttnShape::Wide) {
+  if (shape == AttnShape::Wide) {
     attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, hpb, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 2>;  // K and V staged (q4h at head_dim 256: 144 KB)
@@ -660,8 +566,7 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
 
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
   const int64_t maxch = (max_keys + kChunk - 1) / kChunk;
-  // the chunks' (mc, lc, oc) of N rows, then every key's score for up to kSplitRows rows (the split shape)
-  return size_t(N * H * maxch * (D + 2) + std::min(N, kSplitRows) * H * maxch * kChunk);
+  return size_t(N * H * maxch * (D + 2));
 }
 
 void attention(const AttnArgs& a, cudaStream_t st) {
@@ -673,13 +578,10 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   const int qpk = a.H / a.KV, hpb = std::min(qpk, kMaxG), qblocks = (qpk + hpb - 1) / hpb;
   dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
   const int64_t blocks = int64_t(a.KV) * qblocks * maxch * a.N;
-  // Split needs the scores region (N ≤ kSplitRows) and a chunk grid that fits grid.y.
-  const bool split_ok = a.N <= kSplitRows && int64_t(maxch) * (kChunk / kScoreKeys) <= 65535;
+  // Auto: narrow for few chunk blocks, wide from 4 blocks a multiprocessor. Measured (H200, 2026-11-30, hkv
+  // bench --attention-only, 27B shape, batch 1): narrow is faster to 32K in q4h and bf16, wide from 131K.
   AttnShape shape = a.shape;
-  if (shape == AttnShape::Split && !split_ok) shape = AttnShape::Auto;
-  // Auto (not yet measured on a GPU with the split shape): wide for many chunk blocks, else split, else narrow
-  if (shape == AttnShape::Auto)
-    shape = blocks >= 4 * int64_t(sm_count()) ? AttnShape::Wide : split_ok ? AttnShape::Split : AttnShape::Narrow;
+  if (shape == AttnShape::Auto) shape = blocks >= 4 * int64_t(sm_count()) ? AttnShape::Wide : AttnShape::Narrow;
   switch (a.kind) {
     case KvKind::BF16:
       launch_chunks<KvKind::BF16>(a, grid, qblocks, hpb, maxch, shape, st);

@@ -77,10 +77,9 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
 
 // ---- attention.cu -------------------------------------------------------------------------------
-// How a chunk is spread over threads (the arithmetic is the same): Narrow, 256 threads, one d each for the
-// values (few chunks); Wide, 64 threads, 8 d each (many chunks); Split, scores and values in two kernels,
-// a chunk over 8 score blocks and D/64 value blocks (up to 8 rows; more fall back to Auto); Auto picks.
-enum class AttnShape { Auto, Narrow, Wide, Split };
+// How the chunk kernel spreads a chunk over threads (the arithmetic is the same): Narrow, 256 threads, one d
+// each for the values (few chunks); Wide, 64 threads, 8 d each (many chunks); Auto picks by block count.
+enum class AttnShape { Auto, Narrow, Wide };
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;

@@ -392,8 +392,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
       // every kernel shape and the automatic choice
-      for (cuda::AttnShape shape :
-           {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::Split}) {
+      for (cuda::AttnShape shape : {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide}) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
@@ -408,8 +407,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                     cap,
                     shape == cuda::AttnShape::Auto     ? "auto"
                     : shape == cuda::AttnShape::Narrow ? "narrow"
-                    : shape == cuda::AttnShape::Wide   ? "wide"
-                                                       : "split",
+                                                       : "wide",
                     d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
