@@ -112,29 +112,24 @@ __device__ __forceinline__ float unit(const uint32_t* x, int i) {
   }
 }
 
-// Element d of a row as s_g · u_d (one thread, one element).
-template <KvKind F>
-__device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
-  if constexpr (F == KvKind::BF16) {
-    return 1.0f * hkv::f32_from_bf16(load_u16(row + 2 * d));
-  } else if constexpr (F == KvKind::FP8) {
-    return hkv::f32_from_f16(load_u16(row + D + 2 * (d / 32))) * hkv::f32_from_e4m3(__ldg(row + d));
-  } else {
-    return hkv::f32_from_f16(load_u16(row + D / 2 + 2 * (d / 32))) *
-           float(int((__ldg(row + d / 2) >> (4 * (d % 2))) & 0xf) - 8);
-  }
+template <bool SMEM = false>
+__device__ __forceinline__ uint8_t load_u8(const uint8_t* p) {
+  if constexpr (SMEM)
+    return *p;
+  else
+    return __ldg(p);
 }
 
-// value_at on a row staged in shared memory: the same operations.
-template <KvKind F>
-__device__ __forceinline__ float value_at_s(const uint8_t* row, int D, int d) {
-  const auto u16 = [&](int off) { return *reinterpret_cast<const uint16_t*>(row + off); };
+// Element d of a row as s_g · u_d (one thread, one element); SMEM: the row is staged in shared memory.
+template <KvKind F, bool SMEM = false>
+__device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
   if constexpr (F == KvKind::BF16) {
-    return 1.0f * hkv::f32_from_bf16(u16(2 * d));
+    return 1.0f * hkv::f32_from_bf16(load_u16<SMEM>(row + 2 * d));
   } else if constexpr (F == KvKind::FP8) {
-    return hkv::f32_from_f16(u16(D + 2 * (d / 32))) * hkv::f32_from_e4m3(row[d]);
+    return hkv::f32_from_f16(load_u16<SMEM>(row + D + 2 * (d / 32))) * hkv::f32_from_e4m3(load_u8<SMEM>(row + d));
   } else {
-    return hkv::f32_from_f16(u16(D / 2 + 2 * (d / 32))) * float(int((row[d / 2] >> (4 * (d % 2))) & 0xf) - 8);
+    return hkv::f32_from_f16(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) *
+           float(int((load_u8<SMEM>(row + d / 2) >> (4 * (d % 2))) & 0xf) - 8);
   }
 }
 
@@ -291,6 +286,21 @@ __device__ __forceinline__ void value_chains(const uint8_t* vbase, size_t stride
   }
 }
 
+// oc[h] = fma(e_t[h], v_t[d], oc[h]) over the chunk's keys in order, element d of each row (rows rstride
+// bytes apart; in shared memory when SMEM), one key's value loaded at a time (unrolled by 4).
+template <KvKind F, int NG, bool SMEM>
+__device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, int D, int d, int len,
+                                           const float* e_s, float (&oc)[NG]) {
+#pragma unroll 4
+  for (int j = 0; j < len; j++) {
+    const float v = value_at<F, SMEM>(base + size_t(j) * rstride, D, d);
+    float e[NG];
+    weights<NG>(e_s + j * kEs, e);
+#pragma unroll
+    for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], v, oc[h]);
+  }
+}
+
 // STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes; not yet run on a GPU): 1, the chunk's V
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
@@ -367,45 +377,25 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   store_ml<NG, T>(part, head_stride, e_s, mc_s, len, ng);
 
   // ---- weighted values: thread tid owns d0 .. d0 + DPT − 1 for all NG heads, keys in order ----
-  if constexpr (STAGE > 0) {
-    cp_async_wait<0>();
-    __syncthreads();
-    for (int d = tid; d < D; d += T) {
-      float oc[NG];
-#pragma unroll
-      for (int h = 0; h < NG; h++) oc[h] = 0.0f;
-#pragma unroll 4
-      for (int j = 0; j < len; j++) {
-        const float v = value_at_s<F>(vstage + size_t(j) * a.row_bytes, D, d);
-        float e[NG];
-        weights<NG>(e_s + j * kEs, e);
-#pragma unroll
-        for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], v, oc[h]);
-      }
-#pragma unroll
-      for (int h = 0; h < NG; h++)
-        if (h < ng) part[h * head_stride + 2 + d] = oc[h];
+  if constexpr (DPT == 1) {
+    if constexpr (STAGE > 0) {  // the V rows are in
+      cp_async_wait<0>();
+      __syncthreads();
     }
-  } else if constexpr (DPT == 1) {
     for (int d = tid; d < D; d += T) {
       float oc[NG];
 #pragma unroll
       for (int h = 0; h < NG; h++) oc[h] = 0.0f;
-      if constexpr (F == KvKind::BF16) {
+      if constexpr (STAGE > 0) {
+        value_loop<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
+      } else if constexpr (F == KvKind::BF16) {
         // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
         // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
         // a token at 1K, 1.81 → 1.49 ms at 32K. q4h was slower with it (2.34 → 3.58 ms at 1K), so fp8 and
-        // q4h keep the loop below.
+        // q4h keep one key at a time (and, in the narrow shape, their rows staged in shared memory).
         value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
       } else {
-#pragma unroll 4
-        for (int j = 0; j < len; j++) {
-          const float v = value_at<F>(vbase + size_t(j) * stride, D, d);
-          float e[NG];
-          weights<NG>(e_s + j * kEs, e);
-#pragma unroll
-          for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], v, oc[h]);
-        }
+        value_loop<F, NG, false>(vbase, stride, D, d, len, e_s, oc);
       }
 #pragma unroll
       for (int h = 0; h < NG; h++)
