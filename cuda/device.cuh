@@ -42,6 +42,24 @@ __device__ __forceinline__ float warp_wht32(float v, int lane) {
   return v * __int_as_float(0x3e3504f3);
 }
 
+// Programmatic dependent launch (sm_90). A kernel launched with the programmatic-serialization attribute
+// may start while the kernel before it in the stream still runs: pdl_wait() blocks until that kernel has
+// completed and its writes are visible (a no-op for a kernel launched the ordinary way), so a dependent
+// touches nothing that kernel writes or reads before it. pdl_trigger() lets this kernel's dependent launch
+// now (it still waits for this kernel in its pdl_wait); without it the dependent launches at completion.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" :::);
+#endif
+}
+// The 128-byte line holding p into L2 (no register written, nothing waited for).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 // cp.async (sm_80+): 16 or 4 bytes from global to shared memory without a register; commit_group closes
 // a group, wait_group<N> waits until at most N of the thread's groups are in flight. A thread sees its own
 // copies after the wait; other threads' copies after the wait and a barrier.

@@ -40,6 +40,10 @@ constexpr int kMaxTasks = 4;
 // gate|up, …); each row's bytes are those of matvec. xsum: chunk_sums of X (MLX4; ignored for dense).
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const float* xsum,
                   cudaStream_t st);
+// The decode MLX4 matvec as a programmatic dependent launch (sm_90; default off, or HKV_PDL=1): its blocks
+// start while the kernel before it (the norm, chunk sums or SwiGLU that writes its x) finishes, prefetch their
+// first round of weights into L2, then wait for that kernel. The same bytes; not yet run on a GPU.
+void set_pdl(bool on);
 // xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
 

@@ -27,6 +27,8 @@
 // Measured (H200, 2026-11-29, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.39 ms a token,
 // 1.53 TB/s, 36% of copy bandwidth; 0.94–2.31 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
 // the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden.
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include "cuda/check.h"
@@ -49,6 +51,16 @@ int sm_count() {
 
 namespace {
 
+// HKV_PDL=1 in the environment, or set_pdl(true): the decode matvec is a programmatic dependent launch.
+int g_pdl = -1;  // -1: not yet read from the environment
+bool pdl_enabled() {
+  if (g_pdl < 0) {
+    const char* e = std::getenv("HKV_PDL");
+    g_pdl = e && std::strcmp(e, "1") == 0;
+  }
+  return g_pdl == 1;
+}
+
 constexpr int kWarps = 8;
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
@@ -57,6 +69,7 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 // chunk's 32 elements in index order from 0.0f.
 __global__ void chunk_sums_kernel(const float* X, int64_t ldx, int64_t nch, float* xsum) {
   __shared__ float vs[256 + 8];
+  pdl_trigger();  // the matvec that reads xsum may launch (it waits for this grid before reading)
   const int64_t n = blockIdx.y, e = int64_t(blockIdx.x) * 256 + threadIdx.x;
   if (e < nch * 32) vs[threadIdx.x + (threadIdx.x >> 5)] = X[n * ldx + e];
   __syncthreads();
@@ -287,18 +300,31 @@ __global__ void __launch_bounds__(kWarps * 32)
 // (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through shared memory
 // (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
-template <int NB, int RW, int U>
+template <int NB, int RW, int U, bool PDL>
 __global__ void __launch_bounds__(kWarps * 32)
     matvec_mlx4_smem_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
   extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
+  const int lane = threadIdx.x & 31;
+  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  if constexpr (PDL) {  // launched as a dependent: the first round's weights (read-only) go to L2 while x is produced
+    const int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    if (g < total) {
+      int64_t local;
+      const MatTask& task = ts.t[find_task(ts, g, local)];
+      const int64_t rows = task.W.rows;
+      for (int r = 0; r < RW && local * RW + r < rows; r++) {
+        const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
+        for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+      }
+    }
+    pdl_wait();
+  }
   for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
     const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
     xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
   for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
@@ -348,7 +374,19 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
-  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U>;
+  if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
+    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true>;
+    const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(grid)), cfg.blockDim = dim3(kWarps * 32), cfg.dynamicSmemBytes = smem;
+    cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = 1;
+    HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ts, X, ldx, xsum));
+    return;
+  }
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false>;
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
   kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
   HKV_CHECK_LAUNCH();
@@ -414,6 +452,8 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 }
 
 }  // namespace
+
+void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
   const int64_t nch = cols / 32;

@@ -30,6 +30,7 @@ __global__ void __launch_bounds__(1024)
                        bool plain, int n, float eps, float* __restrict__ Out, int64_t ldo, float* __restrict__ xsum) {
   extern __shared__ float hs[];  // pad32(n) floats
   __shared__ float r_s;
+  pdl_trigger();  // the matvec that reads out and xsum may launch (it waits for this grid before reading)
   float* __restrict__ h = H + int64_t(blockIdx.x) * ldh;
   float* __restrict__ out = Out + int64_t(blockIdx.x) * ldo;
   const float* __restrict__ y = Y ? Y + int64_t(blockIdx.x) * ldh : nullptr;
@@ -94,6 +95,7 @@ __global__ void __launch_bounds__(1024)
 // memory, by one thread. A block covers 8 chunks.
 __global__ void silu_mul_sums_kernel(float* a, const float* b, int64_t n, float* xsum) {
   __shared__ float vs[pad32(256)];
+  pdl_trigger();  // as in add_rmsnorm_kernel: down_proj's matvec may launch
   const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
   if (i < n) {
     const float v = hkv::silu_c(a[i]) * b[i];
