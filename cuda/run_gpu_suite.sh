@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [profile] [stalls] [prefill] [generate]
+# [peer] [bench-ops] [profile] [profile-prefill] [stalls] [prefill] [generate]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -151,6 +151,11 @@ for s in $stages; do
       timeout 120 build-gpu/hkv bench-ops ${HKV_BENCH_OPS_ARGS:-} > "$OUT/bench-ops.log" 2>&1
       echo "bench-ops: rc=$?" | tee -a "$summary"
       grep -E "^\||all matvecs" "$OUT/bench-ops.log" | tee -a "$summary" ;;
+    profile-prefill)  # ncu: the fast prefill's kernel time by kernel (issue #6's 262K in 60 s)
+      timeout "${HKV_PROFILE_LIMIT:-300}" cuda/profile_prefill.sh build-gpu/hkv "${HKV_PROFILE_TOKENS:-8192}" \
+        > "$OUT/profile-prefill.log" 2>&1
+      echo "profile-prefill: rc=$?" | tee -a "$summary"
+      head -24 "$OUT/profile-prefill.log" | tee -a "$summary" ;;
     stalls)  # ncu: issue activity, occupancy, DRAM and stall reasons of the matvec and attention kernels
       timeout "${HKV_STALLS_LIMIT:-300}" cuda/profile_stalls.sh build-gpu/hkv > "$OUT/stalls.log" 2>&1
       echo "stalls: rc=$?" | tee -a "$summary"

@@ -7,7 +7,11 @@ usage: scripts/ncu_stalls.py FILE.csv [FILE.csv ...]
 """
 import collections
 import csv
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_by_kernel import base_name  # noqa: E402
 
 STALL = "smsp__average_warps_issue_stalled_"
 SCALE_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
@@ -30,7 +34,7 @@ def launches(path):
         sys.exit(f"{path}: no column {missing[0]!r} in the ncu CSV header")
     out = {}
     for r in rows[1:]:
-        kernel = r[col["Kernel Name"]].split("(")[0]
+        kernel = base_name(r[col["Kernel Name"]])
         grid = r[col["Grid Size"]] if "Grid Size" in col else "?"
         name, unit, value = r[col["Metric Name"]], r[col["Metric Unit"]], number(r[col["Metric Value"]])
         if name == "gpu__time_duration.sum":
