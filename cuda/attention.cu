@@ -522,14 +522,15 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (shape == AttnShape::Wide) {
     attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, hpb, maxch, scale);
-  } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
+  } else if (shape != AttnShape::NarrowV && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
+             2 * kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 2>;  // K and V staged (q4h at head_dim 256: 144 KB)
     static bool ready = false;                          // once per instantiation: allow the dynamic shared memory
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
     kernel<<<grid, 256, 2 * kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
-    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1>;  // V staged (fp8 at head_dim 256: 139 KB)
+    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1>;  // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
     static bool ready = false;
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;

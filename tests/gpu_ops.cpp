@@ -392,7 +392,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
       // every kernel shape and the automatic choice
-      for (cuda::AttnShape shape : {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide}) {
+      for (cuda::AttnShape shape :
+           {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::NarrowV}) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
@@ -407,7 +408,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                     cap,
                     shape == cuda::AttnShape::Auto     ? "auto"
                     : shape == cuda::AttnShape::Narrow ? "narrow"
-                                                       : "wide",
+                    : shape == cuda::AttnShape::Wide   ? "wide"
+                                                       : "narrow-v",
                     d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
