@@ -159,7 +159,7 @@ for s in $stages; do
       echo "bench-ops: rc=$?" | tee -a "$summary"
       grep -E "^\||all matvecs" "$OUT/bench-ops.log" | tee -a "$summary" ;;
     profile-prefill)  # ncu: the fast prefill's kernel time by kernel (issue #6's 262K in 60 s)
-      timeout "${HKV_PROFILE_LIMIT:-300}" cuda/profile_prefill.sh build-gpu/hkv "${HKV_PROFILE_TOKENS:-8192}" \
+      timeout "${HKV_PROFILE_LIMIT:-300}" cuda/profile_prefill.sh build-gpu/hkv "${HKV_PROFILE_TOKENS:-4096}" \
         > "$OUT/profile-prefill.log" 2>&1
       echo "profile-prefill: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile-prefill.log" | tee -a "$summary" ;;
