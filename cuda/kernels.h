@@ -44,6 +44,12 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // start while the kernel before it (the norm, chunk sums or SwiGLU that writes its x) finishes, prefetch their
 // first round of weights into L2, then wait for that kernel. The same bytes; not yet run on a GPU.
 void set_pdl(bool on);
+// The decode MLX4 matvec with its weights brought to shared memory by bulk copies (an experiment, default
+// off, or HKV_MV_TMA="RWxUxS"): (rows a warp, chunks a lane a round, stages) = (4,1,4), (2,2,4), (2,1,6),
+// (4,1,3); (0,0,0) off. Shapes whose scale rows or rounds are not 16-byte multiples keep the default kernel.
+// The same bytes; not yet run on a GPU.
+void set_mlx4_tma(int rw, int u, int stages);
+int64_t mlx4_tma_launches();  // launches of that kernel so far (tests: it ran, not the fallback)
 // xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
 
