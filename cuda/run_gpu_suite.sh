@@ -8,6 +8,7 @@
 #             gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's log is
 #             $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default all
 #             eleven), HKV_SAN_LIMIT overrides each run's limit (60 s; 150 s for racecheck:ops and the engine)
+#   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=1 HKV_MV_TMA=4x1x4,HKV_PDL=1" runs each under those variables
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
 #             card, against its copy bandwidth (issue #6); $OUT/peer.json
 # Headers missing there (doctest, xxhash, nlohmann-json) travel as .deb files in .deps (shared/device.md).
@@ -134,12 +135,18 @@ for s in $stages; do
         done
       done
       echo "generate: $((gen_n - gen_fail)) of $gen_n engine runs equal to the oracle's tokens, $((SECONDS - t)) s" | tee -a "$summary" ;;
-    bench)  # decode tokens/s against the floor; the table and $OUT/bench.json (schema hkv-bench-1)
-      t=$SECONDS
-      timeout "${HKV_BENCH_LIMIT:-170}" build-gpu/hkv bench ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} \
-        --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
-      echo "bench: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
-      grep -E "hkv bench|copy bandwidth|weights|peak device|^\||attention alone|error|exception" "$OUT/bench.log" | tee -a "$summary" ;;
+    bench)  # decode tokens/s against the floor; the table and $OUT/bench[-variant].json (schema hkv-bench-1)
+      for v in ${HKV_VARIANTS:-default}; do  # each variant: "default" or VAR=VALUE[,VAR=VALUE] for that run
+        sfx=$([[ $v == default ]] || echo "-${v//[^A-Za-z0-9]/_}")
+        t=$SECONDS
+        # shellcheck disable=SC2086,SC2046
+        env $([[ $v == default ]] || echo "${v//,/ }") timeout "${HKV_BENCH_LIMIT:-170}" build-gpu/hkv bench \
+          ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} --json "$OUT/bench$sfx.json" \
+          > "$OUT/bench$sfx.log" 2>&1
+        echo "bench [$v]: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
+        grep -E "hkv bench|copy bandwidth|weights|peak device|^\||attention alone|error|exception" "$OUT/bench$sfx.log" \
+          | tee -a "$summary"
+      done ;;
     attn)  # the decode attention kernels alone, every shape; $OUT/attn.json
       t=$SECONDS
       timeout "${HKV_ATTN_LIMIT:-170}" build-gpu/hkv bench --attention-only \
@@ -154,10 +161,15 @@ for s in $stages; do
       echo "peer: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
       sed -n '/^== peer_torch table/,$p' "$OUT/peer.log" | tee -a "$summary"
       grep -E "Error|error:" "$OUT/peer.log" | head -5 | tee -a "$summary" ;;
-    bench-ops)  # the exact MLX4 matvecs of a 27B decode token alone, against copy bandwidth
-      timeout 120 build-gpu/hkv bench-ops ${HKV_BENCH_OPS_ARGS:-} > "$OUT/bench-ops.log" 2>&1
-      echo "bench-ops: rc=$?" | tee -a "$summary"
-      grep -E "^\||all matvecs" "$OUT/bench-ops.log" | tee -a "$summary" ;;
+    bench-ops)  # the exact MLX4 matvecs of a 27B decode token alone, against copy bandwidth (HKV_VARIANTS as bench)
+      for v in ${HKV_VARIANTS:-default}; do
+        sfx=$([[ $v == default ]] || echo "-${v//[^A-Za-z0-9]/_}")
+        # shellcheck disable=SC2086,SC2046
+        env $([[ $v == default ]] || echo "${v//,/ }") timeout 120 build-gpu/hkv bench-ops ${HKV_BENCH_OPS_ARGS:-} \
+          > "$OUT/bench-ops$sfx.log" 2>&1
+        echo "bench-ops [$v]: rc=$?" | tee -a "$summary"
+        grep -E "^\||all matvecs" "$OUT/bench-ops$sfx.log" | tee -a "$summary"
+      done ;;
     profile-prefill)  # ncu: the fast prefill's kernel time by kernel (issue #6's 262K in 60 s)
       timeout "${HKV_PROFILE_LIMIT:-300}" cuda/profile_prefill.sh build-gpu/hkv "${HKV_PROFILE_TOKENS:-4096}" \
         > "$OUT/profile-prefill.log" 2>&1
