@@ -24,9 +24,12 @@
 // Kernels: matvec_mlx4_smem_kernel (N ≤ 2, decode: x in shared memory, persistent blocks), and
 // matvec_mlx4_kernel (N of 4 or 8, or x too wide for shared memory: x
 // through L1, whose per-lane 128-byte-strided loads are 32-way uncoalesced: the prefill's exact path).
-// Measured (H200, 2026-11-29, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.39 ms a token,
-// 1.53 TB/s, 36% of copy bandwidth; 0.94–2.31 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
-// the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden.
+// Measured (H200, 2026-11-30, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.04 ms a token,
+// 1.59 TB/s, 38% of copy bandwidth; 0.99–2.34 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
+// the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden; and
+// the round's loads live in registers: ptxas gives the N = 1 kernels 76–116 registers (nvcc 13.0, sm_90),
+// so 2 blocks (16 warps) an SM for the (4, 2) and (2, 4) shapes, each warp computing a round only after
+// all of its loads have landed.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
