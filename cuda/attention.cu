@@ -566,7 +566,9 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");
   if (a.H % a.KV != 0) throw std::runtime_error("attention: heads must be a multiple of kv heads");
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
-  const int qpk = a.H / a.KV, hpb = std::min(qpk, kMaxG), qblocks = (qpk + hpb - 1) / hpb;
+  // NarrowH2 (an experiment): two query heads a block, so a chunk spreads over more multiprocessors
+  const int qpk = a.H / a.KV, hpb = std::min(qpk, a.shape == AttnShape::NarrowH2 ? 2 : kMaxG),
+            qblocks = (qpk + hpb - 1) / hpb;
   dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
   const int64_t blocks = int64_t(a.KV) * qblocks * maxch * a.N;
   // Auto: narrow for few chunk blocks, wide from 4 blocks a multiprocessor. Measured (H200, 2026-11-30, hkv

@@ -89,9 +89,10 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // ---- attention.cu -------------------------------------------------------------------------------
 // How the chunk kernel spreads a chunk over threads (the arithmetic is the same): Narrow, 256 threads, one d
 // each for the values (few chunks); Wide, 64 threads, 8 d each (many chunks); Auto picks by block count.
-// NarrowV (an experiment, not yet run on a GPU): narrow with only the V rows staged in shared memory, so
-// that two q4h blocks fit a multiprocessor (72 KB each against 144 KB with K staged too).
-enum class AttnShape { Auto, Narrow, Wide, NarrowV };
+// Experiments, not yet run on a GPU: NarrowV, narrow with only the V rows staged in shared memory, so that
+// two q4h blocks fit a multiprocessor (72 KB each against 144 KB with K staged too); NarrowH2, narrow with
+// two query heads a block instead of all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×).
+enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2 };
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;

@@ -402,8 +402,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
       // every kernel shape and the automatic choice
-      for (cuda::AttnShape shape :
-           {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::NarrowV}) {
+      for (cuda::AttnShape shape : {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide,
+                                    cuda::AttnShape::NarrowV, cuda::AttnShape::NarrowH2}) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
@@ -419,7 +419,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                     shape == cuda::AttnShape::Auto     ? "auto"
                     : shape == cuda::AttnShape::Narrow ? "narrow"
                     : shape == cuda::AttnShape::Wide   ? "wide"
-                                                       : "narrow-v",
+                    : shape == cuda::AttnShape::NarrowV ? "narrow-v"
+                                                        : "narrow-h2",
                     d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
