@@ -45,6 +45,8 @@ struct DeviceMatrix {
 // hkv bench-ops [--reps 50]
 int cmd_bench_ops(const Args& a) {
   const int reps = int(a.get_int("reps", 50));
+  if (reps < 1) throw UsageError("hkv bench-ops: --reps must be at least 1");
+  require_gpu("hkv bench-ops");
 
   const int64_t E = 5120, I = 17408, G = 64;
   struct Launch {

@@ -35,6 +35,10 @@ void check_context(const std::string& tokens_path, int64_t n, const Model& m);
 // exact path). UsageError otherwise.
 Prefill prefill_arg(const Args& a, const std::string& backend);
 
+// Commands and backends that need the engine call this first (defined with the engine, compare/engine_cli.cpp):
+// where no CUDA device can be used it throws, naming the command and CUDA's reason (exit code 2).
+void require_gpu(const std::string& what);
+
 // Returns the process exit code: 0 success, 1 a check that failed (gate/diff), 2 usage or input error.
 int run_cli(int argc, char** argv);
 

@@ -49,10 +49,17 @@ class EngineRunner : public SequenceRunner {
 };
 }  // namespace
 
-RunnerFactory engine_runners(const Model& m, Prefill prefill) {
+void require_gpu(const std::string& what) {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
-    throw std::runtime_error("the CUDA engine needs a GPU; none is present");
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0)
+    throw std::runtime_error(what + " needs a CUDA GPU, and none can be used here (" +
+                             (e != cudaSuccess ? std::string(cudaGetErrorString(e)) : std::string("no device found")) +
+                             ")");
+}
+
+RunnerFactory engine_runners(const Model& m, Prefill prefill) {
+  require_gpu("the CUDA engine (--backend cuda)");
   auto eng = std::make_shared<cuda::Engine>(m);
   return [eng, prefill](const KvFormat& f, int64_t capacity) -> std::unique_ptr<SequenceRunner> {
     return std::make_unique<EngineRunner>(eng, f, capacity, prefill);
@@ -68,6 +75,7 @@ int cmd_logits_cuda(const Args& a) {
   ForwardOptions o;
   o.prefill = prefill_arg(a, "cuda");
   check_context(a.need("tokens"), int64_t(tokens.size()), m);
+  require_gpu("hkv logits --backend cuda");
   cuda::Engine eng(m);
   auto s = eng.new_sequence(f, int64_t(tokens.size()));
   std::vector<float> logits = eng.forward(*s, tokens, o);
@@ -109,11 +117,12 @@ int cmd_generate_cuda(const Args& a) {
   check_context(a.has("tokens") ? a.get("tokens") : std::string("--prompt"), int64_t(prompt.size()) + n + k, m);
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
   const Prefill prefill = prefill_arg(a, "cuda");
-  cuda::Engine eng(m);
   const int batch = int(a.get_int("batch", 1));
   if (batch < 1 || batch > int(prompt.size()))
     throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
   if (batch > 1 && k > 0) throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
+  require_gpu("hkv generate --backend cuda");
+  cuda::Engine eng(m);
   if (batch > 1) {
     // B sequences decoded together, one pass a step: sequence i starts from the prompt less its last i
     // tokens, so that the lengths differ. Each output equals that sequence decoded alone.
@@ -350,6 +359,7 @@ int cmd_bench(const Args& a) {
   if (ntok < 1) throw UsageError("hkv bench: --tokens must be at least 1");
   for (int64_t d : depths)
     if (d < warm + ntok + 1) throw UsageError("hkv bench: each depth must exceed --tokens + 3");
+  require_gpu("hkv bench");
 
   cudaDeviceProp prop;
   HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));

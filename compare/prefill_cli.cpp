@@ -36,6 +36,7 @@ int cmd_bench_prefill(const Args& a) {
   const KvFormat f = KvFormat::parse(a.get("kv-cache", "q4h"));
   const int ndec = int(a.get_int("decode", 4));
   const bool exact = a.has("exact");
+  require_gpu("hkv bench-prefill");
   cudaDeviceProp prop;
   HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   void* ballast = nullptr;

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -495,4 +496,43 @@ TEST_CASE("bad input: a fixture whose hash does not match") {
   // TODO(issue 7): no fixture reader (compare/fixture.h) or gate command (compare/gate.h) in this tree.
   MESSAGE("skipped: no fixture reader / gate command in this build");
 #endif
+}
+
+TEST_CASE("no GPU: the engine's commands refuse with CUDA's reason, exit 2, and write nothing") {
+  // Only where hkv has the engine but no usable GPU (as in CI): `hkv diff --require-gpu --list` exits 77 and
+  // says "no GPU here" there; with a GPU it lists the cases and exits 0, and this test has nothing to check.
+  BadDir root;
+  std::string said;
+  const std::string probe = quote(HKV_BINARY) + " diff --require-gpu --list 2>/dev/null";
+  FILE* f = popen(probe.c_str(), "r");
+  REQUIRE(f != nullptr);
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, f)) said += buf;
+  const int status = pclose(f);
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code != 77 || said.find("no GPU here") == std::string::npos) {
+    MESSAGE("skipped: a GPU is present, or hkv was built without the engine");
+    return;
+  }
+  const fs::path dir = root.path / "nogpu";
+  fs::create_directories(dir);
+  spit(dir / "tokens.json", "[1, 2, 3]");
+  const std::string out = (dir / "out.f32").string();
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cmds = {
+      {"hkv logits --backend cuda",
+       {"logits", "--model", "builtin:tiny", "--tokens", (dir / "tokens.json").string(), "--out", out, "--backend",
+        "cuda"}},
+      {"hkv generate --backend cuda", {"generate", "--model", "builtin:tiny", "--prompt", "abc", "--backend", "cuda"}},
+      {"hkv bench", {"bench", "--depths", "64", "--tokens", "2"}},
+      {"hkv bench-ops", {"bench-ops", "--reps", "1"}},
+      {"hkv bench-prefill", {"bench-prefill", "--tokens", "64"}}};
+  for (const auto& [what, args] : cmds) {
+    CAPTURE(what);
+    const Run r = run_hkv(args, root.path / "nogpu.stderr");
+    INFO("stderr: ", r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(what + " needs a CUDA GPU, and none can be used here (") != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+    CHECK_FALSE(fs::exists(out + ".tmp"));
+  }
 }
