@@ -114,8 +114,8 @@ int cmd_bench_ops(const Args& a) {
     total_ms += ms * l.per_token;
     total_bytes += bytes * l.per_token;
     std::printf("| %s | %lld x %lld | %.1f | %.1f | %.2f | %.0f%% | %d | %.3f |\n", l.name, (long long)rows,
-                (long long)l.cols, bytes / 1e6, ms * 1e3, bytes / (ms * 1e-3) / 1e12,
-                100.0 * bytes / (ms * 1e-3) / bw, l.per_token, ms * l.per_token);
+                (long long)l.cols, bytes / 1e6, ms * 1e3, bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / bw,
+                l.per_token, ms * l.per_token);
   }
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,

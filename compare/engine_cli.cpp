@@ -120,7 +120,8 @@ int cmd_generate_cuda(const Args& a) {
   const int batch = int(a.get_int("batch", 1));
   if (batch < 1 || batch > int(prompt.size()))
     throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
-  if (batch > 1 && k > 0) throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
+  if (batch > 1 && k > 0)
+    throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
   require_gpu("hkv generate --backend cuda");
   cuda::Engine eng(m);
   if (batch > 1) {

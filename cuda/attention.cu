@@ -254,8 +254,8 @@ __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_
 // lc = Σ e_t, keys in order (one thread a head: threads T−1−h, past the value threads when there are such),
 // stored with mc as the chunk's first two partials.
 template <int NG, int T>
-__device__ __forceinline__ void store_ml(float* part, int64_t head_stride, const float* e_s, const float* mc_s,
-                                         int len, int ng) {
+__device__ __forceinline__ void store_ml(float* part, int64_t head_stride, const float* e_s, const float* mc_s, int len,
+                                         int ng) {
   const int tid = threadIdx.x;
   if (T - 1 - tid < ng) {
     const int h = T - 1 - tid;
@@ -289,8 +289,8 @@ __device__ __forceinline__ void value_chains(const uint8_t* vbase, size_t stride
 // oc[h] = fma(e_t[h], v_t[d], oc[h]) over the chunk's keys in order, element d of each row (rows rstride
 // bytes apart; in shared memory when SMEM), one key's value loaded at a time (unrolled by 4).
 template <KvKind F, int NG, bool SMEM>
-__device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, int D, int d, int len,
-                                           const float* e_s, float (&oc)[NG]) {
+__device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, int D, int d, int len, const float* e_s,
+                                           float (&oc)[NG]) {
 #pragma unroll 4
   for (int j = 0; j < len; j++) {
     const float v = value_at<F, SMEM>(base + size_t(j) * rstride, D, d);
