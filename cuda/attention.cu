@@ -301,6 +301,18 @@ __device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, 
   }
 }
 
+// Rows 0 … len − 1 (row_bytes each, a multiple of 16; stride bytes apart in global memory) copied back to
+// back into shared memory by cp.async, 16 bytes a copy, as one committed group.
+template <int T>
+__device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, size_t stride, size_t row_bytes, int len) {
+  const int units = int(row_bytes / 16);
+  for (int i = threadIdx.x; i < len * units; i += T) {
+    const int j = i / units, u = i % units;
+    cp_async16(dst + size_t(j) * row_bytes + 16 * u, src + size_t(j) * stride + 16 * u);
+  }
+  cp_async_commit();
+}
+
 // STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes; not yet run on a GPU): 1, the chunk's V
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
@@ -329,19 +341,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   constexpr bool KS = STAGE == 2;
   uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
   if constexpr (STAGE > 0) {
-    const int units = int(a.row_bytes / 16);
-    if constexpr (KS) {
-      for (int i = tid; i < len * units; i += T) {
-        const int j = i / units, u = i % units;
-        cp_async16(stage_s + size_t(j) * a.row_bytes + 16 * u, kbase + size_t(j) * stride + 16 * u);
-      }
-      cp_async_commit();
-    }
-    for (int i = tid; i < len * units; i += T) {
-      const int j = i / units, u = i % units;
-      cp_async16(vstage + size_t(j) * a.row_bytes + 16 * u, vbase + size_t(j) * stride + 16 * u);
-    }
-    cp_async_commit();
+    if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, len);
+    stage_rows<T>(vstage, vbase, stride, a.row_bytes, len);
   }
   if constexpr (KS) {  // the K rows are in
     cp_async_wait<1>();
