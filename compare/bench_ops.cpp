@@ -12,13 +12,13 @@
 #include <vector>
 
 #include "compare/cli.h"
+#include "compare/gpu_bench.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 
 namespace hkv {
 
 int cmd_bench_ops(const Args& a);
-double copy_bandwidth(cudaStream_t st);
 
 namespace {
 
@@ -92,30 +92,16 @@ int cmd_bench_ops(const Args& a) {
     HKV_CUDA_CHECK(cudaMalloc(&xs, size_t(l.cols / 32) * 4));
     HKV_CUDA_CHECK(cudaMemset(x, 0, size_t(l.cols) * 4));
     cuda::chunk_sums(x, l.cols, 1, l.cols, xs, nullptr);
-    cudaEvent_t e0, e1;
-    HKV_CUDA_CHECK(cudaEventCreate(&e0));
-    HKV_CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<double> t;
-    for (int i = 0; i < reps + 5; i++) {
-      HKV_CUDA_CHECK(cudaEventRecord(e0, nullptr));
-      cuda::matvec_multi(tasks.data(), int(tasks.size()), x, l.cols, 1, xs, nullptr);
-      HKV_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-      HKV_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (i >= 5) t.push_back(double(ms));
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    const double ms = time_ms(nullptr, 5, reps, [&] {
+                        cuda::matvec_multi(tasks.data(), int(tasks.size()), x, l.cols, 1, xs, nullptr);
+                      }).median;
     cudaFree(x);
     cudaFree(xs);
-    std::sort(t.begin(), t.end());
-    const double ms = t[t.size() / 2];
     total_ms += ms * l.per_token;
     total_bytes += bytes * l.per_token;
     std::printf("| %s | %lld x %lld | %.1f | %.1f | %.2f | %.0f%% | %d | %.3f |\n", l.name, (long long)rows,
-                (long long)l.cols, bytes / 1e6, ms * 1e3, bytes / (ms * 1e-3) / 1e12,
-                100.0 * bytes / (ms * 1e-3) / bw, l.per_token, ms * l.per_token);
+                (long long)l.cols, bytes / 1e6, ms * 1e3, bytes / (ms * 1e-3) / 1e12, 100.0 * bytes / (ms * 1e-3) / bw,
+                l.per_token, ms * l.per_token);
   }
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,

@@ -294,7 +294,8 @@ int cmd_generate(const Args& a) {
   const int batch = int(a.get_int("batch", 1));
   if (batch < 1 || batch > int(prompt.size()))
     throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
-  if (batch > 1 && k > 0) throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
+  if (batch > 1 && k > 0)
+    throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
   if (batch > 1) {  // the oracle decodes the batch's sequences one after the other: the same bytes as the engine
     for (int i = 0; i < batch; i++) {
       std::vector<int32_t> p(prompt.begin(), prompt.end() - i);

@@ -15,6 +15,7 @@
 #include "compare/cli.h"
 #include "compare/draft.h"
 #include "compare/gate.h"
+#include "compare/gpu_bench.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
 #include "reference/model.h"
@@ -120,7 +121,8 @@ int cmd_generate_cuda(const Args& a) {
   const int batch = int(a.get_int("batch", 1));
   if (batch < 1 || batch > int(prompt.size()))
     throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
-  if (batch > 1 && k > 0) throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
+  if (batch > 1 && k > 0)
+    throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
   require_gpu("hkv generate --backend cuda");
   cuda::Engine eng(m);
   if (batch > 1) {
@@ -178,39 +180,27 @@ int cmd_generate_cuda(const Args& a) {
   return 0;
 }
 
-// The device's used memory (cudaMemGetInfo total − free), bytes.
 size_t used_device_bytes() {
   size_t free_b = 0, total_b = 0;
   HKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return total_b - free_b;
 }
 
-// Device-to-device copy bandwidth, bytes read plus bytes written, median of `reps` 1 GiB copies.
 double copy_bandwidth(cudaStream_t st) {
   const size_t n = size_t(1) << 30;
   void *a = nullptr, *b = nullptr;
   HKV_CUDA_CHECK(cudaMalloc(&a, n));
   HKV_CUDA_CHECK(cudaMalloc(&b, n));
   HKV_CUDA_CHECK(cudaMemset(a, 1, n));
-  cudaEvent_t e0, e1;
-  HKV_CUDA_CHECK(cudaEventCreate(&e0));
-  HKV_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<double> t;
-  for (int i = 0; i < 12; i++) {
-    HKV_CUDA_CHECK(cudaEventRecord(e0, st));
-    HKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, st));
-    HKV_CUDA_CHECK(cudaEventRecord(e1, st));
-    HKV_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    if (i >= 2) t.push_back(double(ms));
-  }
-  std::sort(t.begin(), t.end());
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const Timing t = time_ms(st, 2, 10, [&] { HKV_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, st)); });
   cudaFree(a);
   cudaFree(b);
-  return 2.0 * double(n) / (t[t.size() / 2] * 1e-3);
+  return 2.0 * double(n) / (t.median * 1e-3);
+}
+
+std::unique_ptr<cuda::Engine> make_engine(const std::string& model) {
+  if (model.rfind("builtin:", 0) == 0) return std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
+  return std::make_unique<cuda::Engine>(load_any_model(model));
 }
 
 namespace {
@@ -242,6 +232,7 @@ std::string command_line(const Args& a) {
 int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& depths,
                     const std::vector<std::string>& formats, double bw, nlohmann::json& out) {
   const int reps = int(a.get_int("reps", 20));
+  if (reps < 1) throw UsageError("hkv bench: --reps must be at least 1");
   std::vector<cuda::AttnShape> shapes;
   for (const std::string& sh : split_list(a.get("attn-shape", "auto"))) {
     if (sh != "auto" && sh != "narrow" && sh != "wide" && sh != "narrow-v" && sh != "narrow-h2")
@@ -258,9 +249,6 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
   const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim, L = c.n_full_layers();
   cudaStream_t st;
   HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  HKV_CUDA_CHECK(cudaEventCreate(&e0));
-  HKV_CUDA_CHECK(cudaEventCreate(&e1));
   std::printf(
       "\nattention alone: %d full-attention layers, %d query heads over %d KV heads, head_dim %d, batch 1, "
       "median of %d runs (L2 %.0f MB: rows marked * fit in twice the L2)\n",
@@ -303,19 +291,8 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
             cuda::attention(g, st);
           }
         };
-        token();  // warm-up
-        std::vector<double> t;
-        for (int r = 0; r < reps; r++) {
-          HKV_CUDA_CHECK(cudaEventRecord(e0, st));
-          token();
-          HKV_CUDA_CHECK(cudaEventRecord(e1, st));
-          HKV_CUDA_CHECK(cudaEventSynchronize(e1));
-          float ms = 0;
-          HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          t.push_back(double(ms));
-        }
-        std::sort(t.begin(), t.end());
-        const double med = t[t.size() / 2], bytes = 2.0 * double(L) * double(layer), gbs = bytes / (med * 1e-3) / 1e9;
+        const Timing t = time_ms(st, 1, reps, token);
+        const double med = t.median, bytes = 2.0 * double(L) * double(layer), gbs = bytes / (med * 1e-3) / 1e9;
         const bool in_l2 = bytes < 2.0 * double(l2);
         std::printf("| %s | %lld | %s | %.1f%s | %.1f | %.0f | %.0f%% |\n", f.name().c_str(), (long long)depth,
                     shape_name[int(shape)], bytes / 1e6, in_l2 ? " *" : "", med * 1e3, gbs, 100.0 * gbs * 1e9 / bw);
@@ -325,16 +302,14 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
                                     {"shape", shape_name[int(shape)]},
                                     {"cache_bytes", bytes},
                                     {"ms", med},
-                                    {"ms_min", t.front()},
-                                    {"ms_max", t.back()},
+                                    {"ms_min", t.min},
+                                    {"ms_max", t.max},
                                     {"gb_per_s", gbs},
                                     {"pct_copy_bw", 100.0 * gbs * 1e9 / bw},
                                     {"fits_in_2x_l2", in_l2}});
       }
       cudaFree(cache), cudaFree(q), cudaFree(o), cudaFree(part), cudaFree(nk), cudaFree(ptrs);
     }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   cudaStreamDestroy(st);
   return 0;
 }
@@ -393,11 +368,7 @@ int cmd_bench(const Args& a) {
     bench_attention(a, cfg, depths, formats, bw, js);
   } else {
     const auto t0 = std::chrono::steady_clock::now();
-    std::unique_ptr<cuda::Engine> eng;
-    if (model.rfind("builtin:", 0) == 0)
-      eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
-    else
-      eng = std::make_unique<cuda::Engine>(load_any_model(model));
+    std::unique_ptr<cuda::Engine> eng = make_engine(model);
     const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     mem.sample();
     const size_t moved = embed_host ? eng->embedding_to_host() : 0;

@@ -12,14 +12,13 @@
 #include <random>
 
 #include "compare/cli.h"
+#include "compare/gpu_bench.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
 #include "reference/model.h"
 #include "reference/synthetic.h"
 
 namespace hkv {
-
-size_t used_device_bytes();  // compare/engine_cli.cpp
 
 // hkv bench-prefill [--model builtin:27b-mlx4] [--tokens 4096,32768] [--kv-cache q4h] [--decode 4] [--exact]
 //                   [--embed host|device] [--limit-gib G]
@@ -57,11 +56,7 @@ int cmd_bench_prefill(const Args& a) {
     }
   } free_ballast{ballast};
   const size_t base_used = used_device_bytes() - ballast_b;
-  std::unique_ptr<cuda::Engine> eng;
-  if (model.rfind("builtin:", 0) == 0)
-    eng = std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
-  else
-    eng = std::make_unique<cuda::Engine>(load_any_model(model));
+  std::unique_ptr<cuda::Engine> eng = make_engine(model);
   const Config& c = eng->config();
   // As hkv bench: the bf16 embedding table (2.54 GB at the 27B shape, one row read a token) in pinned host
   // memory unless --embed device.

@@ -254,8 +254,8 @@ __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_
 // lc = Σ e_t, keys in order (one thread a head: threads T−1−h, past the value threads when there are such),
 // stored with mc as the chunk's first two partials.
 template <int NG, int T>
-__device__ __forceinline__ void store_ml(float* part, int64_t head_stride, const float* e_s, const float* mc_s,
-                                         int len, int ng) {
+__device__ __forceinline__ void store_ml(float* part, int64_t head_stride, const float* e_s, const float* mc_s, int len,
+                                         int ng) {
   const int tid = threadIdx.x;
   if (T - 1 - tid < ng) {
     const int h = T - 1 - tid;
@@ -289,8 +289,8 @@ __device__ __forceinline__ void value_chains(const uint8_t* vbase, size_t stride
 // oc[h] = fma(e_t[h], v_t[d], oc[h]) over the chunk's keys in order, element d of each row (rows rstride
 // bytes apart; in shared memory when SMEM), one key's value loaded at a time (unrolled by 4).
 template <KvKind F, int NG, bool SMEM>
-__device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, int D, int d, int len,
-                                           const float* e_s, float (&oc)[NG]) {
+__device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, int D, int d, int len, const float* e_s,
+                                           float (&oc)[NG]) {
 #pragma unroll 4
   for (int j = 0; j < len; j++) {
     const float v = value_at<F, SMEM>(base + size_t(j) * rstride, D, d);
@@ -299,6 +299,18 @@ __device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, 
 #pragma unroll
     for (int h = 0; h < NG; h++) oc[h] = hkv::fma_rn(e[h], v, oc[h]);
   }
+}
+
+// Rows 0 … len − 1 (row_bytes each, a multiple of 16; stride bytes apart in global memory) copied back to
+// back into shared memory by cp.async, 16 bytes a copy, as one committed group.
+template <int T>
+__device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, size_t stride, size_t row_bytes, int len) {
+  const int units = int(row_bytes / 16);
+  for (int i = threadIdx.x; i < len * units; i += T) {
+    const int j = i / units, u = i % units;
+    cp_async16(dst + size_t(j) * row_bytes + 16 * u, src + size_t(j) * stride + 16 * u);
+  }
+  cp_async_commit();
 }
 
 // STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes; not yet run on a GPU): 1, the chunk's V
@@ -329,19 +341,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   constexpr bool KS = STAGE == 2;
   uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
   if constexpr (STAGE > 0) {
-    const int units = int(a.row_bytes / 16);
-    if constexpr (KS) {
-      for (int i = tid; i < len * units; i += T) {
-        const int j = i / units, u = i % units;
-        cp_async16(stage_s + size_t(j) * a.row_bytes + 16 * u, kbase + size_t(j) * stride + 16 * u);
-      }
-      cp_async_commit();
-    }
-    for (int i = tid; i < len * units; i += T) {
-      const int j = i / units, u = i % units;
-      cp_async16(vstage + size_t(j) * a.row_bytes + 16 * u, vbase + size_t(j) * stride + 16 * u);
-    }
-    cp_async_commit();
+    if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, len);
+    stage_rows<T>(vstage, vbase, stride, a.row_bytes, len);
   }
   if constexpr (KS) {  // the K rows are in
     cp_async_wait<1>();

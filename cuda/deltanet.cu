@@ -37,23 +37,7 @@ __global__ void conv_kernel(DeltaArgs a) {
   const int first = a.seq_first[b], rows = a.seq_rows[b];
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
-    const float x = a.qkv[row * a.C + ch];
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxK - 1; j++)
-      if (j < K - 1) acc = hkv::fma_rn(wr[j], s[j], acc);
-    float wl = wr[0];
-#pragma unroll
-    for (int j = 0; j < kMaxK; j++)
-      if (j == K - 1) wl = wr[j];
-    acc = hkv::fma_rn(wl, x, acc);
-    a.conv_out[row * a.C + ch] = hkv::silu_c(acc);
-#pragma unroll
-    for (int j = 0; j + 1 < kMaxK - 1; j++)
-      if (j + 1 < K - 1) s[j] = s[j + 1];
-#pragma unroll
-    for (int j = 0; j < kMaxK - 1; j++)
-      if (j == K - 2) s[j] = x;
+    a.conv_out[row * a.C + ch] = conv_step(s, wr, K, a.qkv[row * a.C + ch]);
   }
 #pragma unroll
   for (int j = 0; j < kMaxK - 1; j++)

@@ -58,26 +58,8 @@ __global__ void conv_segments_kernel(FastDeltaArgs a, int64_t nseg) {
     s[j] = j < W ? a.bnd[(seg * a.C + ch) * W + j] : 0.0f;
     wr[j] = j < K ? a.conv_w[ch * K + j] : 0.0f;
   }
-  float wl = wr[0];
-#pragma unroll
-  for (int j = 0; j < kMaxK; j++)
-    if (j == K - 1) wl = wr[j];
   const int64_t r1 = a.n < (seg + 1) * kSeg ? a.n : (seg + 1) * kSeg;
-  for (int64_t r = seg * kSeg; r < r1; r++) {
-    const float x = a.qkv[r * a.C + ch];
-    float acc = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kMaxK - 1; j++)
-      if (j < W) acc = hkv::fma_rn(wr[j], s[j], acc);
-    acc = hkv::fma_rn(wl, x, acc);
-    a.qkv[r * a.C + ch] = hkv::silu_c(acc);
-#pragma unroll
-    for (int j = 0; j + 1 < kMaxK - 1; j++)
-      if (j + 1 < W) s[j] = s[j + 1];
-#pragma unroll
-    for (int j = 0; j < kMaxK - 1; j++)
-      if (j == W - 1) s[j] = x;
-  }
+  for (int64_t r = seg * kSeg; r < r1; r++) a.qkv[r * a.C + ch] = conv_step(s, wr, K, a.qkv[r * a.C + ch]);
   if (seg == 0)
     for (int j = 0; j < W; j++) a.conv_state[ch * W + j] = a.bnd[(nseg * a.C + ch) * W + j];
 }

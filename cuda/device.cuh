@@ -92,6 +92,27 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 }
 __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+// One token of the causal depthwise conv of a DeltaNet channel (reference/model.cpp linear_attention):
+// acc = fma chain of w[j]·s[j] over the K − 1 window entries (oldest first) from 0, then fma(w[K−1], x, acc),
+// and silu_c of it; the window then shifts by one and takes x. s and w hold up to MK entries (K ≤ MK).
+template <int MK>
+__device__ __forceinline__ float conv_step(float (&s)[MK], const float (&w)[MK], int K, float x) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int j = 0; j < MK - 1; j++)
+    if (j < K - 1) acc = hkv::fma_rn(w[j], s[j], acc);
+  float wl = w[0];
+#pragma unroll
+  for (int j = 0; j < MK; j++)
+    if (j == K - 1) wl = w[j];
+  acc = hkv::fma_rn(wl, x, acc);
+#pragma unroll
+  for (int j = 0; j + 1 < MK - 1; j++)
+    if (j + 1 < K - 1) s[j] = s[j + 1];
+#pragma unroll
+  for (int j = 0; j < MK - 1; j++)
+    if (j == K - 2) s[j] = x;
+  return hkv::silu_c(acc);
 }
 
 // cp.async (sm_80+): 16 or 4 bytes from global to shared memory without a register; commit_group closes

@@ -146,6 +146,8 @@ class Engine {
   void check_pack_error(cudaStream_t st);
   // the fast prefill path (cuda/prefill_engine.cpp)
   std::vector<float> forward_fast(Sequence& s, const std::vector<int32_t>& tokens, const ForwardOptions& opt);
+  // Elements of the fast path's bf16 weight tile: the largest converted layer matrix, capped, at least a row.
+  size_t fast_weight_tile_elems() const;
   void fast_gemm(const DMat& W, int64_t r0, int64_t r1, const uint16_t* X, int64_t ldx, int64_t n, float* Y,
                  int64_t ldy, float beta);
 

@@ -113,23 +113,19 @@ bool Engine::uses_fast_prefill(int64_t T, const ForwardOptions& opt) {
   return false;
 }
 
-// Elements of the bf16 weight tile: the largest converted layer matrix, capped (row tiles), at least a row.
-static size_t weight_tile_elems(const std::vector<DMat>& ms) {
+size_t Engine::fast_weight_tile_elems() const {
   size_t most = 0, widest = 0;
-  for (const DMat& m : ms)
-    if (m.data && m.type != WType::BF16) {
-      most = std::max(most, size_t(m.rows * m.cols));
-      widest = std::max(widest, size_t(m.cols));
-    }
+  for (const Layer& L : layers_)
+    for (const DMat* m : {&L.q, &L.k, &L.v, &L.o, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.gate, &L.up, &L.down})
+      if (m->data && m->type != WType::BF16) {
+        most = std::max(most, size_t(m->rows * m->cols));
+        widest = std::max(widest, size_t(m->cols));
+      }
   return std::max(std::min(most, kWeightTileElems), widest);
 }
 
 size_t Engine::fast_prefill_bytes(int64_t rows) const {
-  std::vector<DMat> ms;
-  for (const Layer& L : layers_)
-    for (const DMat* m : {&L.q, &L.k, &L.v, &L.o, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.gate, &L.up, &L.down})
-      ms.push_back(*m);
-  return carve(c_, rows, weight_tile_elems(ms), nullptr).bytes;
+  return carve(c_, rows, fast_weight_tile_elems(), nullptr).bytes;
 }
 
 int64_t Engine::fast_prefill_rows(int64_t T) const {
@@ -184,11 +180,7 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
       device_free(fast_->mem);
       fast_->mem = nullptr, fast_->bytes = 0, fast_->rows = 0;
     }
-    std::vector<DMat> ms;
-    for (const Layer& L : layers_)
-      for (const DMat* m : {&L.q, &L.k, &L.v, &L.o, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.gate, &L.up, &L.down})
-        ms.push_back(*m);
-    const size_t wtile = weight_tile_elems(ms);
+    const size_t wtile = fast_weight_tile_elems();
     const FastBufs plan = carve(c, P, wtile, nullptr);
     check_fits(plan.bytes, "the fast prefill path's scratch for " + std::to_string(P) + " rows a pass (activations " +
                                mb(plan.act_bytes) + ", bf16 weight tile " + mb(plan.wt_bytes) + ", attention " +

@@ -192,10 +192,10 @@ TEST_CASE("issue #7: every device allocation of construct + new_sequence + forwa
             "a failure in the constructor names no weight");
     // Released: what the failing step had allocated is free again.
     const size_t after = free_bytes();
-    check(same_free(after, r.free_before[step]), "free memory before " + std::string(kStepName[step]) + " " +
-                                            std::to_string(r.free_before[step]) + ", after its failure " +
-                                            std::to_string(after) + " (difference " +
-                                            std::to_string(int64_t(r.free_before[step]) - int64_t(after)) + ")");
+    check(same_free(after, r.free_before[step]),
+          "free memory before " + std::string(kStepName[step]) + " " + std::to_string(r.free_before[step]) +
+              ", after its failure " + std::to_string(after) + " (difference " +
+              std::to_string(int64_t(r.free_before[step]) - int64_t(after)) + ")");
     // Still works: finish the run on the objects that exist, then a fresh engine.
     try {
       if (!r.eng) r.eng = std::make_unique<Engine>(m);
@@ -216,8 +216,8 @@ TEST_CASE("issue #7: every device allocation of construct + new_sequence + forwa
     r = Run{};
     const size_t end = free_bytes();
     check(same_free(end, free_start), "free memory before the iteration " + std::to_string(free_start) + ", after " +
-                                 std::to_string(end) + " (difference " +
-                                 std::to_string(int64_t(free_start) - int64_t(end)) + ")");
+                                          std::to_string(end) + " (difference " +
+                                          std::to_string(int64_t(free_start) - int64_t(end)) + ")");
     std::printf("alloc(n=%lld,step=%s): %s\n", (long long)n, kStepName[step], good ? "OK" : ("FAIL " + where).c_str());
     ok += good;
   }
