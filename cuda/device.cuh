@@ -92,6 +92,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
 }
 __device__ __forceinline__ void fence_async_shared() {
   asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // One token of the causal depthwise conv of a DeltaNet channel (reference/model.cpp linear_attention):
 // acc = fma chain of w[j]·s[j] over the K − 1 window entries (oldest first) from 0, then fma(w[K−1], x, acc),
 // and silu_c of it; the window then shifts by one and takes x. s and w hold up to MK entries (K ≤ MK).
