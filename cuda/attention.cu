@@ -313,7 +313,7 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
   cp_async_commit();
 }
 
-// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes; not yet run on a GPU): 1, the chunk's V
+// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes): 1, the chunk's V
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
@@ -567,15 +567,27 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");
   if (a.H % a.KV != 0) throw std::runtime_error("attention: heads must be a multiple of kv heads");
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
-  // NarrowH2 (an experiment): two query heads a block, so a chunk spreads over more multiprocessors
-  const int qpk = a.H / a.KV, hpb = std::min(qpk, a.shape == AttnShape::NarrowH2 ? 2 : kMaxG),
-            qblocks = (qpk + hpb - 1) / hpb;
-  dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
-  const int64_t blocks = int64_t(a.KV) * qblocks * maxch * a.N;
-  // Auto: narrow for few chunk blocks, wide from 4 blocks a multiprocessor. Measured (H200, 2026-11-30, hkv
-  // bench --attention-only, 27B shape, batch 1): narrow is faster to 32K in q4h and bf16, wide from 131K.
+  const int qpk = a.H / a.KV;
+  // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks ·
+  // rows) against the multiprocessors (P): q4h takes NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one wave,
+  // then Narrow while b < P, NarrowV (one 72 KB block more a multiprocessor) while b < 4P, then Wide; bf16
+  // and fp8 take Narrow while b < 4P, then Wide (for them NarrowV is Narrow, and NarrowH2 measured slower).
+  // Measured (H200, 2026-11-30, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12): q4h
+  // 1K NarrowH2 937 µs against Narrow 1050, 8K Narrow 1072, 32K NarrowV 1658 against Narrow 2165, 131K Wide
+  // 5245 against NarrowV 6048; bf16 Narrow to 32K, Wide at 131K.
   AttnShape shape = a.shape;
-  if (shape == AttnShape::Auto) shape = blocks >= 4 * int64_t(sm_count()) ? AttnShape::Wide : AttnShape::Narrow;
+  if (shape == AttnShape::Auto) {
+    const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();
+    if (a.kind == KvKind::Q4H && b * ((qpk + 1) / 2) <= P)
+      shape = AttnShape::NarrowH2;
+    else if (b >= 4 * P)
+      shape = AttnShape::Wide;
+    else
+      shape = a.kind == KvKind::Q4H && b >= P ? AttnShape::NarrowV : AttnShape::Narrow;
+  }
+  // NarrowH2: two query heads a block, so a chunk spreads over more multiprocessors
+  const int hpb = std::min(qpk, shape == AttnShape::NarrowH2 ? 2 : kMaxG), qblocks = (qpk + hpb - 1) / hpb;
+  dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
   switch (a.kind) {
     case KvKind::BF16:
       launch_chunks<KvKind::BF16>(a, grid, qblocks, hpb, maxch, shape, st);

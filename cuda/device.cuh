@@ -60,40 +60,6 @@ __device__ __forceinline__ void pdl_trigger() {
 // The 128-byte line holding p into L2 (no register written, nothing waited for).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
-// Bulk copies with an mbarrier (sm_90). mbar_init: a barrier expecting `count` arrivals a phase. mbar_expect_tx:
-// one arrival that also announces `bytes` of copies for the current phase; the phase completes when every
-// arrival has come and those bytes have landed. bulk_g2s: `bytes` (a multiple of 16, both addresses
-// 16-byte aligned) from global to shared memory, counted on `bar`. mbar_wait: until the phase of the given
-// parity (0, 1, 0, … for its successive phases) has completed. fence_async_shared: orders this thread's
-// earlier shared-memory accesses (and barrier initialisation) before later bulk copies.
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void fence_async_shared() {
-  asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 // One token of the causal depthwise conv of a DeltaNet channel (reference/model.cpp linear_attention):
 // acc = fma chain of w[j]·s[j] over the K − 1 window entries (oldest first) from 0, then fma(w[K−1], x, acc),
 // and silu_c of it; the window then shifts by one and takes x. s and w hold up to MK entries (K ≤ MK).

@@ -40,16 +40,12 @@ constexpr int kMaxTasks = 4;
 // gate|up, …); each row's bytes are those of matvec. xsum: chunk_sums of X (MLX4; ignored for dense).
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const float* xsum,
                   cudaStream_t st);
-// The decode MLX4 matvec as a programmatic dependent launch (sm_90; default off, or HKV_PDL=1): its blocks
-// start while the kernel before it (the norm, chunk sums or SwiGLU that writes its x) finishes, prefetch their
-// first round of weights into L2, then wait for that kernel. The same bytes; not yet run on a GPU.
+// The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
+// set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, chunk sums
+// or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that
+// kernel. The same bytes. Measured (H200, 2026-11-30, RESULTS §11): a 27B token's matvecs 8.68 against
+// 9.04 ms, decode at 1K 11.31 against 11.51 ms.
 void set_pdl(bool on);
-// The decode MLX4 matvec with its weights brought to shared memory by bulk copies (an experiment, default
-// off, or HKV_MV_TMA="RWxUxS"): (rows a warp, chunks a lane a round, stages) = (4,1,4), (2,2,4), (2,1,6),
-// (4,1,3); (0,0,0) off. Shapes whose scale rows or rounds are not 16-byte multiples keep the default kernel.
-// The same bytes; not yet run on a GPU.
-void set_mlx4_tma(int rw, int u, int stages);
-int64_t mlx4_tma_launches();  // launches of that kernel so far (tests: it ran, not the fallback)
 // xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
 
@@ -88,10 +84,10 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 
 // ---- attention.cu -------------------------------------------------------------------------------
 // How the chunk kernel spreads a chunk over threads (the arithmetic is the same): Narrow, 256 threads, one d
-// each for the values (few chunks); Wide, 64 threads, 8 d each (many chunks); Auto picks by block count.
-// Experiments, not yet run on a GPU: NarrowV, narrow with only the V rows staged in shared memory, so that
-// two q4h blocks fit a multiprocessor (72 KB each against 144 KB with K staged too); NarrowH2, narrow with
-// two query heads a block instead of all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×).
+// each for the values (few chunks; fp8 and q4h rows staged in shared memory); Wide, 64 threads, 8 d each
+// (many chunks); NarrowV, Narrow with only the V rows staged, so that two q4h blocks fit a multiprocessor
+// (72 KB each against 144 KB with K staged too); NarrowH2, Narrow with two query heads a block instead of
+// all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×). Auto picks by block count (attention()).
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2 };
 struct AttnArgs {
   KvKind kind = KvKind::BF16;

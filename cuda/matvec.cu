@@ -55,12 +55,12 @@ int sm_count() {
 
 namespace {
 
-// HKV_PDL=1 in the environment, or set_pdl(true): the decode matvec is a programmatic dependent launch.
+// The decode matvec is a programmatic dependent launch unless HKV_PDL=0 in the environment or set_pdl(false).
 int g_pdl = -1;  // -1: not yet read from the environment
 bool pdl_enabled() {
   if (g_pdl < 0) {
     const char* e = std::getenv("HKV_PDL");
-    g_pdl = e && std::strcmp(e, "1") == 0;
+    g_pdl = !(e && std::strcmp(e, "0") == 0);
   }
   return g_pdl == 1;
 }
@@ -227,7 +227,8 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
     const float xs = __ldg(xsum + int64_t(n) * nch + c);
 #pragma unroll
     for (int r = 0; r < RW; r++)
-      acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[r]), qx[r][n], hkv::fma_rn(hkv::f32_from_bf16(bb[r]), xs, acc[r][n]));
+      acc[r][n] =
+          hkv::fma_rn(hkv::f32_from_bf16(sb[r]), qx[r][n], hkv::fma_rn(hkv::f32_from_bf16(bb[r]), xs, acc[r][n]));
   }
 }
 
@@ -348,129 +349,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// ---- experiment (HKV_MV_TMA, set_mlx4_tma; not yet run on a GPU): the weights by bulk copy -------------
-// The decode kernel's walk, order and bytes (mlx4_chunk), but the weights, scales and biases reach shared
-// memory by bulk copies (cp.async.bulk, the TMA engine) instead of through registers: a warp's step is one
-// round (chunks 32·U·k … 32·U·(k+1) − 1, contiguous in each row) of its RW-row group, and lane 0 issues 3·RW
-// bulk copies a step into a ring of S stages, S − 1 steps ahead of the step the warp computes, each stage
-// with its mbarrier. No register holds a load in flight, so occupancy no longer bounds the bytes in flight.
-// A lane reads chunk lane + 32j of a stage (16-byte loads, conflict-free) and its group's scale and bias.
-// Stage layout, per row: 512·U bytes of codes, then 64·U bytes of scales, then 64·U of biases (room for
-// group 32; fewer used for groups 64 and 128).
-template <int RW, int U>
-struct TmaStage {
-  static constexpr int kRow = 512 * U + 128 * U;  // codes, scales, biases of one row
-  static constexpr int kBytes = RW * kRow;
-};
-
-template <int NB, int RW, int U, int S>
-__global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_tma_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
-  using St = TmaStage<RW, U>;
-  extern __shared__ __align__(128) float4 xs4[];  // [NB][nch·8] swizzled, then kWarps rings of S stages
-  __shared__ uint64_t bar[kWarps][S];
-  const int cols = int(ts.t[0].W.cols), nch = cols / 32, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint8_t* const ring = reinterpret_cast<uint8_t*>(xs4 + NB * nch * 8) + size_t(warp) * S * St::kBytes;
-  const int rounds = (nch + 32 * U - 1) / (32 * U);
-  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
-  if (lane == 0) {
-#pragma unroll
-    for (int i = 0; i < S; i++) mbar_init(&bar[warp][i], 1);
-    fence_async_shared();
-  }
-  __syncwarp();
-  // Step (g, k): round k of row group g. issue() is lane 0's: the bytes of the step, then the copies.
-  auto issue = [&](int64_t g, int k, int slot) {
-    int64_t local;
-    const DMat& W = ts.t[find_task(ts, g, local)].W;
-    const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-    const int c0 = 32 * U * k, nc = min(32 * U, nch - c0);
-    const int s0 = c0 >> gshift, ns = ((c0 + nc - 1) >> gshift) - s0 + 1;
-    uint8_t* const st = ring + size_t(slot) * St::kBytes;
-    mbar_expect_tx(&bar[warp][slot], uint32_t(RW * (16 * nc + 4 * ns)));
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = local * RW + r < W.rows ? local * RW + r : W.rows - 1;  // a missing row re-reads the last
-      uint8_t* const row = st + r * St::kRow;
-      bulk_g2s(row, static_cast<const uint8_t*>(W.data) + rr * (cols / 2) + 16 * c0, uint32_t(16 * nc), &bar[warp][slot]);
-      bulk_g2s(row + 512 * U, W.scales + rr * gpr + s0, uint32_t(2 * ns), &bar[warp][slot]);
-      bulk_g2s(row + 576 * U, W.biases + rr * gpr + s0, uint32_t(2 * ns), &bar[warp][slot]);
-    }
-  };
-  int64_t lg = int64_t(blockIdx.x) * kWarps + warp, cg = lg;
-  int lk = 0, ck = 0;
-  auto advance = [&](int64_t& g, int& k) {
-    if (++k == rounds) k = 0, g += stride;
-  };
-  // the prologue: S − 1 steps in flight before x is staged
-#pragma unroll
-  for (int p = 0; p < S - 1; p++)
-    if (lg < total) {
-      if (lane == 0) issue(lg, lk, p);
-      advance(lg, lk);
-    }
-  for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
-    const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
-    xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
-  }
-  __syncthreads();
-  const auto x_at = [&](int n, int c, int wi, float4& a, float4& b) {
-    const float4* base = xs4 + n * nch * 8 + 8 * c;
-    a = base[(2 * wi) ^ (c & 7)];
-    b = base[(2 * wi + 1) ^ (c & 7)];
-  };
-  float acc[RW][NB];
-#pragma unroll
-  for (int r = 0; r < RW; r++)
-#pragma unroll
-    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-  for (int64_t step = 0; cg < total; step++) {
-    const int slot = int(step % S);
-    // the stage computed last step takes the step S − 1 ahead (every lane is past reading it)
-    __syncwarp();
-    if (lg < total) {
-      if (lane == 0) {
-        fence_async_shared();
-        issue(lg, lk, int((step + S - 1) % S));
-      }
-      advance(lg, lk);
-    }
-    mbar_wait(&bar[warp][slot], uint32_t((step / S) & 1));
-    int64_t local;
-    const MatTask& task = ts.t[find_task(ts, cg, local)];
-    const DMat& W = task.W;
-    const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-    const int c0 = 32 * U * ck, s0 = c0 >> gshift;
-    const uint8_t* const st = ring + size_t(slot) * St::kBytes;
-#pragma unroll
-    for (int j = 0; j < U; j++) {
-      const int c = c0 + lane + 32 * j;
-      if (c >= nch) break;
-      uint4 u[RW];
-      uint16_t sb[RW], bb[RW];
-#pragma unroll
-      for (int r = 0; r < RW; r++) {
-        const uint8_t* row = st + r * St::kRow;
-        u[r] = reinterpret_cast<const uint4*>(row)[lane + 32 * j];
-        sb[r] = reinterpret_cast<const uint16_t*>(row + 512 * U)[(c >> gshift) - s0];
-        bb[r] = reinterpret_cast<const uint16_t*>(row + 576 * U)[(c >> gshift) - s0];
-      }
-      mlx4_chunk<NB, RW>(u, sb, bb, c, nch, xsum, x_at, acc);
-    }
-    if (ck == rounds - 1) {  // the group's last round: the lane tree, the store, fresh accumulators
-#pragma unroll
-      for (int r = 0; r < RW; r++)
-#pragma unroll
-        for (int n = 0; n < NB; n++) {
-          const float v = warp_tree_sum(acc[r][n]);
-          if (lane == 0 && local * RW + r < W.rows) task.y[n * task.ldy + local * RW + r] = v;
-          acc[r][n] = 0.0f;
-        }
-    }
-    advance(cg, ck);
-  }
-}
-
 // The tasks of a launch and, in block_start, the prefix sums of their units (blocks of kWarps rows for
 // dense, of kWarps·RW rows for the MLX4 L1 kernel; row groups of RW rows for the shared-memory kernel).
 Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
@@ -537,68 +415,6 @@ void launch_mlx4(const MatTask* tasks, int n, const float* X, int64_t ldx, const
   HKV_CHECK_LAUNCH();
 }
 
-// set_mlx4_tma / HKV_MV_TMA="RWxUxS": 4x1x4, 2x2x4, 2x1x6 or 4x1x3; empty or 0: off.
-int g_tma = -1;  // -1: not yet read; 0: off; else RW·100 + U·10 + S
-int64_t g_tma_launches = 0;  // mlx4_tma_launches
-int tma_config() {
-  if (g_tma < 0) {
-    const char* e = std::getenv("HKV_MV_TMA");
-    int rw = 0, u = 0, st = 0;
-    g_tma = e && std::sscanf(e, "%dx%dx%d", &rw, &u, &st) == 3 ? rw * 100 + u * 10 + st : 0;
-  }
-  return g_tma;
-}
-
-// The bulk-copy kernel needs 16-byte multiples and alignments: rows of scales (cols/group · 2 bytes), the
-// scales of every round (full and last), and the arrays' base addresses.
-template <int U>
-bool tma_fits(const MatTask* tasks, int n) {
-  for (int i = 0; i < n; i++) {
-    const DMat& W = tasks[i].W;
-    const int nch = int(W.cols / 32), gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-    const int64_t gpr = W.cols / W.group;
-    const int last = nch - 32 * U * ((nch - 1) / (32 * U));  // chunks of the last round
-    const int full_groups = (32 * U) >> gshift, last_groups = ((last - 1) >> gshift) + 1;
-    const auto al16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
-    if ((gpr * 2) % 16 || (full_groups * 2) % 16 || (last_groups * 2) % 16 || !al16(W.data) || !al16(W.scales) ||
-        !al16(W.biases))
-      return false;
-  }
-  return true;
-}
-
-template <int NB, int RW, int U, int S>
-bool launch_mlx4_tma(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
-  constexpr size_t kMax = 226 * 1024;  // the card's 227 KB a block, less the static barriers
-  const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4 + size_t(kWarps) * S * TmaStage<RW, U>::kBytes;
-  if (smem > kMax || !tma_fits<U>(tasks, n)) return false;
-  const Tasks ts = make_tasks(tasks, n, RW);
-  const int64_t g = ts.block_start[n];
-  if (g == 0) return true;
-  auto kernel = matvec_mlx4_tma_kernel<NB, RW, U, S>;
-  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kMax, g);
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
-  HKV_CHECK_LAUNCH();
-  g_tma_launches++;
-  return true;
-}
-
-template <int NB>
-bool dispatch_tma(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
-  switch (tma_config()) {
-    case 414:
-      return launch_mlx4_tma<NB, 4, 1, 4>(tasks, n, X, ldx, xsum, st);
-    case 224:
-      return launch_mlx4_tma<NB, 2, 2, 4>(tasks, n, X, ldx, xsum, st);
-    case 216:
-      return launch_mlx4_tma<NB, 2, 1, 6>(tasks, n, X, ldx, xsum, st);
-    case 413:
-      return launch_mlx4_tma<NB, 4, 1, 3>(tasks, n, X, ldx, xsum, st);
-    default:
-      return false;
-  }
-}
-
 // N = 1 or 2 with x in shared memory (the decode path): RW rows a warp and U chunks in flight a lane for
 // a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
 template <int NB>
@@ -609,7 +425,6 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
     return;
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
-  if (tma_config() && dispatch_tma<NB>(tasks, n, X, ldx, xsum, st)) return;
   if (NB == 1 && rows >= 16384)
     per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, X, ldx, xsum, st)
                   : launch_mlx4_smem<NB, 4, 1>(tasks, n, X, ldx, xsum, st);
@@ -652,9 +467,6 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 }  // namespace
 
 void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
-
-void set_mlx4_tma(int rw, int u, int stages) { g_tma = rw * 100 + u * 10 + stages; }
-int64_t mlx4_tma_launches() { return g_tma_launches; }
 
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
   const int64_t nch = cols / 32;

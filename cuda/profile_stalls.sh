@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Why a kernel runs below the floor: ncu's issue activity, occupancy, DRAM throughput and warp stall reasons
-# for the exact MLX4 matvec (every 27B decode shape, from `hkv bench-ops`) and the decode attention chunk
-# kernel (q4h, narrow and wide, 1K and 32K, from `hkv bench --attention-only`). One line per launch shape:
+# for the exact MLX4 matvec (every 27B decode shape, from `hkv bench-ops`) and the decode attention's chunk
+# and merge kernels (q4h and bf16, Auto's shape, 1K and 32K, from `hkv bench --attention-only`). One line per
+# launch shape:
 #   kernel, grid, µs, issue active % (of peak, per active cycle), warps active % (achieved occupancy),
 #   DRAM % (of peak), then the four largest stall reasons in warps per issued instruction.
 # usage: cuda/profile_stalls.sh [HKV_BINARY]   (writes $OUT/ncu-stalls-*.csv)
@@ -14,7 +15,7 @@ metrics+=",regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 # --clock-control none: the clocks the benches run at
 ncu --clock-control none --metrics "$metrics" --csv -k 'regex:matvec_mlx4' "$bin" bench-ops --reps 1 \
   > "$out/ncu-stalls-matvec.csv" 2> "$out/ncu-stalls-matvec.err" || { tail -5 "$out/ncu-stalls-matvec.err"; exit 1; }
-ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_chunk' "$bin" bench --attention-only \
-  --depths 1024,32768 --kv-cache q4h --attn-shape narrow,wide --reps 1 \
+ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" bench --attention-only \
+  --depths 1024,32768 --kv-cache q4h,bf16 --attn-shape auto --reps 1 \
   > "$out/ncu-stalls-attn.csv" 2> "$out/ncu-stalls-attn.err" || { tail -5 "$out/ncu-stalls-attn.err"; exit 1; }
 python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv"

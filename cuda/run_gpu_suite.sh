@@ -8,7 +8,7 @@
 #             gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's log is
 #             $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default all
 #             eleven), HKV_SAN_LIMIT overrides each run's limit (60 s; 150 s for racecheck:ops and the engine)
-#   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=1 HKV_MV_TMA=4x1x4,HKV_PDL=1" runs each under those variables
+#   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=0" runs each under those variables (HKV_PDL=0: no PDL)
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
 #             card, against its copy bandwidth (issue #6); $OUT/peer.json
 # Headers missing there (doctest, xxhash, nlohmann-json) travel as .deb files in .deps (shared/device.md).

@@ -155,16 +155,14 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
         outs.back()->poison();
         tasks.push_back({dms[m], outs.back()->p, ldy});
       }
-      // 0: the default kernel; then the bulk-copy experiment's configurations (RW·100 + U·10 + stages), which
-      // must run (not fall back) on these shapes
-      for (int cfg : {0, 414, 224, 216, 413}) {
-        if (cfg && (sh.t != WType::MLX4 || N > 2)) continue;
-        cuda::set_mlx4_tma(cfg / 100, cfg / 10 % 10, cfg % 10);
+      // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
+      // ordinary one (HKV_PDL=0); other types and widths have one launch
+      for (int pdl : {1, 0}) {
+        if (!pdl && (sh.t != WType::MLX4 || N > 2)) continue;
+        cuda::set_pdl(pdl == 1);
         for (auto& o : outs) o->poison();
-        const int64_t tma0 = cuda::mlx4_tma_launches();
         cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
-        cuda::set_mlx4_tma(0, 0, 0);
-        if (cfg) CHECK_MESSAGE(cuda::mlx4_tma_launches() > tma0, "configuration " << cfg << " fell back");
+        cuda::set_pdl(true);
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -182,9 +180,9 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
                 break;
               }
             }
-          std::printf("matvec_multi(type=%s,cols=%lld,group=%d,matrix %zu of %zu,rows=%lld,N=%lld,tma=%d): %s\n",
+          std::printf("matvec_multi(type=%s,cols=%lld,group=%d,matrix %zu of %zu,rows=%lld,N=%lld,pdl=%d): %s\n",
                       wtype_name(sh.t), (long long)sh.cols, sh.group, m + 1, dms.size(), (long long)R, (long long)N,
-                      cfg, d.empty() ? "OK" : ("FAIL " + d).c_str());
+                      pdl, d.empty() ? "OK" : ("FAIL " + d).c_str());
           CHECK_MESSAGE(d.empty(), d);
           passed += d.empty();
           total++;
@@ -416,9 +414,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         std::string d = first_diff(out.get(), ref);
         std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s): %s\n", f.name().c_str(), k.D, k.H, k.KV,
                     cap,
-                    shape == cuda::AttnShape::Auto     ? "auto"
-                    : shape == cuda::AttnShape::Narrow ? "narrow"
-                    : shape == cuda::AttnShape::Wide   ? "wide"
+                    shape == cuda::AttnShape::Auto      ? "auto"
+                    : shape == cuda::AttnShape::Narrow  ? "narrow"
+                    : shape == cuda::AttnShape::Wide    ? "wide"
                     : shape == cuda::AttnShape::NarrowV ? "narrow-v"
                                                         : "narrow-h2",
                     d.empty() ? "OK" : d.c_str());
