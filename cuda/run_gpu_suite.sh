@@ -7,7 +7,8 @@
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
 #             gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's log is
 #             $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default all
-#             eleven), HKV_SAN_LIMIT overrides each run's limit (60 s; 150 s for racecheck:ops and the engine)
+#             eleven; "racecheck:engine:*resumed*" takes one test case), HKV_SAN_LIMIT overrides each run's limit
+#             (60 s; 150 s for racecheck:ops and the engine), HKV_SAN_PARALLEL=1 runs them at once
 #   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=0" runs each under those variables (HKV_PDL=0: no PDL)
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
 #             card, against its copy bandwidth (issue #6); $OUT/peer.json
@@ -75,23 +76,37 @@ for s in $stages; do
         continue
       fi
       "$sanitizer" --version | tail -1 | tee -a "$summary"
-      # HKV_SAN_RUNS: which tool over which suite (default: all of them); each run's own limit, or HKV_SAN_LIMIT
+      # HKV_SAN_RUNS: which tool over which suite (default: all of them), each entry tool:suite or
+      # tool:suite:CASE (only the doctest test cases matching CASE, e.g. "racecheck:engine:*resumed*"); each
+      # run's own limit, or HKV_SAN_LIMIT. HKV_SAN_PARALLEL=1: the runs at once, as separate processes (racecheck
+      # is slow and leaves the card's 16 cores mostly idle), their summaries printed in order when all end.
+      san_names=()
       for r in ${HKV_SAN_RUNS:-memcheck:ops memcheck:engine memcheck:alloc memcheck:prefill racecheck:ops \
         racecheck:engine racecheck:prefill initcheck:ops initcheck:engine initcheck:alloc initcheck:prefill}; do
-        tool=${r%%:*} suite=${r#*:}
+        IFS=: read -r tool suite tcase <<< "$r"
+        name="$tool-$suite${tcase:+-${tcase//[^A-Za-z0-9]/}}"
         # racecheck is the slow one: 55 s over gpu_ops, and more than 150 s for half the small engine suite
         # (H200, 2026-11-30)
-        case $r in
+        case $tool:$suite in
           racecheck:ops) limit=150 ;;
           *:engine) limit=150 ;;
           *) limit=60 ;;
         esac
-        [[ $suite == engine ]] && export HKV_GPU_SMALL=1  # short contexts (tests/gpu_engine.cpp)
-        # shellcheck disable=SC2086  # HKV_SAN_ENGINE_ARGS: doctest filters for the engine suite's runs
-        sanitized "$tool" "$tool-$suite" "${HKV_SAN_LIMIT:-$limit}" $bin --source-file="*gpu_${suite}*" \
-          $([[ $suite == engine ]] && echo "${HKV_SAN_ENGINE_ARGS:-}")
-        unset HKV_GPU_SMALL
-      done ;;
+        args=(--source-file="*gpu_${suite}*")
+        [[ -n $tcase ]] && args+=(--test-case="$tcase")
+        # shellcheck disable=SC2206  # HKV_SAN_ENGINE_ARGS: doctest filters for the engine suite's runs
+        [[ $suite == engine ]] && args+=(${HKV_SAN_ENGINE_ARGS:-})
+        small=$([[ $suite == engine ]] && echo 1)  # short contexts (tests/gpu_engine.cpp)
+        if [[ ${HKV_SAN_PARALLEL:-0} == 1 ]]; then
+          (summary="$OUT/$name.summary" && : > "$summary" &&
+            HKV_GPU_SMALL=$small sanitized "$tool" "$name" "${HKV_SAN_LIMIT:-$limit}" $bin "${args[@]}" > /dev/null) &
+          san_names+=("$name")
+        else
+          HKV_GPU_SMALL=$small sanitized "$tool" "$name" "${HKV_SAN_LIMIT:-$limit}" $bin "${args[@]}"
+        fi
+      done
+      wait
+      for name in "${san_names[@]}"; do cat "$OUT/$name.summary" | tee -a "$summary"; done ;;
     diff)  # the table-driven differential suite (hkv diff), engine against oracle
       t=$SECONDS
       timeout "${HKV_DIFF_LIMIT:-70}" build-gpu/hkv diff ${HKV_DIFF_ARGS:-} > "$OUT/diff.log" 2>&1
