@@ -13,7 +13,8 @@
 // Decoding a stored element costs as much as the fmas it feeds, so each decoded K or V element serves every
 // query head of its KV head (6 in the 27B shape) and each group scale is converted once per group and key:
 //   q4h unit u = c − 8 as as_float(0x4b000000 | c) − (2^23 + 8) (one byte permute and one exact add);
-//   bf16 u = the high half-word; fp8 through f32_from_e4m3. The value is s_g·u (one exact product), as attend().
+//   bf16 u = the high half-word; fp8 through f32_from_e4m3_hw. The value is s_g·u (one exact product), as
+//   attend(). Scales convert by f32_from_f16_hw (one instruction; device.cuh says why it is exact here).
 // Launch: attn_chunk_kernel grid (KV heads × ⌈group/8⌉, chunks, rows), NG (2, 4, 6 or 8 ≥ the heads served;
 // padding heads get q = 0 and are not stored) query heads a block, each K/V row read once for all of them.
 // Scores: a thread takes keys tid and tid + T (then + 2T, …), each key's score one chain in that thread,
@@ -81,7 +82,7 @@ __device__ __forceinline__ float scale_from(uint16_t raw) {
   if constexpr (F == KvKind::BF16)
     return 1.0f;
   else
-    return hkv::f32_from_f16(raw);
+    return f32_from_f16_hw(raw);
 }
 
 // Piece words prepared for decoding: q4h keeps the low and the high nibbles of each byte apart.
@@ -108,7 +109,7 @@ __device__ __forceinline__ float unit(const uint32_t* x, int i) {
     const uint32_t w = x[i / 2];
     return __uint_as_float((i % 2) ? (w & 0xffff0000u) : (w << 16));
   } else {
-    return hkv::f32_from_e4m3(uint8_t(x[i / 4] >> (8 * (i % 4))));
+    return f32_from_e4m3_hw(uint8_t(x[i / 4] >> (8 * (i % 4))));
   }
 }
 
@@ -126,10 +127,12 @@ __device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
   if constexpr (F == KvKind::BF16) {
     return 1.0f * hkv::f32_from_bf16(load_u16<SMEM>(row + 2 * d));
   } else if constexpr (F == KvKind::FP8) {
-    return hkv::f32_from_f16(load_u16<SMEM>(row + D + 2 * (d / 32))) * hkv::f32_from_e4m3(load_u8<SMEM>(row + d));
+    return f32_from_f16_hw(load_u16<SMEM>(row + D + 2 * (d / 32))) * f32_from_e4m3_hw(load_u8<SMEM>(row + d));
   } else {
-    return hkv::f32_from_f16(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) *
-           float(int((load_u8<SMEM>(row + d / 2) >> (4 * (d % 2))) & 0xf) - 8);
+    // u = c − 8 as in unit(): as_float(0x4b000000 | c) − (2^23 + 8), exact
+    const uint32_t c = (uint32_t(load_u8<SMEM>(row + d / 2)) >> (4 * (d % 2))) & 0xfu;
+    return f32_from_f16_hw(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) *
+           (__uint_as_float(0x4b000000u | c) - 8388616.0f);
   }
 }
 

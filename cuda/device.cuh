@@ -2,6 +2,8 @@
 // Walsh–Hadamard transform, each the same IEEE operations in the same order as the oracle's loops.
 #pragma once
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -12,6 +14,17 @@
 namespace hkv::cuda {
 
 constexpr unsigned kFull = 0xffffffffu;
+
+// Stored cache values by the card's conversion instructions rather than hkv::f32_from_f16/f32_from_e4m3's
+// integer code (which the compiler turns into ~15 instructions and two branches an element). Both give
+// the same float for every finite f16 and every e4m3 code but the NaN 0x7f/0xff: cvt.f32.f16 without .ftz
+// converts subnormals exactly, and every e4m3 value (2^-9 multiples to 448) is an f16. A packed row never
+// holds a non-finite scale or a NaN code (kv_pack refuses an overflowing scale and saturates codes to
+// ±448; docs/FORMAT.md), so no stored value converts differently.
+__device__ __forceinline__ float f32_from_f16_hw(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float f32_from_e4m3_hw(uint8_t c) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3)));
+}
 
 // lane_tree32 (reference/weights.cpp): for off = 16, 8, 4, 2, 1: a[l] = a[l] + a[l + off]. The xor
 // butterfly computes a[l] + a[l ^ off] in every lane; IEEE addition is commutative, so every lane ends

@@ -86,9 +86,9 @@ __device__ __forceinline__ float stored_value(const uint8_t* row, int D, int d) 
     return hkv::f32_from_bf16(uint16_t(row[2 * d] | (row[2 * d + 1] << 8)));
   } else {
     const uint8_t* sp = row + (F == KvKind::FP8 ? D : D / 2) + 2 * (d / 32);
-    const float s = hkv::f32_from_f16(uint16_t(sp[0] | (sp[1] << 8)));
+    const float s = f32_from_f16_hw(uint16_t(sp[0] | (sp[1] << 8)));
     if constexpr (F == KvKind::FP8)
-      return s * hkv::f32_from_e4m3(row[d]);
+      return s * f32_from_e4m3_hw(row[d]);
     else
       return s * float(int((row[d / 2] >> (4 * (d % 2))) & 0xf) - 8);
   }
