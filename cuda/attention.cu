@@ -572,21 +572,22 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
   const int qpk = a.H / a.KV;
   // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks ·
-  // rows) against the multiprocessors (P): q4h takes NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one wave,
-  // then Narrow while b < P, NarrowV (one 72 KB block more a multiprocessor) while b < 4P, then Wide; bf16
-  // and fp8 take Narrow while b < 4P, then Wide (for them NarrowV is Narrow, and NarrowH2 measured slower).
-  // Measured (H200, 2026-11-30, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12): q4h
-  // 1K NarrowH2 937 µs against Narrow 1050, 8K Narrow 1072, 32K NarrowV 1658 against Narrow 2165, 131K Wide
-  // 5245 against NarrowV 6048; bf16 Narrow to 32K, Wide at 131K.
+  // rows) against the multiprocessors (P). q4h and fp8: NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one
+  // wave, then Narrow while b < P, then NarrowV (V alone staged, so two blocks fit a multiprocessor; for fp8
+  // Narrow stages V alone too). bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
+  // --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the
+  // fastest shape at every depth of q4h and bf16 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
+  // Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347); fp8 NarrowH2 539
+  // against Narrow 668 at 1K.
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto) {
     const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();
-    if (a.kind == KvKind::Q4H && b * ((qpk + 1) / 2) <= P)
+    if (a.kind == KvKind::BF16)
+      shape = b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
+    else if (b * ((qpk + 1) / 2) <= P)
       shape = AttnShape::NarrowH2;
-    else if (b >= 4 * P)
-      shape = AttnShape::Wide;
     else
-      shape = a.kind == KvKind::Q4H && b >= P ? AttnShape::NarrowV : AttnShape::Narrow;
+      shape = b < P ? AttnShape::Narrow : AttnShape::NarrowV;
   }
   // NarrowH2: two query heads a block, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::NarrowH2 ? 2 : kMaxG), qblocks = (qpk + hpb - 1) / hpb;
