@@ -16,8 +16,9 @@ SCALE_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond":
 
 
 def base_name(full):
-    """'void hkv::cuda::<unnamed>::matvec_kernel<1, 4>(hkv::cuda::Tasks, …)' -> 'matvec_kernel'."""
-    s = full.replace("(anonymous namespace)", "").replace("<unnamed>", "")
+    """'void hkv::cuda::<unnamed>::matvec_kernel<1, 4>(hkv::cuda::Tasks, …)' -> 'matvec_kernel'; ncu also
+    prints the namespace as 'void unnamed>::attn_chunk_kernel<2, 6, 256, 1, 1>(AttnArgs, …)'."""
+    s = full.replace("(anonymous namespace)", "").replace("<unnamed>", "").replace("unnamed>", "")
     out, depth = [], 0
     for ch in s:  # drop template arguments and the parameter list
         if ch in "<(":
