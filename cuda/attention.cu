@@ -129,10 +129,15 @@ __device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
   } else if constexpr (F == KvKind::FP8) {
     return f32_from_f16_hw(load_u16<SMEM>(row + D + 2 * (d / 32))) * f32_from_e4m3_hw(load_u8<SMEM>(row + d));
   } else {
-    // u = c − 8 as in unit(): as_float(0x4b000000 | c) − (2^23 + 8), exact
-    const uint32_t c = (uint32_t(load_u8<SMEM>(row + d / 2)) >> (4 * (d % 2))) & 0xfu;
-    return f32_from_f16_hw(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) *
-           (__uint_as_float(0x4b000000u | c) - 8388616.0f);
+    // u = c − 8, exactly, in one lop3 and one add: the nibble masked where it lies in its byte (0x0f for even
+    // d, 0xf0 for odd), under an exponent that makes the nibble's low bit worth 1 (2^23 for bit 0, 2^19 for
+    // bit 4), so as_float((b & mask) | exponent) = 2^e + c; minus 2^e + 8. mask, exponent and offset depend
+    // on d alone and leave the key loop (shifting the odd nibble down first took a SHF and a second LOP3).
+    const bool odd = d & 1;
+    const uint32_t mask = odd ? 0xf0u : 0x0fu, expo = odd ? 0x49000000u : 0x4b000000u;
+    const float off = odd ? 524296.0f : 8388616.0f;
+    const uint32_t b = load_u8<SMEM>(row + d / 2);
+    return f32_from_f16_hw(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) * (__uint_as_float((b & mask) | expo) - off);
   }
 }
 
