@@ -36,6 +36,17 @@ int cmd_bench_prefill(const Args& a) {
   const int ndec = int(a.get_int("decode", 4));
   const bool exact = a.has("exact");
   if (ndec < 0) throw UsageError("hkv bench-prefill: --decode must be at least 0");
+  // Each prompt and the tokens decoded after it must fit the model's window: refused before anything runs
+  // (a builtin model's window is known without the device, so there even before the GPU check).
+  const auto check_window = [&](const Config& c) {
+    for (int64_t T : lengths)
+      if (T < 1 || T + ndec > c.max_position_embeddings)
+        throw UsageError("hkv bench-prefill: --tokens " + std::to_string(T) + " with --decode " + std::to_string(ndec) +
+                         " needs positions 0.." + std::to_string(T + ndec - 1) + ", past max_position_embeddings " +
+                         std::to_string(c.max_position_embeddings) + " of " + model + " (use --tokens up to " +
+                         std::to_string(c.max_position_embeddings - ndec) + ")");
+  };
+  if (model.rfind("builtin:", 0) == 0) check_window(builtin_spec(model.substr(8)).config);
   require_gpu("hkv bench-prefill");
   cudaDeviceProp prop;
   HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -59,13 +70,7 @@ int cmd_bench_prefill(const Args& a) {
   const size_t base_used = used_device_bytes() - ballast_b;
   std::unique_ptr<cuda::Engine> eng = make_engine(model);
   const Config& c = eng->config();
-  // Each prompt and the tokens decoded after it must fit the model's window: refused before any prefill runs.
-  for (int64_t T : lengths)
-    if (T < 1 || T + ndec > c.max_position_embeddings)
-      throw UsageError("hkv bench-prefill: --tokens " + std::to_string(T) + " with --decode " + std::to_string(ndec) +
-                       " needs positions 0.." + std::to_string(T + ndec - 1) + ", past max_position_embeddings " +
-                       std::to_string(c.max_position_embeddings) + " of " + model + " (use --tokens up to " +
-                       std::to_string(c.max_position_embeddings - ndec) + ")");
+  check_window(c);
   // As hkv bench: the bf16 embedding table (2.54 GB at the 27B shape, one row read a token) in pinned host
   // memory unless --embed device.
   const size_t moved = a.get("embed", "host") != "device" ? eng->embedding_to_host() : 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [profile] [profile-prefill] [stalls] [prefill] [generate]
+# [peer] [bench-ops] [profile] [profile-prefill] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -194,6 +194,16 @@ for s in $stages; do
       timeout "${HKV_STALLS_LIMIT:-300}" cuda/profile_stalls.sh build-gpu/hkv > "$OUT/stalls.log" 2>&1
       echo "stalls: rc=$?" | tee -a "$summary"
       grep -E "^\||error|ERROR" "$OUT/stalls.log" | head -40 | tee -a "$summary" ;;
+    sass)  # the machine code of the matvec and attention kernels, and the loops of the hot ones (scripts/sass_loops.py)
+      for f in matvec attention; do
+        cuobjdump -sass "build-gpu/CMakeFiles/hkv_cuda.dir/cuda/$f.cu.o" > "$OUT/$f.sass" 2>&1
+      done
+      {
+        python3 scripts/sass_loops.py "$OUT/matvec.sass" matvec_mlx4_smem_kernelILi1ELi2ELi4ELb1E --min 200
+        python3 scripts/sass_loops.py "$OUT/attention.sass" attn_chunk_kernelILNS_6KvKindE2ELi6ELi256ELi1ELi1E --min 60
+      } > "$OUT/sass-loops.txt" 2>&1
+      echo "sass: $OUT/matvec.sass, $OUT/attention.sass" | tee -a "$summary"
+      cut -c1-200 "$OUT/sass-loops.txt" | tee -a "$summary" ;;
     profile)  # ncu: a decode token's kernel time by kernel
       timeout "${HKV_PROFILE_LIMIT:-200}" cuda/profile_token.sh build-gpu/hkv > "$OUT/profile.log" 2>&1
       echo "profile: rc=$?" | tee -a "$summary"

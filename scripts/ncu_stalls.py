@@ -13,6 +13,22 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ncu_by_kernel import base_name  # noqa: E402
 
+
+def with_args(full):
+    """The kernel's name with its template arguments: one template serves several shapes (the matvec's rows
+    a warp and chunks a round, the attention's format, heads and staging), and they stall differently."""
+    s = full.replace("(anonymous namespace)", "").replace("<unnamed>", "").replace("unnamed>", "")
+    name = base_name(full)
+    i = s.find(name + "<")
+    if i < 0:
+        return name
+    depth = 0
+    for j in range(i + len(name), len(s)):
+        depth += {"<": 1, ">": -1}.get(s[j], 0)
+        if depth == 0:
+            return s[i:j + 1]
+    return name
+
 STALL = "smsp__average_warps_issue_stalled_"
 SCALE_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
 
@@ -34,7 +50,7 @@ def launches(path):
         sys.exit(f"{path}: no column {missing[0]!r} in the ncu CSV header")
     out = {}
     for r in rows[1:]:
-        kernel = base_name(r[col["Kernel Name"]])
+        kernel = with_args(r[col["Kernel Name"]])
         grid = r[col["Grid Size"]] if "Grid Size" in col else "?"
         name, unit, value = r[col["Metric Name"]], r[col["Metric Unit"]], number(r[col["Metric Value"]])
         if name == "gpu__time_duration.sum":

@@ -498,6 +498,23 @@ TEST_CASE("bad input: a fixture whose hash does not match") {
 #endif
 }
 
+TEST_CASE("bench-prefill: a prompt and its decode steps past the model's window are refused before anything runs") {
+  // builtin:27b-mlx4 has 262,144 positions: 262,144 prompt tokens and 4 decode steps need 262,148. The run
+  // used to prefill for minutes and then fail at its first decode step; now it stops at once, with or without
+  // a GPU, naming both options and the longest prompt that fits.
+  BadDir root;
+  const Run r = run_hkv({"bench-prefill", "--tokens", "1024,262144", "--decode", "4"}, root.path / "window.stderr");
+  INFO("stderr: ", r.err);
+  if (r.err.find("built without") != std::string::npos) {
+    MESSAGE("skipped: hkv was built without the engine");
+    return;
+  }
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--tokens 262144 with --decode 4 needs positions 0..262147, past max_position_embeddings "
+                   "262144 of builtin:27b-mlx4 (use --tokens up to 262140)") != std::string::npos);
+  CHECK(r.err.find("needs a CUDA GPU") == std::string::npos);  // the window is checked first
+}
+
 TEST_CASE("no GPU: the engine's commands refuse with CUDA's reason, exit 2, and write nothing") {
   // Only where hkv has the engine but no usable GPU (as in CI): `hkv diff --require-gpu --list` exits 77 and
   // says "no GPU here" there; with a GPU it lists the cases and exits 0; without the engine it exits 77 and
