@@ -46,6 +46,9 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // kernel. The same bytes. Measured (H200, 2026-11-30, RESULTS §11): a 27B token's matvecs 8.68 against
 // 9.04 ms, decode at 1K 11.31 against 11.51 ms.
 void set_pdl(bool on);
+// An experiment (default off, or HKV_MV_RW1=1; not yet run on a GPU): the decode MLX4 matvec of shapes under
+// 16K rows with one row a warp instead of two, for a better balance of row groups over warps. The same bytes.
+void set_mlx4_rw1(bool on);
 // xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
 

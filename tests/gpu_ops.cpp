@@ -156,13 +156,16 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
         tasks.push_back({dms[m], outs.back()->p, ldy});
       }
       // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
-      // ordinary one (HKV_PDL=0); other types and widths have one launch
-      for (int pdl : {1, 0}) {
-        if (!pdl && (sh.t != WType::MLX4 || N > 2)) continue;
-        cuda::set_pdl(pdl == 1);
+      // ordinary one (HKV_PDL=0); then (cfg 2) the one-row-a-warp experiment (HKV_MV_RW1=1); other types and
+      // widths have one launch
+      for (int cfg : {1, 0, 2}) {
+        if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
+        cuda::set_pdl(cfg != 0);
+        cuda::set_mlx4_rw1(cfg == 2);
         for (auto& o : outs) o->poison();
         cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
         cuda::set_pdl(true);
+        cuda::set_mlx4_rw1(false);
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -180,9 +183,12 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
                 break;
               }
             }
-          std::printf("matvec_multi(type=%s,cols=%lld,group=%d,matrix %zu of %zu,rows=%lld,N=%lld,pdl=%d): %s\n",
+          std::printf("matvec_multi(type=%s,cols=%lld,group=%d,matrix %zu of %zu,rows=%lld,N=%lld,launch=%s): %s\n",
                       wtype_name(sh.t), (long long)sh.cols, sh.group, m + 1, dms.size(), (long long)R, (long long)N,
-                      pdl, d.empty() ? "OK" : ("FAIL " + d).c_str());
+                      cfg == 1   ? "pdl"
+                      : cfg == 0 ? "plain"
+                                 : "pdl,rw1",
+                      d.empty() ? "OK" : ("FAIL " + d).c_str());
           CHECK_MESSAGE(d.empty(), d);
           passed += d.empty();
           total++;
