@@ -242,7 +242,8 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // chunk chains in index order, the lane tree and the store. x_at(n, c, wi, a, b) gives x[n][32c + 8wi …]
 // as two float4; STREAM loads the weights with the streaming hint (each is read once a token).
 template <int NB, int RW, int U, bool STREAM, class XAt>
-__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, const float* xsum, XAt x_at) {
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, const float* xsum, XAt x_at,
+                                          bool pf = false) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
   const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
@@ -261,6 +262,19 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
   for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+    if (pf) {  // the experiment of set_mlx4_prefetch: the next round's lines into L2 before this round's loads
+#pragma unroll
+      for (int k = 0; k < U; k++) {
+        const int c = c0 + 32 * (U + k);
+        if (c < nch) {
+#pragma unroll
+          for (int r = 0; r < RW; r++) {
+            prefetch_l2(q[r] + c);
+            if (k == 0) prefetch_l2(srow[r] + (c >> gshift)), prefetch_l2(brow[r] + (c >> gshift));
+          }
+        }
+      }
+    }
     uint4 u[U][RW];
     uint16_t sb[U][RW], bb[U][RW];
 #pragma unroll
@@ -318,7 +332,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through shared memory
 // (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
-template <int NB, int RW, int U, bool PDL>
+template <int NB, int RW, int U, bool PDL, bool PF = false>
 __global__ void __launch_bounds__(kWarps * 32)
     matvec_mlx4_smem_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
   extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
@@ -346,11 +360,24 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
-    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, xsum, [&](int n, int c, int wi, float4& a, float4& b) {
-      const float4* base = xs4 + n * nch * 8 + 8 * c;
-      a = base[(2 * wi) ^ (c & 7)];
-      b = base[(2 * wi + 1) ^ (c & 7)];
-    });
+    if (PF && g + stride < total) {  // the experiment: the next group's first round into L2 (as the PDL prologue)
+      int64_t nlocal;
+      const DMat& W = ts.t[find_task(ts, g + stride, nlocal)].W;
+      for (int r = 0; r < RW && nlocal * RW + r < W.rows; r++) {
+        const uint4* q = reinterpret_cast<const uint4*>(W.data) + (nlocal * RW + r) * (cols / 32);
+#pragma unroll
+        for (int k = 0; k < U; k++)
+          if (lane + 32 * k < nch) prefetch_l2(q + lane + 32 * k);
+      }
+    }
+    mlx4_rows<NB, RW, U, true>(
+        ts.t[t], local * RW, lane, xsum,
+        [&](int n, int c, int wi, float4& a, float4& b) {
+          const float4* base = xs4 + n * nch * 8 + 8 * c;
+          a = base[(2 * wi) ^ (c & 7)];
+          b = base[(2 * wi + 1) ^ (c & 7)];
+        },
+        PF);
   }
 }
 
@@ -386,14 +413,24 @@ int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_
   return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
 }
 
-template <int NB, int RW, int U>
-void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
-  const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
-  const int64_t g = ts.block_start[n];
-  if (g == 0) return;
-  const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
+// HKV_MV_PF=1 or set_mlx4_prefetch(true), an experiment (not yet run on a GPU): the decode kernel's warps
+// prefetch into L2 the lines of their next round (and of their next row group's first round) before loading
+// this one. ncu (RESULTS §2) has them stalled mostly on their loads (long_scoreboard): a prefetch holds no
+// register, so the bytes in flight no longer depend on occupancy. 8–16 more instructions a round of ~1,000.
+int g_pf = -1;
+bool prefetch_enabled() {
+  if (g_pf < 0) {
+    const char* e = std::getenv("HKV_MV_PF");
+    g_pf = e && std::strcmp(e, "1") == 0;
+  }
+  return g_pf == 1;
+}
+
+template <int NB, int RW, int U, bool PF>
+void launch_mlx4_smem_as(const Tasks& ts, int64_t g, size_t smem, const float* X, int64_t ldx, const float* xsum,
+                         cudaStream_t st) {
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
-    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true>;
+    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, PF>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -404,10 +441,22 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, 
     HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ts, X, ldx, xsum));
     return;
   }
-  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false>;
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, PF>;
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
   kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
   HKV_CHECK_LAUNCH();
+}
+
+template <int NB, int RW, int U>
+void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
+  const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
+  const int64_t g = ts.block_start[n];
+  if (g == 0) return;
+  const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
+  if (prefetch_enabled())
+    launch_mlx4_smem_as<NB, RW, U, true>(ts, g, smem, X, ldx, xsum, st);
+  else
+    launch_mlx4_smem_as<NB, RW, U, false>(ts, g, smem, X, ldx, xsum, st);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -490,6 +539,7 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 
 void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 void set_mlx4_rw1(bool on) { g_rw1 = on ? 1 : 0; }
+void set_mlx4_prefetch(bool on) { g_pf = on ? 1 : 0; }
 
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
   const int64_t nch = cols / 32;

@@ -156,16 +156,19 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
         tasks.push_back({dms[m], outs.back()->p, ldy});
       }
       // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
-      // ordinary one (HKV_PDL=0); then (cfg 2) the one-row-a-warp experiment (HKV_MV_RW1=1); other types and
-      // widths have one launch
-      for (int cfg : {1, 0, 2}) {
+      // ordinary one (HKV_PDL=0); then the experiments: (cfg 2) one row a warp (HKV_MV_RW1=1), (cfg 3) the
+      // L2 prefetch of the next round (HKV_MV_PF=1), (cfg 4) both; other types and widths have one launch
+      static const char* const kLaunch[] = {"plain", "pdl", "pdl,rw1", "pdl,pf", "pdl,rw1,pf"};
+      for (int cfg : {1, 0, 2, 3, 4}) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         cuda::set_pdl(cfg != 0);
-        cuda::set_mlx4_rw1(cfg == 2);
+        cuda::set_mlx4_rw1(cfg == 2 || cfg == 4);
+        cuda::set_mlx4_prefetch(cfg >= 3);
         for (auto& o : outs) o->poison();
         cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
         cuda::set_pdl(true);
         cuda::set_mlx4_rw1(false);
+        cuda::set_mlx4_prefetch(false);
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -185,10 +188,7 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
             }
           std::printf("matvec_multi(type=%s,cols=%lld,group=%d,matrix %zu of %zu,rows=%lld,N=%lld,launch=%s): %s\n",
                       wtype_name(sh.t), (long long)sh.cols, sh.group, m + 1, dms.size(), (long long)R, (long long)N,
-                      cfg == 1   ? "pdl"
-                      : cfg == 0 ? "plain"
-                                 : "pdl,rw1",
-                      d.empty() ? "OK" : ("FAIL " + d).c_str());
+                      kLaunch[cfg], d.empty() ? "OK" : ("FAIL " + d).c_str());
           CHECK_MESSAGE(d.empty(), d);
           passed += d.empty();
           total++;
