@@ -482,7 +482,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
-  __shared__ float mn_s[kMergeTile + 1], fa_s[kMergeTile], fb_s[kMergeTile];
+  __shared__ float mn_s[kMergeTile + 1], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
   const int d = threadIdx.x, lane = d & 31, h = blockIdx.y;
   const int64_t row = blockIdx.x;
@@ -493,12 +493,18 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   for (int t0 = 0; t0 < nch; t0 += kMergeTile) {
     const int tn = min(kMergeTile, nch - t0);
     __syncthreads();
-    for (int i = d; i < tn; i += blockDim.x) mn_s[i] = part[int64_t(t0 + i) * (D + 2)];  // mc
+    // every chunk's (mc, lc) of the tile into shared memory at once: the chains below then wait on no
+    // global load (thread 0's l chain had one load's latency a chunk: 512 at depth 262,144)
+    for (int i = d; i < tn; i += blockDim.x) {
+      const float* p = part + int64_t(t0 + i) * (D + 2);
+      mc_s[i] = p[0];
+      lc_s[i] = p[1];
+    }
     __syncthreads();
     if (d == 0) {  // m' = max(m, mc), chunks in order
       float m = mn_s[kMergeTile];
       for (int i = 0; i < tn; i++) {
-        const float mc = mn_s[i];
+        const float mc = mc_s[i];
         const float mn = m > mc ? m : mc;
         fa_s[i] = m;  // the maximum before chunk i, for its factor a
         mn_s[i] = mn;
@@ -508,14 +514,15 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
     }
     __syncthreads();
     for (int i = d; i < tn; i += blockDim.x) {
-      const float mc = part[int64_t(t0 + i) * (D + 2)], mn = mn_s[i];
+      const float mc = mc_s[i], mn = mn_s[i];
       fa_s[i] = hkv::exp_c(fa_s[i] - mn);
       fb_s[i] = hkv::exp_c(mc - mn);
     }
     __syncthreads();
     if (d == 0)
-      for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], part[int64_t(t0 + i) * (D + 2) + 1] * fb_s[i]);
-#pragma unroll 8
+      for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
+        // unrolled by 32: the 32 loads of oc are issued before the chain needs them (by 8 they were 8 a latency)
+#pragma unroll 32
     for (int i = 0; i < tn; i++) o = hkv::fma_rn(o, fa_s[i], part[int64_t(t0 + i) * (D + 2) + 2 + d] * fb_s[i]);
   }
   if (d == 0) l_s = l;
