@@ -235,15 +235,17 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
   if (reps < 1) throw UsageError("hkv bench: --reps must be at least 1");
   std::vector<cuda::AttnShape> shapes;
   for (const std::string& sh : split_list(a.get("attn-shape", "auto"))) {
-    if (sh != "auto" && sh != "narrow" && sh != "wide" && sh != "narrow-v" && sh != "narrow-h2")
-      throw UsageError("hkv bench: --attn-shape takes auto, narrow, wide, narrow-v or narrow-h2, not '" + sh + "'");
+    if (sh != "auto" && sh != "narrow" && sh != "wide" && sh != "narrow-v" && sh != "narrow-h2" && sh != "narrow-v2")
+      throw UsageError("hkv bench: --attn-shape takes auto, narrow, wide, narrow-v, narrow-h2 or narrow-v2, not '" +
+                       sh + "'");
     shapes.push_back(sh == "wide"        ? cuda::AttnShape::Wide
                      : sh == "narrow"    ? cuda::AttnShape::Narrow
                      : sh == "narrow-v"  ? cuda::AttnShape::NarrowV
                      : sh == "narrow-h2" ? cuda::AttnShape::NarrowH2
+                     : sh == "narrow-v2" ? cuda::AttnShape::NarrowV2
                                          : cuda::AttnShape::Auto);
   }
-  const char* shape_name[] = {"auto", "narrow", "wide", "narrow-v", "narrow-h2"};
+  const char* shape_name[] = {"auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2"};
   int l2 = 0;
   HKV_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim, L = c.n_full_layers();

@@ -309,6 +309,42 @@ __device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, 
   }
 }
 
+// Elements d and d + 1 (d even, so one group) of a row as s_g·u_d and s_g·u_{d+1}, exactly as value_at: one
+// scale load and conversion for both, and one code load (q4h: the byte of both nibbles; fp8: two bytes).
+template <KvKind F, bool SMEM>
+__device__ __forceinline__ void value_pair(const uint8_t* row, int D, int d, float& v0, float& v1) {
+  if constexpr (F == KvKind::BF16) {  // compiled, never launched: bf16 takes the narrow shape
+    v0 = value_at<F, SMEM>(row, D, d), v1 = value_at<F, SMEM>(row, D, d + 1);
+  } else if constexpr (F == KvKind::FP8) {
+    const float s = f32_from_f16_hw(load_u16<SMEM>(row + D + 2 * (d / 32)));
+    const uint16_t w = load_u16<SMEM>(row + d);
+    v0 = s * f32_from_e4m3_hw(uint8_t(w & 0xffu)), v1 = s * f32_from_e4m3_hw(uint8_t(w >> 8));
+  } else {
+    const float s = f32_from_f16_hw(load_u16<SMEM>(row + D / 2 + 2 * (d / 32)));
+    const uint32_t b = load_u8<SMEM>(row + d / 2);  // low nibble d, high nibble d + 1 (see value_at)
+    v0 = s * (__uint_as_float(masked_or<0x0fu, 0x4b000000u>(b)) - 8388616.0f);
+    v1 = s * (__uint_as_float(masked_or<0xf0u, 0x49000000u>(b)) - 524296.0f);
+  }
+}
+
+// value_loop for two elements a thread, d and d + 1 (the experiment of the narrow-v2 shape): both share the
+// key's weights, its group scale and its code load; each (head, element) chain takes the keys in order as in
+// value_loop.
+template <KvKind F, int NG, bool SMEM>
+__device__ __forceinline__ void value_loop2(const uint8_t* base, size_t rstride, int D, int d, int len,
+                                            const float* e_s, float (&oc)[NG][2]) {
+#pragma unroll 4
+  for (int j = 0; j < len; j++) {
+    const uint8_t* row = base + size_t(j) * rstride;
+    float v0, v1;
+    value_pair<F, SMEM>(row, D, d, v0, v1);
+    float e[NG];
+    weights<NG>(e_s + j * kEs, e);
+#pragma unroll
+    for (int h = 0; h < NG; h++) oc[h][0] = hkv::fma_rn(e[h], v0, oc[h][0]), oc[h][1] = hkv::fma_rn(e[h], v1, oc[h][1]);
+  }
+}
+
 // Rows 0 … len − 1 (row_bytes each, a multiple of 16; stride bytes apart in global memory) copied back to
 // back into shared memory by cp.async, 16 bytes a copy, as one committed group.
 template <int T>
@@ -325,7 +361,7 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
-template <KvKind F, int NG, int T, int DPT, int STAGE = 0>
+template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1>
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
   __shared__ __align__(16) float q_s[NG * kMaxD];     // [head][D]
@@ -391,25 +427,37 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
       cp_async_wait<0>();
       __syncthreads();
     }
-    for (int d = tid; d < D; d += T) {
-      float oc[NG];
+    if constexpr (VP == 2) {  // narrow-v2 (an experiment): elements 2·tid and 2·tid + 1, staged V rows
+      static_assert(STAGE > 0, "narrow-v2 reads staged V rows");
+      for (int d = 2 * tid; d < D; d += 2 * T) {
+        float oc[NG][2];
 #pragma unroll
-      for (int h = 0; h < NG; h++) oc[h] = 0.0f;
-      if constexpr (STAGE > 0) {
-        value_loop<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
-      } else if constexpr (F == KvKind::BF16) {
-        // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
-        // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
-        // a token at 1K, 1.81 → 1.49 ms at 32K. q4h was slower with it (2.34 → 3.58 ms at 1K), so fp8 and
-        // q4h keep one key at a time (and, in the narrow shape, their rows staged in shared memory).
-        value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
-      } else {
-        value_loop<F, NG, false>(vbase, stride, D, d, len, e_s, oc);
+        for (int h = 0; h < NG; h++) oc[h][0] = oc[h][1] = 0.0f;
+        value_loop2<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
+#pragma unroll
+        for (int h = 0; h < NG; h++)
+          if (h < ng) part[h * head_stride + 2 + d] = oc[h][0], part[h * head_stride + 3 + d] = oc[h][1];
       }
+    } else
+      for (int d = tid; d < D; d += T) {
+        float oc[NG];
 #pragma unroll
-      for (int h = 0; h < NG; h++)
-        if (h < ng) part[h * head_stride + 2 + d] = oc[h];
-    }
+        for (int h = 0; h < NG; h++) oc[h] = 0.0f;
+        if constexpr (STAGE > 0) {
+          value_loop<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
+        } else if constexpr (F == KvKind::BF16) {
+          // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
+          // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
+          // a token at 1K, 1.81 → 1.49 ms at 32K. q4h was slower with it (2.34 → 3.58 ms at 1K), so fp8 and
+          // q4h keep one key at a time (and, in the narrow shape, their rows staged in shared memory).
+          value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
+        } else {
+          value_loop<F, NG, false>(vbase, stride, D, d, len, e_s, oc);
+        }
+#pragma unroll
+        for (int h = 0; h < NG; h++)
+          if (h < ng) part[h * head_stride + 2 + d] = oc[h];
+      }
   } else {
     static_assert(DPT == 8, "DPT is 1 or 8");
     constexpr int nw = F == KvKind::BF16 ? 4 : F == KvKind::FP8 ? 2 : 1;  // code words of 8 elements
@@ -538,13 +586,20 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (shape == AttnShape::Wide) {
     attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, hpb, maxch, scale);
-  } else if (shape != AttnShape::NarrowV && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
-             2 * kChunk * a.row_bytes <= kStageMax) {
+  } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
+             a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 2>;  // K and V staged (q4h at head_dim 256: 144 KB)
     static bool ready = false;                          // once per instantiation: allow the dynamic shared memory
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
     kernel<<<grid, 256, 2 * kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
+  } else if (shape == AttnShape::NarrowV2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
+             kChunk * a.row_bytes <= kStageMax) {
+    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1, 2>;  // V staged, two elements a thread
+    static bool ready = false;
+    if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
+    ready = true;
+    kernel<<<grid, 256, kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1>;  // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
     static bool ready = false;

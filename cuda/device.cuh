@@ -15,6 +15,16 @@ namespace hkv::cuda {
 
 constexpr unsigned kFull = 0xffffffffu;
 
+// (w & MASK) | EXP as one lop3: a LOP3 instruction takes one immediate, and written in C++ with two constants
+// ptxas issues two LOP3s; given the lop3, it keeps one constant in a register (hoisted out of loops) and
+// issues one. The exact-float extraction of a code from its bits (matvec's nib, the q4h value) is this.
+template <uint32_t MASK, uint32_t EXP>
+__device__ __forceinline__ uint32_t masked_or(uint32_t w) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(w), "n"(MASK), "n"(EXP));  // 0xEA: (a & b) | c
+  return r;
+}
+
 // Stored cache values by the card's conversion instructions rather than hkv::f32_from_f16/f32_from_e4m3's
 // integer code (which the compiler turns into ~15 instructions and two branches an element). Both give
 // the same float for every finite f16 and every e4m3 code but the NaN 0x7f/0xff: cvt.f32.f16 without .ftz

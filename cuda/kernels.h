@@ -94,7 +94,9 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // (many chunks); NarrowV, Narrow with only the V rows staged, so that two q4h blocks fit a multiprocessor
 // (72 KB each against 144 KB with K staged too); NarrowH2, Narrow with two query heads a block instead of
 // all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×). Auto picks by block count (attention()).
-enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2 };
+// NarrowV2 (an experiment, not yet run on a GPU): NarrowV with two elements a thread in the value phase (128
+// threads), so that each key's weights, scale and q4h code byte serve two elements; bf16 takes Narrow.
+enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2 };
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;

@@ -95,17 +95,13 @@ __device__ __forceinline__ float dense_at(const void* row, int64_t j) {
     return hkv::f32_from_f16(static_cast<const uint16_t*>(row)[j]);
 }
 
-// The float value q (0..15) of nibble k of w, exactly: (2^(23−4k) + q) − 2^(23−4k). k in 0..4.
-// (w & mask) | exponent is one lop3 written out: a LOP3 instruction takes one immediate, and from C++ ptxas
-// split it into two LOP3s (the SASS of session 4: 521 LOP3 for a round of 256 weights, 5.0 instructions a
-// weight); given the lop3 with both constants, it keeps the exponent in a register and issues one.
+// The float value q (0..15) of nibble k of w, exactly: (2^(23−4k) + q) − 2^(23−4k). k in 0..4. One lop3
+// (masked_or; as two LOP3s, the SASS of session 4 had 521 LOP3 for a round of 256 weights, 5.0 instructions
+// a weight) and one add.
 template <int K>
 __device__ __forceinline__ float nib(uint32_t w) {
-  constexpr uint32_t mask = 0xfu << (4 * K), exp_bits = uint32_t(127 + 23 - 4 * K) << 23;
   constexpr float offset = float(1u << (23 - 4 * K));
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(w), "n"(mask), "n"(exp_bits));  // (a & b) | c
-  return __uint_as_float(r) - offset;
+  return __uint_as_float(masked_or<0xfu << (4 * K), uint32_t(127 + 23 - 4 * K) << 23>(w)) - offset;
 }
 
 struct Tasks {

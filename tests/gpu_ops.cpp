@@ -407,7 +407,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
       // every kernel shape and the automatic choice
       for (cuda::AttnShape shape : {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide,
-                                    cuda::AttnShape::NarrowV, cuda::AttnShape::NarrowH2}) {
+                                    cuda::AttnShape::NarrowV, cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2}) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
@@ -420,11 +420,12 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         std::string d = first_diff(out.get(), ref);
         std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s): %s\n", f.name().c_str(), k.D, k.H, k.KV,
                     cap,
-                    shape == cuda::AttnShape::Auto      ? "auto"
-                    : shape == cuda::AttnShape::Narrow  ? "narrow"
-                    : shape == cuda::AttnShape::Wide    ? "wide"
-                    : shape == cuda::AttnShape::NarrowV ? "narrow-v"
-                                                        : "narrow-h2",
+                    shape == cuda::AttnShape::Auto       ? "auto"
+                    : shape == cuda::AttnShape::Narrow   ? "narrow"
+                    : shape == cuda::AttnShape::Wide     ? "wide"
+                    : shape == cuda::AttnShape::NarrowV  ? "narrow-v"
+                    : shape == cuda::AttnShape::NarrowV2 ? "narrow-v2"
+                                                         : "narrow-h2",
                     d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
