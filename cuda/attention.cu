@@ -363,6 +363,7 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
 // for before the scores). The operations and their order are unchanged.
 template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1>
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
   extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
   __shared__ __align__(16) float q_s[NG * kMaxD];     // [head][D]
   __shared__ __align__(16) float e_s[kChunk * kEs];   // [key][head]: scores, then weights
@@ -530,6 +531,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
+  pdl_wait();  // as attn_chunk_kernel
   __shared__ float mn_s[kMergeTile + 1], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
   const int d = threadIdx.x, lane = d & 31, h = blockIdx.y;
@@ -585,29 +587,29 @@ template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (shape == AttnShape::Wide) {
-    attn_chunk_kernel<F, NG, 64, 8><<<grid, 64, 0, st>>>(a, qblocks, hpb, maxch, scale);
+    launch_k(attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
   } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
              a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 2>;  // K and V staged (q4h at head_dim 256: 144 KB)
     static bool ready = false;                          // once per instantiation: allow the dynamic shared memory
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
-    kernel<<<grid, 256, 2 * kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
+    launch_k(kernel, grid, dim3(256), 2 * kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
   } else if (shape == AttnShape::NarrowV2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
              kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1, 2>;  // V staged, two elements a thread
     static bool ready = false;
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
-    kernel<<<grid, 256, kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
+    launch_k(kernel, grid, dim3(256), kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
     auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1>;  // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
     static bool ready = false;
     if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
     ready = true;
-    kernel<<<grid, 256, kChunk * a.row_bytes, st>>>(a, qblocks, hpb, maxch, scale);
+    launch_k(kernel, grid, dim3(256), kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
   } else {
-    attn_chunk_kernel<F, NG, 256, 1><<<grid, 256, 0, st>>>(a, qblocks, hpb, maxch, scale);
+    launch_k(attn_chunk_kernel<F, NG, 256, 1>, grid, dim3(256), 0, st, a, qblocks, hpb, maxch, scale);
   }
   HKV_CHECK_LAUNCH();
 }
@@ -672,8 +674,8 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  attn_merge_kernel<<<dim3(unsigned(a.N), unsigned(a.H)), unsigned(a.D), 0, st>>>(a, maxch, a.kind == KvKind::Q4H);
-  HKV_CHECK_LAUNCH();
+  launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
+           a.kind == KvKind::Q4H);
 }
 
 }  // namespace hkv::cuda

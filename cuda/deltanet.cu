@@ -22,6 +22,7 @@ namespace {
 constexpr int kMaxK = 8;
 
 __global__ void conv_kernel(DeltaArgs a) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   const int64_t ch = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int b = blockIdx.y;
   if (ch >= a.C) return;
@@ -66,6 +67,7 @@ __device__ __forceinline__ float delta_column(float (&s)[DK], const float* q_s, 
 
 template <int DK>
 __global__ void recurrence_kernel(DeltaArgs a) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   __shared__ float q_s[DK], k_s[DK], o_s[1024];
   __shared__ float r_s;
   const int b = blockIdx.x, h = blockIdx.y, j = threadIdx.x, dv = a.dv;
@@ -129,19 +131,18 @@ void deltanet(const DeltaArgs& a, cudaStream_t st) {
   if (a.N <= 0 || a.B <= 0) return;
   if (a.K < 1 || a.K > kMaxK) throw std::runtime_error("deltanet: conv kernel size must be 1..8");
   if (a.dv % 32 != 0 || a.dv > 1024) throw std::runtime_error("deltanet: value head dim must be a multiple of 32");
-  conv_kernel<<<dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), 256, 0, st>>>(a);
-  HKV_CHECK_LAUNCH();
+  launch_k(conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
   l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
   dim3 grid(unsigned(a.B), unsigned(a.nv));
   switch (a.dk) {
     case 32:
-      recurrence_kernel<32><<<grid, unsigned(a.dv), 0, st>>>(a);
+      launch_k(recurrence_kernel<32>, grid, dim3(unsigned(a.dv)), 0, st, a);
       break;
     case 64:
-      recurrence_kernel<64><<<grid, unsigned(a.dv), 0, st>>>(a);
+      launch_k(recurrence_kernel<64>, grid, dim3(unsigned(a.dv)), 0, st, a);
       break;
     case 128:
-      recurrence_kernel<128><<<grid, unsigned(a.dv), 0, st>>>(a);
+      launch_k(recurrence_kernel<128>, grid, dim3(unsigned(a.dv)), 0, st, a);
       break;
     default:
       throw std::runtime_error("deltanet: key head dim " + std::to_string(a.dk) + " (32, 64 or 128 supported)");

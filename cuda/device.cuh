@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "reference/scalar.h"
 
@@ -80,6 +81,27 @@ __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;\n" :::);
 #endif
 }
+// launch_k(kernel, grid, block, smem, stream, args…): kernel<<<grid, block, smem, stream>>>(args…), or, under
+// HKV_PDL_ALL=1 / set_pdl_all(true) (an experiment, not yet run on a GPU), the same as a programmatic dependent
+// launch. Every kernel launched through it begins with pdl_wait(), so it reads and writes nothing before the
+// kernel ahead of it has completed: only its launch and the ramp of its blocks overlap that kernel's tail.
+bool pdl_all_enabled();
+template <class... P, class... A>
+void launch_k(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+  if (pdl_all_enabled()) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+    cfg.attrs = attr, cfg.numAttrs = 1;
+    HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+  } else {
+    kernel<<<grid, block, smem, st>>>(args...);
+    HKV_CHECK_LAUNCH();
+  }
+}
+
 // The 128-byte line holding p into L2 (no register written, nothing waited for).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 

@@ -52,6 +52,10 @@ void set_mlx4_rw1(bool on);
 // An experiment (default off, or HKV_MV_PF=1; not yet run on a GPU): the decode MLX4 matvec's warps prefetch
 // their next round's lines into L2 before each round's loads. The same bytes.
 void set_mlx4_prefetch(bool on);
+// An experiment (default off, or HKV_PDL_ALL=1; not yet run on a GPU): the decode path's other kernels
+// (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, chunk sums, embedding) as
+// programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.
+void set_pdl_all(bool on);
 // xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
 

@@ -23,6 +23,7 @@ __device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
 __global__ void kv_pack_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
                                uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
                                size_t row_bytes, int* err) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   const int lane = threadIdx.x, h = blockIdx.y, which = blockIdx.z;
   const int64_t row = blockIdx.x;
   const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
@@ -110,9 +111,8 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
   if (N <= 0) return;
   if (D % 32 != 0) throw std::runtime_error("kv_pack: head_dim must be a multiple of 32");
   KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
-  kv_pack_kernel<<<dim3(unsigned(N), unsigned(KV), 2), 32, 0, st>>>(kind, k, ldk, v, ldv, kdst, vdst, pos, KV, D,
-                                                                    kv_row_bytes(f, D), err);
-  HKV_CHECK_LAUNCH();
+  launch_k(kv_pack_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(32), 0, st, kind, k, ldk, v, ldv, kdst, vdst, pos,
+           KV, D, kv_row_bytes(f, D), err);
 }
 
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {

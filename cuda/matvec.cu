@@ -72,6 +72,7 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 // (coalesced; one pad float every 32 so the summing threads hit distinct banks), then thread c sums its
 // chunk's 32 elements in index order from 0.0f.
 __global__ void chunk_sums_kernel(const float* X, int64_t ldx, int64_t nch, float* xsum) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   __shared__ float vs[256 + 8];
   pdl_trigger();  // the matvec that reads xsum may launch (it waits for this grid before reading)
   const int64_t n = blockIdx.y, e = int64_t(blockIdx.x) * 256 + threadIdx.x;
@@ -534,14 +535,26 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 }  // namespace
 
 void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
+
+// HKV_PDL_ALL=1 or set_pdl_all(true): launch_k's kernels as programmatic dependent launches (device.cuh).
+namespace {
+int g_pdl_all = -1;
+}
+bool pdl_all_enabled() {
+  if (g_pdl_all < 0) {
+    const char* e = std::getenv("HKV_PDL_ALL");
+    g_pdl_all = e && std::strcmp(e, "1") == 0;
+  }
+  return g_pdl_all == 1;
+}
+void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
 void set_mlx4_rw1(bool on) { g_rw1 = on ? 1 : 0; }
 void set_mlx4_prefetch(bool on) { g_pf = on ? 1 : 0; }
 
 void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
   const int64_t nch = cols / 32;
   if (N <= 0 || nch <= 0) return;
-  chunk_sums_kernel<<<dim3(unsigned((nch + 7) / 8), unsigned(N)), 256, 0, st>>>(X, ldx, nch, xsum);
-  HKV_CHECK_LAUNCH();
+  launch_k(chunk_sums_kernel, dim3(unsigned((nch + 7) / 8), unsigned(N)), dim3(256), 0, st, X, ldx, nch, xsum);
 }
 
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const float* xsum,

@@ -28,6 +28,7 @@ __host__ __device__ constexpr int pad32(int i) { return i + (i >> 5); }
 __global__ void __launch_bounds__(1024)
     add_rmsnorm_kernel(float* __restrict__ H, const float* __restrict__ Y, int64_t ldh, const float* __restrict__ w,
                        bool plain, int n, float eps, float* __restrict__ Out, int64_t ldo, float* __restrict__ xsum) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   extern __shared__ float hs[];  // pad32(n) floats
   __shared__ float r_s;
   pdl_trigger();  // the matvec that reads out and xsum may launch (it waits for this grid before reading)
@@ -94,6 +95,7 @@ __global__ void __launch_bounds__(1024)
 // a = silu_c(a)·b, one thread an element; then each 32-element chunk's sum in index order, from shared
 // memory, by one thread. A block covers 8 chunks.
 __global__ void silu_mul_sums_kernel(float* a, const float* b, int64_t n, float* xsum) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   __shared__ float vs[pad32(256)];
   pdl_trigger();  // as in add_rmsnorm_kernel: down_proj's matvec may launch
   const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
@@ -112,6 +114,7 @@ __global__ void silu_mul_sums_kernel(float* a, const float* b, int64_t n, float*
 }
 
 __global__ void l2norm_heads_kernel(float* X, int64_t ld, int dim, int nscaled, float scale) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   const int lane = threadIdx.x, h = blockIdx.y;
   float* x = X + int64_t(blockIdx.x) * ld + int64_t(h) * dim;
   const float r = hkv::rsqrt_c(warp_sum_squares(x, dim, lane) + 1e-6f);
@@ -124,6 +127,7 @@ __global__ void l2norm_heads_kernel(float* X, int64_t ld, int dim, int nscaled, 
 
 __global__ void attn_prep_kernel(const float* qg, float* q, float* k, const float* q_norm, const float* k_norm,
                                  const float* rope, int H, int KV, int D, int rd, float eps) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   __shared__ float buf[1024];
   const int lane = threadIdx.x, hh = blockIdx.y;
   const int64_t row = blockIdx.x;
@@ -155,17 +159,20 @@ __global__ void attn_prep_kernel(const float* qg, float* q, float* k, const floa
 }
 
 __global__ void embed_kernel(DMat E, const int32_t* tokens, float* h) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   const int64_t row = blockIdx.x, t = tokens[row], n = E.cols;
   float* out = h + row * n;
   for (int64_t c = threadIdx.x; c < n; c += blockDim.x) out[c] = dmat_at(E, t, c);
 }
 
 __global__ void silu_mul_kernel(float* a, const float* b, int64_t n) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) a[i] = hkv::silu_c(a[i]) * b[i];
 }
 
 __global__ void add_kernel(float* a, const float* b, int64_t n) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) a[i] = a[i] + b[i];
 }
@@ -179,8 +186,8 @@ void launch_add_rmsnorm(float* h, const float* y, int64_t ldh, const float* w, b
   if (xsum && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: chunk sums need n a multiple of 32");
   const size_t smem = size_t(n + n / 32 + 1) * 4;
   if (smem > 48 * 1024) throw std::runtime_error("rmsnorm: rows above 11,900 floats");
-  add_rmsnorm_kernel<<<unsigned(rows), 1024, smem, st>>>(h, y, ldh, w, plain, int(n), eps, out, ldo, xsum);
-  HKV_CHECK_LAUNCH();
+  launch_k(add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(1024), smem, st, h, y, ldh, w, plain, int(n), eps, out, ldo,
+           xsum);
 }
 }  // namespace
 
@@ -198,41 +205,35 @@ void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float
 void silu_mul_sums(float* a, const float* b, int64_t n, float* xsum, cudaStream_t st) {
   if (n <= 0) return;
   if (n % 32 != 0) throw std::runtime_error("silu_mul_sums: n must be a multiple of 32");
-  silu_mul_sums_kernel<<<unsigned((n + 255) / 256), 256, 0, st>>>(a, b, n, xsum);
-  HKV_CHECK_LAUNCH();
+  launch_k(silu_mul_sums_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n, xsum);
 }
 
 void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st) {
   if (N <= 0) return;
-  l2norm_heads_kernel<<<dim3(unsigned(N), unsigned(nheads)), 32, 0, st>>>(x, ld, dim, nscaled, scale);
-  HKV_CHECK_LAUNCH();
+  launch_k(l2norm_heads_kernel, dim3(unsigned(N), unsigned(nheads)), dim3(32), 0, st, x, ld, dim, nscaled, scale);
 }
 
 void attn_prep(const float* qg, float* q, float* k, const float* q_norm, const float* k_norm, const float* rope,
                int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st) {
   if (N <= 0) return;
   if (D > 1024) throw std::runtime_error("attn_prep: head_dim above 1024");
-  attn_prep_kernel<<<dim3(unsigned(N), unsigned(H + KV)), 32, 0, st>>>(qg, q, k, q_norm, k_norm, rope, H, KV, D, rd,
-                                                                       eps);
-  HKV_CHECK_LAUNCH();
+  launch_k(attn_prep_kernel, dim3(unsigned(N), unsigned(H + KV)), dim3(32), 0, st, qg, q, k, q_norm, k_norm, rope, H,
+           KV, D, rd, eps);
 }
 
 void embed_rows(const DMat& E, const int32_t* tokens, int64_t N, float* h, cudaStream_t st) {
   if (N <= 0) return;
-  embed_kernel<<<unsigned(N), 256, 0, st>>>(E, tokens, h);
-  HKV_CHECK_LAUNCH();
+  launch_k(embed_kernel, dim3(unsigned(N)), dim3(256), 0, st, E, tokens, h);
 }
 
 void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st) {
   if (n <= 0) return;
-  silu_mul_kernel<<<unsigned((n + 255) / 256), 256, 0, st>>>(a, b, n);
-  HKV_CHECK_LAUNCH();
+  launch_k(silu_mul_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n);
 }
 
 void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st) {
   if (n <= 0) return;
-  add_kernel<<<unsigned((n + 255) / 256), 256, 0, st>>>(a, b, n);
-  HKV_CHECK_LAUNCH();
+  launch_k(add_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n);
 }
 
 }  // namespace hkv::cuda
