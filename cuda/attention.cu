@@ -583,6 +583,16 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   a.out[row * a.ldo + int64_t(h) * D + d] = out;
 }
 
+// A chunk kernel with staged rows (256 threads): its dynamic shared memory allowed up to kStageMax once per
+// kernel (the static is per instantiation of this template, one per kernel), then launch_k.
+template <auto Kernel, class... A>
+void launch_staged(dim3 grid, size_t smem, cudaStream_t st, A... args) {
+  static bool ready = false;
+  if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
+  ready = true;
+  launch_k(Kernel, grid, dim3(256), smem, st, args...);
+}
+
 template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
@@ -590,24 +600,17 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
     launch_k(attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
   } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
              a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
-    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 2>;  // K and V staged (q4h at head_dim 256: 144 KB)
-    static bool ready = false;                          // once per instantiation: allow the dynamic shared memory
-    if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
-    ready = true;
-    launch_k(kernel, grid, dim3(256), 2 * kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
+    // K and V staged (q4h at head_dim 256: 144 KB)
+    launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2>>(grid, 2 * kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
+                                                       scale);
   } else if (shape == AttnShape::NarrowV2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
              kChunk * a.row_bytes <= kStageMax) {
-    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1, 2>;  // V staged, two elements a thread
-    static bool ready = false;
-    if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
-    ready = true;
-    launch_k(kernel, grid, dim3(256), kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
+    // V staged, two elements a thread
+    launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
+                                                          scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
-    auto kernel = attn_chunk_kernel<F, NG, 256, 1, 1>;  // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
-    static bool ready = false;
-    if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
-    ready = true;
-    launch_k(kernel, grid, dim3(256), kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
+    // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
+    launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
   } else {
     launch_k(attn_chunk_kernel<F, NG, 256, 1>, grid, dim3(256), 0, st, a, qblocks, hpb, maxch, scale);
   }

@@ -86,16 +86,21 @@ __device__ __forceinline__ void pdl_trigger() {
 // launch. Every kernel launched through it begins with pdl_wait(), so it reads and writes nothing before the
 // kernel ahead of it has completed: only its launch and the ramp of its blocks overlap that kernel's tail.
 bool pdl_all_enabled();
+// kernel<<<grid, block, smem, st>>>(args…) as a programmatic dependent launch (sm_90).
+template <class... P, class... A>
+void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
 template <class... P, class... A>
 void launch_k(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
   if (pdl_all_enabled()) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
-    cfg.attrs = attr, cfg.numAttrs = 1;
-    HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+    launch_pdl(kernel, grid, block, smem, st, args...);
   } else {
     kernel<<<grid, block, smem, st>>>(args...);
     HKV_CHECK_LAUNCH();

@@ -57,13 +57,15 @@ namespace {
 
 // The decode matvec is a programmatic dependent launch unless HKV_PDL=0 in the environment or set_pdl(false).
 int g_pdl = -1;  // -1: not yet read from the environment
-bool pdl_enabled() {
-  if (g_pdl < 0) {
-    const char* e = std::getenv("HKV_PDL");
-    g_pdl = !(e && std::strcmp(e, "0") == 0);
+// A switch read from the environment once into `cached` (−1 until then): NAME=1 on, NAME=0 off, else dflt.
+bool env_switch(int& cached, const char* name, bool dflt) {
+  if (cached < 0) {
+    const char* e = std::getenv(name);
+    cached = e && std::strcmp(e, "1") == 0 ? 1 : e && std::strcmp(e, "0") == 0 ? 0 : int(dflt);
   }
-  return g_pdl == 1;
+  return cached == 1;
 }
+bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
@@ -415,13 +417,7 @@ int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_
 // this one. ncu (RESULTS §2) has them stalled mostly on their loads (long_scoreboard): a prefetch holds no
 // register, so the bytes in flight no longer depend on occupancy. 8–16 more instructions a round of ~1,000.
 int g_pf = -1;
-bool prefetch_enabled() {
-  if (g_pf < 0) {
-    const char* e = std::getenv("HKV_MV_PF");
-    g_pf = e && std::strcmp(e, "1") == 0;
-  }
-  return g_pf == 1;
-}
+bool prefetch_enabled() { return env_switch(g_pf, "HKV_MV_PF", false); }
 
 template <int NB, int RW, int U, bool PF>
 void launch_mlx4_smem_as(const Tasks& ts, int64_t g, size_t smem, const float* X, int64_t ldx, const float* xsum,
@@ -429,13 +425,7 @@ void launch_mlx4_smem_as(const Tasks& ts, int64_t g, size_t smem, const float* X
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, PF>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(grid)), cfg.blockDim = dim3(kWarps * 32), cfg.dynamicSmemBytes = smem;
-    cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = 1;
-    HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ts, X, ldx, xsum));
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(kWarps * 32), smem, st, ts, X, ldx, xsum);
     return;
   }
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, PF>;
@@ -472,13 +462,7 @@ void launch_mlx4(const MatTask* tasks, int n, const float* X, int64_t ldx, const
 // the rest idle, so the launch lasts two groups' time for 1.21 groups of work (60%); one row a warp makes
 // 5,120 groups, at most 3 a warp for 2.42 on average (81%), for one more x load per chunk a row.
 int g_rw1 = -1;
-bool rw1_enabled() {
-  if (g_rw1 < 0) {
-    const char* e = std::getenv("HKV_MV_RW1");
-    g_rw1 = e && std::strcmp(e, "1") == 0;
-  }
-  return g_rw1 == 1;
-}
+bool rw1_enabled() { return env_switch(g_rw1, "HKV_MV_RW1", false); }
 
 // N = 1 or 2 with x in shared memory (the decode path): RW rows a warp and U chunks in flight a lane for
 // a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
@@ -540,13 +524,7 @@ void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 namespace {
 int g_pdl_all = -1;
 }
-bool pdl_all_enabled() {
-  if (g_pdl_all < 0) {
-    const char* e = std::getenv("HKV_PDL_ALL");
-    g_pdl_all = e && std::strcmp(e, "1") == 0;
-  }
-  return g_pdl_all == 1;
-}
+bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", false); }
 void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
 void set_mlx4_rw1(bool on) { g_rw1 = on ? 1 : 0; }
 void set_mlx4_prefetch(bool on) { g_pf = on ? 1 : 0; }
