@@ -14,6 +14,7 @@
 //   beta 1); finally attn_finish: out = O/l, warp_wht32 back (q4h), × sigmoid_c(gate), bf16.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -33,6 +34,28 @@ __global__ void dequant_kernel(DMat W, int64_t r0, int64_t n, uint16_t* out) {
     out[i] = static_cast<const uint16_t*>(W.data)[r * cols + c];
   else
     out[i] = hkv::bf16_from_f32(dmat_at(W, r, c));
+}
+
+// MLX4 rows r0 … r0 + gridDim.y − 1 (an experiment of session 4, not yet run on a GPU): one thread a 32-bit
+// code word, its 8 elements (one group: the group is a multiple of 8) each fma(scale, q, bias) in fp32 as
+// dmat_at, then bf16_from_f32, stored as one 16-byte write. No 64-bit division an element (dequant_kernel has
+// three), and one scale and bias load for 8 elements.
+__global__ void dequant_mlx4_kernel(DMat W, int64_t r0, uint16_t* out) {
+  const int64_t r = blockIdx.y, cols = W.cols;
+  const int wpr = int(cols / 8), w = int(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w >= wpr) return;
+  const int group = int(W.group), gpr = int(cols) / group;  // 32-bit divisions, one a word
+  const int64_t row = r0 + r, gi = row * gpr + (w * 8) / group;
+  const uint32_t word = static_cast<const uint32_t*>(W.data)[row * wpr + w];
+  const float sc = hkv::f32_from_bf16(W.scales[gi]), bi = hkv::f32_from_bf16(W.biases[gi]);
+  uint32_t o[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const uint32_t lo = hkv::bf16_from_f32(hkv::fma_rn(sc, float((word >> (8 * k)) & 0xfu), bi));
+    const uint32_t hi = hkv::bf16_from_f32(hkv::fma_rn(sc, float((word >> (8 * k + 4)) & 0xfu), bi));
+    o[k] = lo | hi << 16;
+  }
+  reinterpret_cast<uint4*>(out + r * cols)[w] = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 __global__ void f32_to_bf16_kernel(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint16_t* out,
@@ -187,12 +210,29 @@ __global__ void attn_finish_kernel(FastAttnArgs a, int kvh, int G, AttnScratch s
 
 }  // namespace
 
+// HKV_DEQUANT_WORDS=1 or set_dequant_mlx4_words(true): MLX4 rows by dequant_mlx4_kernel (an experiment).
+namespace {
+int g_dequant_words = -1;
+bool dequant_mlx4_words() {
+  if (g_dequant_words < 0) {
+    const char* e = std::getenv("HKV_DEQUANT_WORDS");
+    g_dequant_words = e && std::string(e) == "1";
+  }
+  return g_dequant_words == 1;
+}
+}  // namespace
+void set_dequant_mlx4_words(bool on) { g_dequant_words = on ? 1 : 0; }
+
 void dequant_rows_bf16(const DMat& W, int64_t r0, int64_t n, uint16_t* out, cudaStream_t st) {
   if (n <= 0) return;
   if (r0 < 0 || r0 + n > W.rows) throw std::runtime_error("dequant_rows_bf16: rows out of range");
   if (W.type == WType::MLX4 && (W.group <= 0 || W.cols % W.group != 0 || W.cols % 8 != 0))
     throw std::runtime_error("dequant_rows_bf16: MLX4 columns must be a multiple of the group and of 8");
-  dequant_kernel<<<blocks_for(n * W.cols, 256), 256, 0, st>>>(W, r0, n, out);
+  if (W.type == WType::MLX4 && dequant_mlx4_words() && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+    dequant_mlx4_kernel<<<dim3(blocks_for(W.cols / 8, 256), unsigned(n)), 256, 0, st>>>(W, r0, out);
+  } else {
+    dequant_kernel<<<blocks_for(n * W.cols, 256), 256, 0, st>>>(W, r0, n, out);
+  }
   HKV_CHECK_LAUNCH();
 }
 

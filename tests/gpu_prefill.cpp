@@ -62,18 +62,24 @@ TEST_CASE("fast prefill: dequant_rows_bf16 equals the oracle's Matrix::at rounde
       cuda::DMat D;
       D.type = t, D.rows = rows, D.cols = cols, D.group = W.group, D.data = dw.p, D.scales = ds.p, D.biases = db.p;
       const int64_t r0 = 3, n = 30;
-      DBuf<uint16_t> out(size_t(n * cols));
-      out.poison();
-      cuda::dequant_rows_bf16(D, r0, n, out.p, nullptr);
-      std::vector<uint16_t> got = out.get();
-      int64_t bad = -1;
-      for (int64_t r = 0; r < n && bad < 0; r++)
-        for (int64_t c = 0; c < cols; c++)
-          if (got[size_t(r * cols + c)] != bf16_from_f32(W.at(r0 + r, c))) {
-            bad = r * cols + c;
-            break;
-          }
-      CHECK_MESSAGE(bad < 0, "first differing element " << bad);
+      for (bool words : {false, true}) {  // the element kernel, then (MLX4) the code-word kernel
+        if (words && t != WType::MLX4) continue;
+        CAPTURE(words);
+        cuda::set_dequant_mlx4_words(words);
+        DBuf<uint16_t> out(size_t(n * cols));
+        out.poison();
+        cuda::dequant_rows_bf16(D, r0, n, out.p, nullptr);
+        cuda::set_dequant_mlx4_words(false);
+        std::vector<uint16_t> got = out.get();
+        int64_t bad = -1;
+        for (int64_t r = 0; r < n && bad < 0; r++)
+          for (int64_t c = 0; c < cols; c++)
+            if (got[size_t(r * cols + c)] != bf16_from_f32(W.at(r0 + r, c))) {
+              bad = r * cols + c;
+              break;
+            }
+        CHECK_MESSAGE(bad < 0, "first differing element " << bad);
+      }
     }
 }
 
