@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "reference/scalar.h"
 
@@ -24,6 +25,39 @@ constexpr unsigned kFull = 0xffffffffu;
 __device__ __forceinline__ float f32_from_f16_hw(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float f32_from_e4m3_hw(uint8_t c) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3)));
+}
+
+// A byte, or a 2-byte aligned half-word, of a packed cache row: from shared memory when SMEM (staged rows),
+// else through the read-only cache.
+template <bool SMEM = false>
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {
+  if constexpr (SMEM)
+    return *reinterpret_cast<const unsigned short*>(p);
+  else
+    return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+template <bool SMEM = false>
+__device__ __forceinline__ uint8_t load_u8(const uint8_t* p) {
+  if constexpr (SMEM)
+    return *p;
+  else
+    return __ldg(p);
+}
+
+// Element d of a packed cache row (docs/FORMAT.md; rows 2-byte aligned: even row bytes) as the stored value
+// s_g · u_d, exact (attend(); bf16: 1 · u); the decode attention's values and the fast prefill's decoded rows.
+// q4h u = c − 8 as as_float(0x4b000000 | c) − (2^23 + 8), exactly.
+template <KvKind F, bool SMEM = false>
+__device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
+  if constexpr (F == KvKind::BF16) {
+    return 1.0f * hkv::f32_from_bf16(load_u16<SMEM>(row + 2 * d));
+  } else if constexpr (F == KvKind::FP8) {
+    return f32_from_f16_hw(load_u16<SMEM>(row + D + 2 * (d / 32))) * f32_from_e4m3_hw(load_u8<SMEM>(row + d));
+  } else {
+    const uint32_t c = (uint32_t(load_u8<SMEM>(row + d / 2)) >> (4 * (d % 2))) & 0xfu;
+    return f32_from_f16_hw(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) *
+           (__uint_as_float(0x4b000000u | c) - 8388616.0f);
+  }
 }
 
 // lane_tree32 (reference/weights.cpp): for off = 16, 8, 4, 2, 1: a[l] = a[l] + a[l + off]. The xor
@@ -70,6 +104,18 @@ __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;\n" :::);
 #endif
 }
+// kernel<<<grid, block, smem, st>>>(args…) as a programmatic dependent launch: the kernel must call pdl_wait()
+// before it touches anything the kernel ahead of it writes or reads.
+template <class... P, class... A>
+void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = st;
+  cfg.attrs = attr, cfg.numAttrs = 1;
+  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
 // The 128-byte line holding p into L2 (no register written, nothing waited for).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
@@ -96,15 +142,12 @@ __device__ __forceinline__ float conv_step(float (&s)[MK], const float (&w)[MK],
   return hkv::silu_c(acc);
 }
 
-// cp.async (sm_80+): 16 or 4 bytes from global to shared memory without a register; commit_group closes
+// cp.async (sm_80+): 16 bytes from global to shared memory without a register; commit_group closes
 // a group, wait_group<N> waits until at most N of the thread's groups are in flight. A thread sees its own
 // copies after the wait; other threads' copies after the wait and a barrier.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
                "l"(gmem));
-}
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>

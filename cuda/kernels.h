@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "reference/kvformat.h"
 #include "reference/weights.h"
@@ -89,6 +90,10 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // (72 KB each against 144 KB with K staged too); NarrowH2, Narrow with two query heads a block instead of
 // all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×). Auto picks by block count (attention()).
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2 };
+// The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2"), and back;
+// parse_attn_shape throws std::invalid_argument naming the text and the names.
+const char* attn_shape_name(AttnShape s);
+AttnShape parse_attn_shape(const std::string& name);
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;
