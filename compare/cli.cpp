@@ -95,6 +95,20 @@ long long Args::get_int(const std::string& k, long long def) const {
   return x;
 }
 
+std::vector<long long> Args::get_int_list(const std::string& k, const std::string& def) const {
+  const std::string v = get(k, def);
+  std::vector<long long> out;
+  for (const std::string& item : split_list(v)) {
+    char* end = nullptr;
+    const long long x = std::strtoll(item.c_str(), &end, 10);
+    if (*end != '\0')
+      throw UsageError("hkv " + command + ": --" + k + " wants comma-separated integers, got '" + v + "'");
+    out.push_back(x);
+  }
+  if (out.empty()) throw UsageError("hkv " + command + ": --" + k + " wants comma-separated integers, got '" + v + "'");
+  return out;
+}
+
 static Args parse_args(int argc, char** argv) {
   Args a;
   a.command = argv[1];
@@ -270,6 +284,8 @@ int cmd_score(const Args& a) {
 
 int cmd_generate(const Args& a) {
   set_threads(a);
+  if (a.get_int("batch", 1) > 1 && a.get_int("draft", 0) > 0)  // for both backends
+    throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
   if (a.get("backend", "cpu") == "cuda") return cmd_generate_cuda(a);
   if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv generate: --backend is cpu or cuda");
   prefill_arg(a, "cpu");
@@ -294,8 +310,6 @@ int cmd_generate(const Args& a) {
   const int batch = int(a.get_int("batch", 1));
   if (batch < 1 || batch > int(prompt.size()))
     throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
-  if (batch > 1 && k > 0)
-    throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
   if (batch > 1) {  // the oracle decodes the batch's sequences one after the other: the same bytes as the engine
     for (int i = 0; i < batch; i++) {
       std::vector<int32_t> p(prompt.begin(), prompt.end() - i);

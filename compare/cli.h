@@ -21,6 +21,8 @@ struct Args {
   std::string get(const std::string& k, const std::string& def = "") const;
   std::string need(const std::string& k) const;  // throws UsageError if missing
   long long get_int(const std::string& k, long long def) const;
+  // A comma-separated list of integers (def when absent); UsageError naming the option otherwise.
+  std::vector<long long> get_int_list(const std::string& k, const std::string& def) const;
 };
 
 struct UsageError : std::runtime_error {

@@ -121,8 +121,6 @@ int cmd_generate_cuda(const Args& a) {
   const int batch = int(a.get_int("batch", 1));
   if (batch < 1 || batch > int(prompt.size()))
     throw UsageError("hkv generate: --batch must be between 1 and the prompt's length");
-  if (batch > 1 && k > 0)
-    throw UsageError("hkv generate: --draft and --batch cannot be combined (drafting decodes one sequence)");
   require_gpu("hkv generate --backend cuda");
   cuda::Engine eng(m);
   if (batch > 1) {
@@ -229,23 +227,23 @@ std::string command_line(const Args& a) {
 
 // hkv bench --attention: the decode attention kernels alone (chunks and merge), one token (batch 1, every
 // query head) over every full-attention layer's K and V caches filled to the depth, timed with events.
+// --attn-shape's list (default auto); a name that is not a shape is a UsageError.
+std::vector<cuda::AttnShape> attn_shapes(const Args& a) {
+  std::vector<cuda::AttnShape> shapes;
+  for (const std::string& sh : split_list(a.get("attn-shape", "auto"))) {
+    try {
+      shapes.push_back(cuda::parse_attn_shape(sh));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("hkv bench: --attn-shape: ") + e.what());
+    }
+  }
+  return shapes;
+}
+
 int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& depths,
                     const std::vector<std::string>& formats, double bw, nlohmann::json& out) {
   const int reps = int(a.get_int("reps", 20));
-  if (reps < 1) throw UsageError("hkv bench: --reps must be at least 1");
-  std::vector<cuda::AttnShape> shapes;
-  for (const std::string& sh : split_list(a.get("attn-shape", "auto"))) {
-    if (sh != "auto" && sh != "narrow" && sh != "wide" && sh != "narrow-v" && sh != "narrow-h2" && sh != "narrow-v2")
-      throw UsageError("hkv bench: --attn-shape takes auto, narrow, wide, narrow-v, narrow-h2 or narrow-v2, not '" +
-                       sh + "'");
-    shapes.push_back(sh == "wide"        ? cuda::AttnShape::Wide
-                     : sh == "narrow"    ? cuda::AttnShape::Narrow
-                     : sh == "narrow-v"  ? cuda::AttnShape::NarrowV
-                     : sh == "narrow-h2" ? cuda::AttnShape::NarrowH2
-                     : sh == "narrow-v2" ? cuda::AttnShape::NarrowV2
-                                         : cuda::AttnShape::Auto);
-  }
-  const char* shape_name[] = {"auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2"};
+  const std::vector<cuda::AttnShape> shapes = attn_shapes(a);
   int l2 = 0;
   HKV_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
   const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim, L = c.n_full_layers();
@@ -297,11 +295,12 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
         const double med = t.median, bytes = 2.0 * double(L) * double(layer), gbs = bytes / (med * 1e-3) / 1e9;
         const bool in_l2 = bytes < 2.0 * double(l2);
         std::printf("| %s | %lld | %s | %.1f%s | %.1f | %.0f | %.0f%% |\n", f.name().c_str(), (long long)depth,
-                    shape_name[int(shape)], bytes / 1e6, in_l2 ? " *" : "", med * 1e3, gbs, 100.0 * gbs * 1e9 / bw);
+                    cuda::attn_shape_name(shape), bytes / 1e6, in_l2 ? " *" : "", med * 1e3, gbs,
+                    100.0 * gbs * 1e9 / bw);
         std::fflush(stdout);
         out["attention"].push_back({{"cache", f.name()},
                                     {"depth", depth},
-                                    {"shape", shape_name[int(shape)]},
+                                    {"shape", cuda::attn_shape_name(shape)},
                                     {"cache_bytes", bytes},
                                     {"ms", med},
                                     {"ms_min", t.min},
@@ -326,8 +325,8 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
 // over the copy bandwidth measured in the same run. --attention adds the attention kernels alone.
 int cmd_bench(const Args& a) {
   const std::string model = a.get("model", "builtin:27b-mlx4");
-  std::vector<int64_t> depths;
-  for (const std::string& ds : split_list(a.get("depths", "1024,32768"))) depths.push_back(std::stoll(ds));
+  const std::vector<long long> depths_ll = a.get_int_list("depths", "1024,32768");
+  const std::vector<int64_t> depths(depths_ll.begin(), depths_ll.end());
   const std::vector<std::string> formats = split_list(a.get("kv-cache", "bf16,q4h"));
   const int ntok = int(a.get_int("tokens", 16)), warm = 3;
   const bool graphs = a.get("graphs", "on") != "off";
@@ -336,6 +335,10 @@ int cmd_bench(const Args& a) {
   if (ntok < 1) throw UsageError("hkv bench: --tokens must be at least 1");
   for (int64_t d : depths)
     if (d < warm + ntok + 1) throw UsageError("hkv bench: each depth must exceed --tokens + 3");
+  if (attn) {  // refused here, not after the decode bench has run
+    if (a.get_int("reps", 20) < 1) throw UsageError("hkv bench: --reps must be at least 1");
+    attn_shapes(a);
+  }
   require_gpu("hkv bench");
 
   cudaDeviceProp prop;

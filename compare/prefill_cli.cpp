@@ -30,8 +30,7 @@ namespace hkv {
 // Peak GB in use then counts the ballast; "in the limit" is that less the ballast.
 int cmd_bench_prefill(const Args& a) {
   const std::string model = a.get("model", "builtin:27b-mlx4");
-  std::vector<int64_t> lengths;
-  for (const std::string& t : split_list(a.get("tokens", "4096,32768"))) lengths.push_back(std::stoll(t));
+  const std::vector<long long> lengths = a.get_int_list("tokens", "4096,32768");
   const KvFormat f = KvFormat::parse(a.get("kv-cache", "q4h"));
   const int ndec = int(a.get_int("decode", 4));
   const bool exact = a.has("exact");

@@ -29,6 +29,9 @@
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (one thread),
 // the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
 #include <cmath>
+#include <iterator>
+#include <stdexcept>
+#include <string>
 
 #include "cuda/check.h"
 #include "cuda/device.cuh"
@@ -37,9 +40,8 @@
 namespace hkv::cuda {
 namespace {
 
-constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;
-constexpr size_t kStageMax =
-    160 * 1024;  // staged V rows of a chunk (fp8 at head_dim 256: 139 KB)  // e_s: [key][kEs] weights of a chunk
+constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;  // e_s: [key][kEs] weights of a chunk
+constexpr size_t kStageMax = 160 * 1024;                      // staged rows of a chunk (fp8 V at head_dim 256: 139 KB)
 
 template <KvKind F>
 struct Fmt {
@@ -66,14 +68,6 @@ __device__ __forceinline__ void load16(const uint8_t* p, bool v16, uint32_t* w) 
       w[i] = uint32_t(__ldg(p + 4 * i)) | uint32_t(__ldg(p + 4 * i + 1)) << 8 | uint32_t(__ldg(p + 4 * i + 2)) << 16 |
              uint32_t(__ldg(p + 4 * i + 3)) << 24;
   }
-}
-
-template <bool SMEM = false>
-__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {  // p is 2-byte aligned (even row bytes)
-  if constexpr (SMEM)
-    return *reinterpret_cast<const unsigned short*>(p);
-  else
-    return __ldg(reinterpret_cast<const unsigned short*>(p));
 }
 
 // The group scale s_g as attend() reads it (bf16: 1).
@@ -110,34 +104,6 @@ __device__ __forceinline__ float unit(const uint32_t* x, int i) {
     return __uint_as_float((i % 2) ? (w & 0xffff0000u) : (w << 16));
   } else {
     return f32_from_e4m3_hw(uint8_t(x[i / 4] >> (8 * (i % 4))));
-  }
-}
-
-template <bool SMEM = false>
-__device__ __forceinline__ uint8_t load_u8(const uint8_t* p) {
-  if constexpr (SMEM)
-    return *p;
-  else
-    return __ldg(p);
-}
-
-// Element d of a row as s_g · u_d (one thread, one element); SMEM: the row is staged in shared memory.
-template <KvKind F, bool SMEM = false>
-__device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
-  if constexpr (F == KvKind::BF16) {
-    return 1.0f * hkv::f32_from_bf16(load_u16<SMEM>(row + 2 * d));
-  } else if constexpr (F == KvKind::FP8) {
-    return f32_from_f16_hw(load_u16<SMEM>(row + D + 2 * (d / 32))) * f32_from_e4m3_hw(load_u8<SMEM>(row + d));
-  } else {
-    // u = c − 8, exactly, in one lop3 and one add: the nibble masked where it lies in its byte (0x0f for even
-    // d, 0xf0 for odd), under an exponent that makes the nibble's low bit worth 1 (2^23 for bit 0, 2^19 for
-    // bit 4), so as_float((b & mask) | exponent) = 2^e + c; minus 2^e + 8. mask, exponent and offset depend
-    // on d alone and leave the key loop (shifting the odd nibble down first took a SHF and a second LOP3).
-    const bool odd = d & 1;
-    const uint32_t mask = odd ? 0xf0u : 0x0fu, expo = odd ? 0x49000000u : 0x4b000000u;
-    const float off = odd ? 524296.0f : 8388616.0f;
-    const uint32_t b = load_u8<SMEM>(row + d / 2);
-    return f32_from_f16_hw(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) * (__uint_as_float((b & mask) | expo) - off);
   }
 }
 
@@ -583,8 +549,8 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   a.out[row * a.ldo + int64_t(h) * D + d] = out;
 }
 
-// A chunk kernel with staged rows (256 threads): its dynamic shared memory allowed up to kStageMax once per
-// kernel (the static is per instantiation of this template, one per kernel), then launch_k.
+// A chunk kernel with staged rows (256 threads), its dynamic shared memory allowed up to kStageMax on the
+// first launch (the static is per instantiation of this template: one per kernel), then launch_k.
 template <auto Kernel, class... A>
 void launch_staged(dim3 grid, size_t smem, cudaStream_t st, A... args) {
   static bool ready = false;
@@ -636,6 +602,22 @@ size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
   return size_t(N * H * maxch * (D + 2));
 }
 
+namespace {
+constexpr const char* kShapeNames[] = {"auto",     "narrow",    "wide",
+                                       "narrow-v", "narrow-h2", "narrow-v2"};  // AttnShape's order
+}
+
+const char* attn_shape_name(AttnShape s) { return kShapeNames[int(s)]; }
+
+AttnShape parse_attn_shape(const std::string& name) {
+  std::string all;
+  for (int i = 0; i < int(std::size(kShapeNames)); i++) {
+    if (name == kShapeNames[i]) return AttnShape(i);
+    all += std::string(i ? ", " : "") + kShapeNames[i];
+  }
+  throw std::invalid_argument("attention shape '" + name + "': the shapes are " + all);
+}
+
 void attention(const AttnArgs& a, cudaStream_t st) {
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)
@@ -648,9 +630,9 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   // wave, then Narrow while b < P, then NarrowV (V alone staged, so two blocks fit a multiprocessor; for fp8
   // Narrow stages V alone too). bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
   // --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the
-  // fastest shape at every depth of q4h and bf16 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
-  // Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347); fp8 NarrowH2 539
-  // against Narrow 668 at 1K.
+  // fastest shape at every depth of q4h and fp8, 2% of bf16 (the spread of one kernel's timings) (q4h 1K NarrowH2 428
+  // µs against Narrow 583; 8K and 16K Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide
+  // 10347); fp8 NarrowH2 539 against Narrow 668 at 1K.
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto) {
     const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();

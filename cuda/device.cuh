@@ -37,6 +37,44 @@ __device__ __forceinline__ float f32_from_e4m3_hw(uint8_t c) {
   return __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(c), __NV_E4M3)));
 }
 
+// A byte, or a 2-byte aligned half-word, of a packed cache row: from shared memory when SMEM (staged rows),
+// else through the read-only cache.
+template <bool SMEM = false>
+__device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {
+  if constexpr (SMEM)
+    return *reinterpret_cast<const unsigned short*>(p);
+  else
+    return __ldg(reinterpret_cast<const unsigned short*>(p));
+}
+template <bool SMEM = false>
+__device__ __forceinline__ uint8_t load_u8(const uint8_t* p) {
+  if constexpr (SMEM)
+    return *p;
+  else
+    return __ldg(p);
+}
+
+// Element d of a packed cache row (docs/FORMAT.md; rows 2-byte aligned: even row bytes) as the stored value
+// s_g · u_d, exact (attend(); bf16: 1 · u); the decode attention's values and the fast prefill's decoded rows.
+// q4h u = c − 8, exactly, in one lop3 and one add: the nibble masked where it lies in its byte (0x0f for even
+// d, 0xf0 for odd), under an exponent that makes the nibble's low bit worth 1 (2^23 for bit 0, 2^19 for bit 4),
+// so as_float((b & mask) | exponent) = 2^e + c; minus 2^e + 8. Mask, exponent and offset depend on d alone and
+// leave a key loop (shifting the odd nibble down first took a SHF and a second LOP3).
+template <KvKind F, bool SMEM = false>
+__device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
+  if constexpr (F == KvKind::BF16) {
+    return 1.0f * hkv::f32_from_bf16(load_u16<SMEM>(row + 2 * d));
+  } else if constexpr (F == KvKind::FP8) {
+    return f32_from_f16_hw(load_u16<SMEM>(row + D + 2 * (d / 32))) * f32_from_e4m3_hw(load_u8<SMEM>(row + d));
+  } else {
+    const bool odd = d & 1;
+    const uint32_t mask = odd ? 0xf0u : 0x0fu, expo = odd ? 0x49000000u : 0x4b000000u;
+    const float off = odd ? 524296.0f : 8388616.0f;
+    const uint32_t b = load_u8<SMEM>(row + d / 2);
+    return f32_from_f16_hw(load_u16<SMEM>(row + D / 2 + 2 * (d / 32))) * (__uint_as_float((b & mask) | expo) - off);
+  }
+}
+
 // lane_tree32 (reference/weights.cpp): for off = 16, 8, 4, 2, 1: a[l] = a[l] + a[l + off]. The xor
 // butterfly computes a[l] + a[l ^ off] in every lane; IEEE addition is commutative, so every lane ends
 // with exactly the tree's value.
@@ -81,12 +119,13 @@ __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;\n" :::);
 #endif
 }
+// kernel<<<grid, block, smem, st>>>(args…) as a programmatic dependent launch: the kernel must call pdl_wait()
+// before it touches anything the kernel ahead of it writes or reads.
 // launch_k(kernel, grid, block, smem, stream, args…): kernel<<<grid, block, smem, stream>>>(args…), or, under
-// HKV_PDL_ALL=1 / set_pdl_all(true) (an experiment, not yet run on a GPU), the same as a programmatic dependent
-// launch. Every kernel launched through it begins with pdl_wait(), so it reads and writes nothing before the
-// kernel ahead of it has completed: only its launch and the ramp of its blocks overlap that kernel's tail.
+// HKV_PDL_ALL=1 / set_pdl_all(true) (an experiment, not yet run on a GPU), launch_pdl. Every kernel launched
+// through it begins with pdl_wait(): only its launch and the ramp of its blocks overlap the tail of the kernel
+// ahead.
 bool pdl_all_enabled();
-// kernel<<<grid, block, smem, st>>>(args…) as a programmatic dependent launch (sm_90).
 template <class... P, class... A>
 void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
   cudaLaunchAttribute attr[1];
@@ -133,15 +172,12 @@ __device__ __forceinline__ float conv_step(float (&s)[MK], const float (&w)[MK],
   return hkv::silu_c(acc);
 }
 
-// cp.async (sm_80+): 16 or 4 bytes from global to shared memory without a register; commit_group closes
+// cp.async (sm_80+): 16 bytes from global to shared memory without a register; commit_group closes
 // a group, wait_group<N> waits until at most N of the thread's groups are in flight. A thread sees its own
 // copies after the wait; other threads' copies after the wait and a barrier.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
                "l"(gmem));
-}
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>

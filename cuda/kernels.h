@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "reference/kvformat.h"
 #include "reference/weights.h"
@@ -101,6 +102,10 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // NarrowV2 (an experiment, not yet run on a GPU): NarrowV with two elements a thread in the value phase (128
 // threads), so that each key's weights, scale and q4h code byte serve two elements; bf16 takes Narrow.
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2 };
+// The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2"),
+// and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
+const char* attn_shape_name(AttnShape s);
+AttnShape parse_attn_shape(const std::string& name);
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;

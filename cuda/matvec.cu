@@ -24,13 +24,12 @@
 // Kernels: matvec_mlx4_smem_kernel (N ≤ 2, decode: x in shared memory, persistent blocks), and
 // matvec_mlx4_kernel (N of 4 or 8, or x too wide for shared memory: x
 // through L1, whose per-lane 128-byte-strided loads are 32-way uncoalesced: the prefill's exact path).
-// Measured (H200, 2026-11-30, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.04 ms a token,
-// 1.59 TB/s, 38% of copy bandwidth; 0.99–2.34 TB/s by shape (docs/RESULTS.md §11). Not at the floor:
-// the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden; and
+// Measured (H200, 2026-11-30, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.04 ms a token
+// (8.68 as a dependent launch), 1.59 TB/s, 38% of copy bandwidth; 0.99–2.34 TB/s by shape (docs/RESULTS.md §11). Not at
+// the floor: the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden; and
 // the round's loads live in registers: ptxas gives the N = 1 kernels 76–116 registers (nvcc 13.0, sm_90),
 // so 2 blocks (16 warps) an SM for the (4, 2) and (2, 4) shapes, each warp computing a round only after
 // all of its loads have landed.
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -326,8 +325,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
 // A warp loads a round (the 16-byte chunks lane, lane + 32, … of U chunks for its RW rows), then computes
-// it in chunk order; occupancy (up to 3 blocks an SM) hides the latency. A register double buffer (the
-// next round loaded while this one computes) measured slower, 10.9 and 12.4 against 9.4 ms a token
+// it in chunk order; occupancy (2 blocks, 16 warps, an SM at 106–118 registers) hides what it can. A register double
+// buffer (the next round loaded while this one computes) measured slower, 10.9 and 12.4 against 9.4 ms a token
 // (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through shared memory
 // (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 

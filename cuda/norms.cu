@@ -5,8 +5,7 @@
 //   rope_apply (rotate_half): x[i] = fma(a, cos, −(b·sin)), x[i+h] = fma(b, cos, a·sin), host tables;
 //   embedding rows (Matrix::row: MLX4 as fma(scale, q, bias)); silu_c(g)·u; h + y.
 // Launch: norms one block per row (1024 threads; the row read once into shared memory, the reduction in one
-// warp), attn_prep one warp per
-// (token, head), element-wise one thread per element.
+// warp), attn_prep one warp per (token, head), element-wise one thread per element.
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"

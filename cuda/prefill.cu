@@ -102,21 +102,6 @@ unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) 
 
 // ---- attention ----------------------------------------------------------------------------------
 
-// Element d of a stored row as fp32 (the stored value s_g·u_d, exact), docs/FORMAT.md's layouts.
-template <KvKind F>
-__device__ __forceinline__ float stored_value(const uint8_t* row, int D, int d) {
-  if constexpr (F == KvKind::BF16) {
-    return hkv::f32_from_bf16(uint16_t(row[2 * d] | (row[2 * d + 1] << 8)));
-  } else {
-    const uint8_t* sp = row + (F == KvKind::FP8 ? D : D / 2) + 2 * (d / 32);
-    const float s = f32_from_f16_hw(uint16_t(sp[0] | (sp[1] << 8)));
-    if constexpr (F == KvKind::FP8)
-      return s * f32_from_e4m3_hw(row[d]);
-    else
-      return s * float(int((row[d / 2] >> (4 * (d % 2))) & 0xf) - 8);
-  }
-}
-
 // Scratch layout for M = max_rows·G query rows and key block B.
 struct AttnScratch {
   uint16_t *qb, *kb, *vb, *p;
@@ -160,7 +145,7 @@ __global__ void kv_decode_kernel(FastAttnArgs a, int kvh, int64_t k0, AttnScratc
   const int d = threadIdx.x;
   const bool is_v = blockIdx.y == 1;
   const uint8_t* row = (is_v ? a.v_cache : a.k_cache) + (size_t(k0 + j) * a.KV + kvh) * a.row_bytes;
-  (is_v ? s.vb : s.kb)[j * a.D + d] = hkv::bf16_from_f32(stored_value<F>(row, a.D, d));
+  (is_v ? s.vb : s.kb)[j * a.D + d] = hkv::bf16_from_f32(value_at<F>(row, a.D, d));
 }
 
 // One warp per row r in [r_lo, M): the online-softmax step of key block [k0, k0 + nb).

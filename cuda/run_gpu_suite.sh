@@ -63,6 +63,9 @@ sanitized() {  # tool name timeout args...: run() under compute-sanitizer, then 
   grep -E "^========= +(Invalid|Uninitialized|Leaked|Error|Race|Program hit|Warning|ERROR:)" "$OUT/$name.log" \
     | sort | uniq -c | sort -rn | head -6 | tee -a "$summary"
 }
+# An HKV_VARIANTS entry ("default" or VAR=VALUE[,VAR=VALUE]): its log suffix, and its variables for env.
+variant_suffix() { [[ $1 == default ]] || echo "-${1//[^A-Za-z0-9]/_}"; }
+variant_env() { [[ $1 == default ]] || echo "${1//,/ }"; }
 for s in $stages; do
   case $s in
     ops) run gpu_ops 45 $bin --source-file='*gpu_ops*' ;;
@@ -152,10 +155,10 @@ for s in $stages; do
       echo "generate: $((gen_n - gen_fail)) of $gen_n engine runs equal to the oracle's tokens, $((SECONDS - t)) s" | tee -a "$summary" ;;
     bench)  # decode tokens/s against the floor; the table and $OUT/bench[-variant].json (schema hkv-bench-1)
       for v in ${HKV_VARIANTS:-default}; do  # each variant: "default" or VAR=VALUE[,VAR=VALUE] for that run
-        sfx=$([[ $v == default ]] || echo "-${v//[^A-Za-z0-9]/_}")
+        sfx=$(variant_suffix "$v")
         t=$SECONDS
         # shellcheck disable=SC2086,SC2046
-        env $([[ $v == default ]] || echo "${v//,/ }") timeout "${HKV_BENCH_LIMIT:-170}" build-gpu/hkv bench \
+        env $(variant_env "$v") timeout "${HKV_BENCH_LIMIT:-170}" build-gpu/hkv bench \
           ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} --json "$OUT/bench$sfx.json" \
           > "$OUT/bench$sfx.log" 2>&1
         echo "bench [$v]: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
@@ -178,9 +181,9 @@ for s in $stages; do
       grep -E "Error|error:" "$OUT/peer.log" | head -5 | tee -a "$summary" ;;
     bench-ops)  # the exact MLX4 matvecs of a 27B decode token alone, against copy bandwidth (HKV_VARIANTS as bench)
       for v in ${HKV_VARIANTS:-default}; do
-        sfx=$([[ $v == default ]] || echo "-${v//[^A-Za-z0-9]/_}")
+        sfx=$(variant_suffix "$v")
         # shellcheck disable=SC2086,SC2046
-        env $([[ $v == default ]] || echo "${v//,/ }") timeout 120 build-gpu/hkv bench-ops ${HKV_BENCH_OPS_ARGS:-} \
+        env $(variant_env "$v") timeout 120 build-gpu/hkv bench-ops ${HKV_BENCH_OPS_ARGS:-} \
           > "$OUT/bench-ops$sfx.log" 2>&1
         echo "bench-ops [$v]: rc=$?" | tee -a "$summary"
         grep -E "^\||all matvecs" "$OUT/bench-ops$sfx.log" | tee -a "$summary"

@@ -13,6 +13,7 @@ inside it, so it is what the loop holds, not what one pass executes.
 import argparse
 import collections
 import re
+import signal
 import sys
 
 INSN = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
@@ -47,6 +48,7 @@ def opcode(text):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # piped into head: stop quietly
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("sass")
     ap.add_argument("kernel")

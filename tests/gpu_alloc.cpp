@@ -96,10 +96,7 @@ struct Run {
 };
 
 // Free memory compared to the byte, except under a sanitizer that allocates memory of its own.
-const bool kToolAllocates = [] {
-  const char* t = std::getenv("HKV_SANITIZER");
-  return t && *t && std::strcmp(t, "memcheck") != 0;
-}();
+const bool kToolAllocates = !sanitizer_tool().empty() && sanitizer_tool() != "memcheck";
 bool same_free(size_t a, size_t b) { return kToolAllocates || a == b; }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }

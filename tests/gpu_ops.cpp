@@ -419,14 +419,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         cuda::attention(a, nullptr);
         std::string d = first_diff(out.get(), ref);
         std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s): %s\n", f.name().c_str(), k.D, k.H, k.KV,
-                    cap,
-                    shape == cuda::AttnShape::Auto       ? "auto"
-                    : shape == cuda::AttnShape::Narrow   ? "narrow"
-                    : shape == cuda::AttnShape::Wide     ? "wide"
-                    : shape == cuda::AttnShape::NarrowV  ? "narrow-v"
-                    : shape == cuda::AttnShape::NarrowV2 ? "narrow-v2"
-                                                         : "narrow-h2",
-                    d.empty() ? "OK" : d.c_str());
+                    cap, cuda::attn_shape_name(shape), d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
     }

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 
 #include "compare/stats.h"
@@ -218,10 +217,7 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
 
 // ---- the whole model: fast prefill against exact prefill, then decode ------------------------------------
 
-const bool kSanitizer = [] {
-  const char* t = std::getenv("HKV_SANITIZER");
-  return t && *t;
-}();
+const bool kSanitizer = !sanitizer_tool().empty();
 // n tokens, or at most 128 under a sanitizer (still past kAutoFastPrefillTokens, the fast path's threshold)
 int64_t prompt_len(int64_t n) { return kSanitizer ? std::min<int64_t>(n, 128) : n; }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -80,6 +81,12 @@ inline std::string first_diff_bytes(const uint8_t* a, const uint8_t* b, size_t n
     if (a[i] != b[i])
       return "byte " + std::to_string(i) + ": engine " + std::to_string(a[i]) + " oracle " + std::to_string(b[i]);
   return "";
+}
+
+// The compute-sanitizer tool the suite runs under (HKV_SANITIZER, set by cuda/run_gpu_suite.sh), or "".
+inline std::string sanitizer_tool() {
+  const char* t = std::getenv("HKV_SANITIZER");
+  return t ? t : "";
 }
 
 // The transformers fixtures: the folders of fixtures/hf that hold a config.json, in name order.

@@ -498,21 +498,33 @@ TEST_CASE("bad input: a fixture whose hash does not match") {
 #endif
 }
 
-TEST_CASE("bench-prefill: a prompt and its decode steps past the model's window are refused before anything runs") {
-  // builtin:27b-mlx4 has 262,144 positions: 262,144 prompt tokens and 4 decode steps need 262,148. The run
-  // used to prefill for minutes and then fail at its first decode step; now it stops at once, with or without
-  // a GPU, naming both options and the longest prompt that fits.
+TEST_CASE("the GPU benches refuse a malformed option before anything runs, with or without a GPU") {
+  // Each used to fail late: a bad --attn-shape after the whole decode bench, a bad --tokens list as a bare
+  // "stoll" from the C++ library, and a prompt past the window after minutes of prefill, at its first decode
+  // step (builtin:27b-mlx4 has 262,144 positions: 262,144 prompt tokens and 4 decode steps need 262,148).
   BadDir root;
-  const Run r = run_hkv({"bench-prefill", "--tokens", "1024,262144", "--decode", "4"}, root.path / "window.stderr");
-  INFO("stderr: ", r.err);
-  if (r.err.find("built without") != std::string::npos) {
-    MESSAGE("skipped: hkv was built without the engine");
-    return;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"bench-prefill", "--tokens", "1024,262144", "--decode", "4"},
+       "hkv bench-prefill: --tokens 262144 with --decode 4 needs positions 0..262147, past max_position_embeddings "
+       "262144 of builtin:27b-mlx4 (use --tokens up to 262140)"},
+      {{"bench-prefill", "--tokens", "4096,abc"},
+       "hkv bench-prefill: --tokens wants comma-separated integers, got '4096,abc'"},
+      {{"bench", "--depths", "1024,,x"}, "hkv bench: --depths wants comma-separated integers, got '1024,,x'"},
+      {{"bench", "--attention", "--attn-shape", "auto,sideways"},
+       "hkv bench: --attn-shape: attention shape 'sideways': the shapes are auto, narrow, wide, narrow-v, narrow-h2, narrow-v2"},
+      {{"bench", "--attention-only", "--reps", "0"}, "hkv bench: --reps must be at least 1"}};
+  for (const auto& [args, want] : cases) {
+    CAPTURE(want);
+    const Run r = run_hkv(args, root.path / "bench.stderr");
+    INFO("stderr: ", r.err);
+    if (r.err.find("built without") != std::string::npos) {
+      MESSAGE("skipped: hkv was built without the engine");
+      return;
+    }
+    CHECK(r.code == 2);
+    CHECK(r.err.find(want) != std::string::npos);
+    CHECK(r.err.find("needs a CUDA GPU") == std::string::npos);  // refused before the GPU check
   }
-  CHECK(r.code == 2);
-  CHECK(r.err.find("--tokens 262144 with --decode 4 needs positions 0..262147, past max_position_embeddings "
-                   "262144 of builtin:27b-mlx4 (use --tokens up to 262140)") != std::string::npos);
-  CHECK(r.err.find("needs a CUDA GPU") == std::string::npos);  // the window is checked first
 }
 
 TEST_CASE("no GPU: the engine's commands refuse with CUDA's reason, exit 2, and write nothing") {
