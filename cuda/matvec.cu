@@ -325,10 +325,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
 // A warp loads a round (the 16-byte chunks lane, lane + 32, … of U chunks for its RW rows), then computes
-// it in chunk order; occupancy (2 blocks, 16 warps, an SM at 106–118 registers) hides what it can. A register double
-// buffer (the next round loaded while this one computes) measured slower, 10.9 and 12.4 against 9.4 ms a token
-// (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through shared memory
-// (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
+// it in chunk order; occupancy (2 blocks, 16 warps, an SM at 106–118 registers) hides what it can. A
+// register double buffer (the next round loaded while this one computes) measured slower, 10.9 and 12.4
+// against 9.4 ms a token (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through
+// shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
 template <int NB, int RW, int U, bool PDL, bool PF = false>
 __global__ void __launch_bounds__(kWarps * 32)
