@@ -627,8 +627,9 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   const int qpk = a.H / a.KV;
   // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks ·
   // rows) against the multiprocessors (P). q4h and fp8: NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one
-  // wave, then Narrow while b < P, then NarrowV (V alone staged, so two blocks fit a multiprocessor; for fp8
-  // Narrow stages V alone too). bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
+  // wave, then Narrow while b < P, then NarrowV2 (V alone staged, so two blocks fit a multiprocessor, two
+  // elements a thread in the value phase; for fp8 Narrow stages V alone too). NarrowV2 against NarrowV (session
+  // 5 run 1): q4h 976 against 1053 µs at 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K. bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
   // --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the
   // fastest shape at every depth of q4h and fp8, 2% of bf16 (the spread of one kernel's timings) (q4h 1K NarrowH2 428
   // µs against Narrow 583; 8K and 16K Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide
@@ -641,7 +642,7 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     else if (b * ((qpk + 1) / 2) <= P)
       shape = AttnShape::NarrowH2;
     else
-      shape = b < P ? AttnShape::Narrow : AttnShape::NarrowV;
+      shape = b < P ? AttnShape::Narrow : AttnShape::NarrowV2;
   }
   // NarrowH2: two query heads a block, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::NarrowH2 ? 2 : kMaxG), qblocks = (qpk + hpb - 1) / hpb;

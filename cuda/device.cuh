@@ -122,7 +122,7 @@ __device__ __forceinline__ void pdl_trigger() {
 // kernel<<<grid, block, smem, st>>>(args…) as a programmatic dependent launch: the kernel must call pdl_wait()
 // before it touches anything the kernel ahead of it writes or reads.
 // launch_k(kernel, grid, block, smem, stream, args…): kernel<<<grid, block, smem, stream>>>(args…), or, under
-// HKV_PDL_ALL=1 / set_pdl_all(true) (an experiment, not yet run on a GPU), launch_pdl. Every kernel launched
+// by default (HKV_PDL_ALL=0 / set_pdl_all(false) turns it off), launch_pdl. Every kernel launched
 // through it begins with pdl_wait(): only its launch and the ramp of its blocks overlap the tail of the kernel
 // ahead.
 bool pdl_all_enabled();

@@ -519,11 +519,11 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const floa
 
 void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 
-// HKV_PDL_ALL=1 or set_pdl_all(true): launch_k's kernels as programmatic dependent launches (device.cuh).
+// launch_k's kernels as programmatic dependent launches (device.cuh), unless HKV_PDL_ALL=0 or set_pdl_all(false).
 namespace {
 int g_pdl_all = -1;
 }
-bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", false); }
+bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", true); }
 void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
 void set_mlx4_rw1(bool on) { g_rw1 = on ? 1 : 0; }
 void set_mlx4_prefetch(bool on) { g_pf = on ? 1 : 0; }

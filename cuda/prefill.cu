@@ -195,13 +195,14 @@ __global__ void attn_finish_kernel(FastAttnArgs a, int kvh, int G, AttnScratch s
 
 }  // namespace
 
-// HKV_DEQUANT_WORDS=1 or set_dequant_mlx4_words(true): MLX4 rows by dequant_mlx4_kernel (an experiment).
+// MLX4 rows by dequant_mlx4_kernel (a code word a thread) unless HKV_DEQUANT_WORDS=0 or
+// set_dequant_mlx4_words(false) (then the element kernel; gpu_prefill checks both give the same bytes).
 namespace {
 int g_dequant_words = -1;
 bool dequant_mlx4_words() {
   if (g_dequant_words < 0) {
     const char* e = std::getenv("HKV_DEQUANT_WORDS");
-    g_dequant_words = e && std::string(e) == "1";
+    g_dequant_words = !(e && std::string(e) == "0");
   }
   return g_dequant_words == 1;
 }

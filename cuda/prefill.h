@@ -27,8 +27,8 @@ namespace hkv::cuda {
 // Rows [r0, r0 + n) of W as bf16 [n][W.cols]: MLX4 w = fma(scale, q, bias) in fp32 (exactly the oracle's
 // Matrix::at) then rounded to bf16; f32 and f16 converted and rounded; bf16 copied.
 void dequant_rows_bf16(const DMat& W, int64_t r0, int64_t n, uint16_t* out, cudaStream_t st);
-// An experiment (default off, or HKV_DEQUANT_WORDS=1; not yet run on a GPU): MLX4 rows dequantized a code word
-// (8 elements) a thread, with no 64-bit division an element. The same bytes.
+// On by default (HKV_DEQUANT_WORDS=0 turns it off): MLX4 rows dequantized a code word (8 elements) a thread,
+// with no 64-bit division an element. The same bytes as the element kernel (gpu_prefill).
 void set_dequant_mlx4_words(bool on);
 // out[r][c] = bf16(x[r][c]) for r < rows, c < cols.
 void f32_to_bf16(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint16_t* out, int64_t ldo, cudaStream_t st);
