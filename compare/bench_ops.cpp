@@ -87,11 +87,16 @@ int cmd_bench_ops(const Args& a) {
       rows += r;
       bytes += double(mats.back()->d.nbytes());
     }
-    float *x = nullptr, *xs = nullptr;
+    float* x = nullptr;
+    uint32_t* xs = nullptr;
     HKV_CUDA_CHECK(cudaMalloc(&x, size_t(l.cols) * 4));
-    HKV_CUDA_CHECK(cudaMalloc(&xs, size_t(l.cols / 32) * 4));
-    HKV_CUDA_CHECK(cudaMemset(x, 0, size_t(l.cols) * 4));
-    cuda::chunk_sums(x, l.cols, 1, l.cols, xs, nullptr);
+    HKV_CUDA_CHECK(cudaMalloc(&xs, size_t(l.cols / 32) * cuda::kXqWords * 4));
+    {  // x: ordinary values (the kernels' time does not depend on them)
+      std::vector<float> hx(size_t(l.cols));
+      for (size_t i = 0; i < hx.size(); i++) hx[i] = float(int(i % 97) - 48) * 0.03125f;
+      HKV_CUDA_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+    }
+    cuda::xq_records(x, l.cols, 1, l.cols, xs, nullptr);
     const double ms = time_ms(nullptr, 5, reps, [&] {
                         cuda::matvec_multi(tasks.data(), int(tasks.size()), x, l.cols, 1, xs, nullptr);
                       }).median;

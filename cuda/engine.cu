@@ -460,14 +460,14 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
     device_free(meta_);
     scratch_ = nullptr, meta_ = nullptr, scratch_rows_ = 0;
     const int64_t big = std::max({H * 2 * D, C, I, nvdv});
-    const int64_t xs = std::max({E, I, H * D, nvdv, C}) / 32 + 1;
+    const int64_t xs = (std::max({E, I, H * D, nvdv, C}) / 32 + 1) * kXqWords;  // MLX4 records of x (words)
     const int64_t per_row = 3 * E + 2 * big + 2 * KV * D + 2 * H * D + nvdv + 2 * nv + C + nvdv + xs + c.vocab_size;
     size_t bytes = 0;
     std::vector<std::pair<float**, int64_t>> parts = {
         {&h_, E},        {&x_, E},         {&y_, E},         {&big_, big},
         {&big2_, big},   {&kbuf_, KV * D}, {&vbuf_, KV * D}, {&qbuf_, H * D},
         {&att_, H * D},  {&zbuf_, nvdv},   {&bbuf_, nv},     {&abuf_, nv},
-        {&conv_out_, C}, {&core_, nvdv},   {&xsum_, xs},     {&logits_, c.vocab_size}};
+        {&conv_out_, C}, {&core_, nvdv},   {&xq_, xs},     {&logits_, c.vocab_size}};
     for (auto& pr : parts) bytes += align256(size_t(pr.second * rows) * 4);
     (void)per_row;
     check_fits(bytes, "scratch for " + std::to_string(rows) + " rows");
@@ -525,11 +525,12 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   };
 
   // Matrices that read the same x go out in as few launches as their types allow (matvec_multi); the
-  // chunk sums of x that MLX4 needs come from x's producer (add_rmsnorm_rows, silu_mul_sums) or chunk_sums.
+  // records of x that MLX4 reads come from x's producer (add_rmsnorm_rows, silu_mul_xq) or xq_records.
+  uint32_t* const xq = reinterpret_cast<uint32_t*>(xq_);
   auto mv = [&](std::initializer_list<MatTask> tasks, const float* X, int64_t ldx, int64_t rows) {
     std::vector<MatTask> group;
     auto flush = [&] {
-      if (!group.empty()) matvec_multi(group.data(), int(group.size()), X, ldx, rows, xsum_, st);
+      if (!group.empty()) matvec_multi(group.data(), int(group.size()), X, ldx, rows, xq, st);
       group.clear();
     };
     for (const MatTask& t : tasks) {
@@ -540,7 +541,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     }
     flush();
   };
-  float* const xs_E = E % 32 == 0 ? xsum_ : nullptr;  // x_'s chunk sums, for whichever reader is MLX4
+  uint32_t* const xs_E = E % 32 == 0 ? xq : nullptr;  // x_'s records, for whichever reader is MLX4
   const bool taps = topt && topt->tap;
 
   embed_rows(embed_, r.d_tok, N, h_, st);
@@ -571,7 +572,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.part = part_;
       attention(a, st);
       tap(l, "attn", att_, int64_t(H) * D);
-      if (L.o.type == WType::MLX4) chunk_sums(att_, int64_t(H) * D, N, int64_t(H) * D, xsum_, st);
+      if (L.o.type == WType::MLX4) xq_records(att_, int64_t(H) * D, N, int64_t(H) * D, xq, st);
       mv({{L.o, y_, E}}, att_, int64_t(H) * D, N);
       fi++;
     } else {
@@ -589,14 +590,14 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       d.N = N;
       deltanet(d, st);
       tap(l, "deltanet", core_, int64_t(nv) * dv);
-      if (L.out.type == WType::MLX4) chunk_sums(core_, int64_t(nv) * dv, N, int64_t(nv) * dv, xsum_, st);
+      if (L.out.type == WType::MLX4) xq_records(core_, int64_t(nv) * dv, N, int64_t(nv) * dv, xq, st);
       mv({{L.out, y_, E}}, core_, int64_t(nv) * dv, N);
       li++;
     }
     add_rmsnorm_rows(h_, y_, L.post_norm, E, eps, N, x_, xs_E, st);
     mv({{L.gate, big_, I}, {L.up, big2_, I}}, x_, E, N);
     if (L.down.type == WType::MLX4)
-      silu_mul_sums(big_, big2_, N * I, xsum_, st);
+      silu_mul_xq(big_, big2_, N * I, xq, st);
     else
       silu_mul(big_, big2_, N * I, st);
     mv({{L.down, y_, E}}, big_, I, N);
@@ -621,7 +622,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
                                      cudaMemcpyDeviceToDevice, st));
     xin = y_;
   }
-  if (lm_head_.type == WType::MLX4) chunk_sums(xin, E, R, E, xsum_, st);
+  if (lm_head_.type == WType::MLX4) xq_records(xin, E, R, E, xq, st);
   mv({{lm_head_, logits_, c.vocab_size}}, xin, E, R);
 }
 

@@ -168,7 +168,7 @@ class Engine {
   float* part_ = nullptr;
   float *h_ = nullptr, *x_ = nullptr, *y_ = nullptr, *big_ = nullptr, *big2_ = nullptr, *kbuf_ = nullptr,
         *vbuf_ = nullptr, *qbuf_ = nullptr, *att_ = nullptr, *zbuf_ = nullptr, *bbuf_ = nullptr, *abuf_ = nullptr,
-        *conv_out_ = nullptr, *core_ = nullptr, *xsum_ = nullptr, *logits_ = nullptr, *rope_ = nullptr;
+        *conv_out_ = nullptr, *core_ = nullptr, *xq_ = nullptr, *logits_ = nullptr, *rope_ = nullptr;
   void* meta_ = nullptr;  // per-round device metadata (Round::host_meta)
   size_t meta_bytes_ = 0;
   int* err_ = nullptr;

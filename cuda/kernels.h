@@ -27,9 +27,12 @@ struct DMat {
 int sm_count();
 
 // ---- matvec.cu ----------------------------------------------------------------------------------
-// Y[n][r] = dot_row(W, r, X[n]) for n < N; X [N][ldx], Y [N][ldy]. xsum: scratch of N·ceil(cols/32)
-// floats (MLX4 chunk sums). Each (n, r) is computed alone: batch-invariant.
-void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, float* xsum, cudaStream_t st);
+// The MLX4 products' record of a 32-element chunk of x, in words (xq_chunk in device.cuh gives the layout).
+constexpr int kXqWords = 32;
+// Y[n][r] = dot_row(W, r, X[n]) for n < N; X [N][ldx], Y [N][ldy]. xq: scratch of N·(cols/32)·kXqWords
+// words (MLX4: the records of X). Each (n, r) is computed alone: batch-invariant.
+void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq,
+            cudaStream_t st);
 // One matrix of a fused launch and where its rows go: Y[n][r] at y[n·ldy + r].
 struct MatTask {
   DMat W;
@@ -38,11 +41,12 @@ struct MatTask {
 };
 constexpr int kMaxTasks = 4;
 // Up to kMaxTasks matrices of one type, width and group that read the same X, in one launch (q|k|v,
-// gate|up, …); each row's bytes are those of matvec. xsum: chunk_sums of X (MLX4; ignored for dense).
-void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const float* xsum,
+// gate|up, …); each row's bytes are those of matvec. xq: xq_records of X (MLX4 reads only these; ignored
+// for dense).
+void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
                   cudaStream_t st);
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
-// set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, chunk sums
+// set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that
 // kernel. The same bytes. Measured (H200, 2026-11-30, RESULTS §11): a 27B token's matvecs 8.68 against
 // 9.04 ms, decode at 1K 11.31 against 11.51 ms.
@@ -54,22 +58,22 @@ void set_mlx4_rw1(bool on);
 // their next round's lines into L2 before each round's loads. The same bytes.
 void set_mlx4_prefetch(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode path's other kernels
-// (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, chunk sums, embedding) as
+// (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
 // programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.
 void set_pdl_all(bool on);
-// xsum[n][c] = ((x[32c] + x[32c+1]) + …) + x[32c+31] from 0.0f, for n < N, c < cols/32.
-void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st);
+// xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
+void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);
 
 // ---- norms.cu -----------------------------------------------------------------------------------
 // out[r] = rmsnorm_1pw(x[r], w) (w may be null), or rmsnorm_plain(x[r], w) when plain.
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64_t n, float eps, int64_t rows,
                   float* out, int64_t ldo, cudaStream_t st);
 // Decode fusion, rows of n contiguous floats: h[r] ← h[r] + y[r] (y may be null), out[r] = rmsnorm_1pw(h[r];
-// w), and, when xsum is not null, xsum[r][c] = chunk sums of out[r] (as chunk_sums; n a multiple of 32).
+// w), and, when xq is not null, the records of out[r] (as xq_records; n a multiple of 32).
 void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float eps, int64_t rows, float* out,
-                      float* xsum, cudaStream_t st);
-// a[i] = silu_c(a[i]) · b[i] for i < n (n a multiple of 32), and xsum[c] the chunk sums of the result.
-void silu_mul_sums(float* a, const float* b, int64_t n, float* xsum, cudaStream_t st);
+                      uint32_t* xq, cudaStream_t st);
+// a[i] = silu_c(a[i]) · b[i] for i < n (n a multiple of 32), and the records of the result (as xq_records).
+void silu_mul_xq(float* a, const float* b, int64_t n, uint32_t* xq, cudaStream_t st);
 // For each row r < N and head h < nheads: v = x[r·ld + h·dim …] ← l2norm(v), then × scale for h < nscaled.
 void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st);
 // Full-attention preparation for N rows: q heads (from qg [N][H·2D], per head D query rows then D gate

@@ -2,9 +2,10 @@
 // reference/weights.cpp (dot_row; docs/ARITHMETIC.md §2):
 //   dense (f32: 4 values, bf16/f16: 8 values per 16-byte chunk): lane l of the row's warp takes chunks
 //   l, l+32, l+64, …, each element one fma into the lane's accumulator, in index order;
-//   MLX4 (32 weights per 16-byte chunk, inside one group): per chunk qx = fma chain of q_j·x_j from 0,
-//   then acc = fma(s, qx, fma(b, xsum_chunk, acc)), with xsum the chunk sums of x (chunk_sums: from 0.0f,
-//   x[32c] + x[32c+1] + … in index order, computed once per input row);
+//   MLX4 (32 weights per 16-byte chunk, inside one group): per chunk the exact integer T = Σ q_j·X_j of
+//   the codes with x's block fixed point X (reference x_chunks: X_j = round_even(x_j·2^(21−e)), e from the
+//   chunk's largest |x|), qx = float(T)·unit, then acc = fma(s, qx, fma(b, xsum_chunk, acc)); the records
+//   of x (xq_chunk in device.cuh: X's bytes, the chunk sum, the unit) are made once per input row;
 //   lanes combined by the xor butterfly, which gives lane_tree32's value in every lane.
 // Every (n, r) is its own chain: the bytes do not depend on N, on the other rows, on how rows are grouped
 // into warps and launches, or on the grid (batch-invariant).
@@ -12,24 +13,22 @@
 // matvec_multi runs up to four matrices that read the same x (q|k|v, qkv|z|b|a, gate|up) in one launch:
 // the grid is the concatenation of each matrix's blocks, so no block straddles two matrices.
 //
-// MLX4 kernel (the decode hot path, about 90% of a 27B token's bytes). Its cost is instructions, not
-// bytes: at 4.2 TB/s a 4-bit weight arrives every ~0.13 ns, about 4.4 thread-instructions of an H200's
-// issue budget. Per weight it spends 3 + 1/8:
-//   nibble k (k = 0..4) of a word becomes the float 2^(23−4k) + q with one LOP3, (w & 0xf<<4k) | exponent
-//   of 2^(23−4k) (the nibble lands in the mantissa at unit weight), then one exact FADD of −2^(23−4k);
-//   nibbles 5..7 do the same on w >> 12 (one shift a word); then the FFMA of the chain.
-// Per 32-weight chunk the x values (8 float4), the chunk sum and the two closing fmas are shared by the
-// RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its RW rows before computing
-// any (U·RW loads in flight a lane), then computes them in chunk order.
-// Kernels: matvec_mlx4_smem_kernel (N ≤ 2, decode: x in shared memory, persistent blocks), and
-// matvec_mlx4_kernel (N of 4 or 8, or x too wide for shared memory: x
-// through L1, whose per-lane 128-byte-strided loads are 32-way uncoalesced: the prefill's exact path).
-// Measured (H200, 2026-11-30, hkv bench-ops, 27B decode launches, N = 1): 14.4 GB in 9.04 ms a token
-// (8.68 as a dependent launch), 1.59 TB/s, 38% of copy bandwidth; 0.99–2.34 TB/s by shape (docs/RESULTS.md §11). Not at
-// the floor: the 5120-row shapes give each warp one or two rounds, so the load latency of a round is not hidden; and
-// the round's loads live in registers: ptxas gives the N = 1 kernels 76–116 registers (nvcc 13.0, sm_90),
-// so 2 blocks (16 warps) an SM for the (4, 2) and (2, 4) shapes, each warp computing a round only after
-// all of its loads have landed.
+// MLX4 kernel (the decode hot path, about 90% of a 27B token's bytes). At 4.2 TB/s a 4-bit weight arrives
+// every ~0.13 ns, about 4.4 thread-instructions of an H200's issue budget, so the work a weight must be
+// small. T is an exact integer (|T| < 2^31), so any order of its sum gives the same bytes; the kernel takes
+// it as three dp4a chains, one for each byte of X. Per code word (8 weights) and row:
+//   lo = w & 0x0f0f0f0f (the codes of elements 0, 2, 4, 6), hi = (w >> 4) & 0x0f0f0f0f (1, 3, 5, 7);
+//   s_p = dp4a(lo, record word 8p + 2k, s_p), then dp4a(hi, record word 8p + 2k + 1, s_p), p = 0, 1, 2
+//   (unsigned for bytes 0 and 1, signed for byte 2): 9 instructions, 1.125 a weight;
+// per chunk and row: T = (s_2 << 16) + (s_1 << 8) + s_0 (mod 2^32, exact since T fits), one I2F, one
+// multiply by the unit and the two closing fmas. The record (7 of its 8 16-byte units) is loaded once a
+// chunk and shared by the RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its
+// RW rows before computing any (U·RW loads in flight a lane), then computes them in chunk order.
+// Kernels: matvec_mlx4_smem_kernel (N ≤ 2, decode: the records in shared memory, persistent blocks), and
+// matvec_mlx4_kernel (N of 4 or 8, or x too wide for shared memory: records through L1: the prefill's
+// exact path).
+// Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
+// compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -69,22 +68,13 @@ bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 constexpr int kWarps = 8;
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
-// xsum[n][c]: a block covers 8 chunks of one row; each thread loads one element into shared memory
-// (coalesced; one pad float every 32 so the summing threads hit distinct banks), then thread c sums its
-// chunk's 32 elements in index order from 0.0f.
-__global__ void chunk_sums_kernel(const float* X, int64_t ldx, int64_t nch, float* xsum) {
+// xq[n][c]: a block covers 8 chunks of one row, warp w the record of chunk 8·blockIdx.x + w (xq_chunk).
+__global__ void xq_records_kernel(const float* X, int64_t ldx, int64_t nch, uint32_t* xq) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
-  __shared__ float vs[256 + 8];
-  pdl_trigger();  // the matvec that reads xsum may launch (it waits for this grid before reading)
-  const int64_t n = blockIdx.y, e = int64_t(blockIdx.x) * 256 + threadIdx.x;
-  if (e < nch * 32) vs[threadIdx.x + (threadIdx.x >> 5)] = X[n * ldx + e];
-  __syncthreads();
-  const int64_t c = int64_t(blockIdx.x) * 8 + threadIdx.x;
-  if (threadIdx.x < 8 && c < nch) {
-    float s = 0.0f;
-    for (int j = 0; j < 32; j++) s = s + vs[33 * threadIdx.x + j];
-    xsum[n * nch + c] = s;
-  }
+  pdl_trigger();  // the matvec that reads xq may launch (it waits for this grid before reading)
+  const int64_t n = blockIdx.y, c = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (c >= nch) return;  // a whole warp
+  xq_chunk(X[n * ldx + 32 * c + (threadIdx.x & 31)], xq + (n * nch + c) * kXqWords);
 }
 
 template <WType T>
@@ -95,15 +85,6 @@ __device__ __forceinline__ float dense_at(const void* row, int64_t j) {
     return hkv::f32_from_bf16(static_cast<const uint16_t*>(row)[j]);
   else
     return hkv::f32_from_f16(static_cast<const uint16_t*>(row)[j]);
-}
-
-// The float value q (0..15) of nibble k of w, exactly: (2^(23−4k) + q) − 2^(23−4k). k in 0..4. One lop3
-// (masked_or; as two LOP3s, the SASS of session 4 had 521 LOP3 for a round of 256 weights, 5.0 instructions
-// a weight) and one add.
-template <int K>
-__device__ __forceinline__ float nib(uint32_t w) {
-  constexpr float offset = float(1u << (23 - 4 * K));
-  return __uint_as_float(masked_or<0xfu << (4 * K), uint32_t(127 + 23 - 4 * K) << 23>(w)) - offset;
 }
 
 struct Tasks {
@@ -179,69 +160,46 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_dense_kernel(Tasks ts, con
   }
 }
 
-// qx[r][n] = fma chain over the 8 weights of word wi of a chunk, for RW rows and NB inputs.
-template <int NB, int RW>
-__device__ __forceinline__ void mlx4_word(const uint32_t (&w)[RW], const float4 (&xa)[NB], const float4 (&xb)[NB],
-                                          float (&qx)[RW][NB]) {
-#pragma unroll
-  for (int r = 0; r < RW; r++) {
-    const uint32_t hi = w[r] >> 12;
-    const float f[8] = {nib<0>(w[r]), nib<1>(w[r]), nib<2>(w[r]), nib<3>(w[r]),
-                        nib<4>(w[r]), nib<2>(hi),   nib<3>(hi),   nib<4>(hi)};
-#pragma unroll
-    for (int n = 0; n < NB; n++) {
-      float a = qx[r][n];
-      a = hkv::fma_rn(f[0], xa[n].x, a);
-      a = hkv::fma_rn(f[1], xa[n].y, a);
-      a = hkv::fma_rn(f[2], xa[n].z, a);
-      a = hkv::fma_rn(f[3], xa[n].w, a);
-      a = hkv::fma_rn(f[4], xb[n].x, a);
-      a = hkv::fma_rn(f[5], xb[n].y, a);
-      a = hkv::fma_rn(f[6], xb[n].z, a);
-      a = hkv::fma_rn(f[7], xb[n].w, a);
-      qx[r][n] = a;
-    }
-  }
-}
-
 // Chunk c (32 weights) of RW rows into their accumulators: u[r] holds row r's 32 codes, sb[r] and bb[r] the
-// bf16 scale and bias of the chunk's group; qx = fma chain of q_j·x_j from 0 (nibble order of mlx4_word),
-// then acc = fma(s, qx, fma(b, xsum_c, acc)). x_at(n, c, wi, a, b) gives x[n][32c + 8wi …] as two float4.
-template <int NB, int RW, class XAt>
+// bf16 scale and bias of the chunk's group; rec_at(n, c, P) gives units 0..6 of the record of chunk c of
+// input n. T = Σ q_j·X_j by three dp4a chains (see the top of the file), qx = float(T)·unit, then
+// acc = fma(s, qx, fma(b, xsum_c, acc)).
+template <int NB, int RW, class RecAt>
 __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t (&sb)[RW], const uint16_t (&bb)[RW],
-                                           int c, int nch, const float* xsum, XAt x_at, float (&acc)[RW][NB]) {
-  float qx[RW][NB];
-#pragma unroll
-  for (int r = 0; r < RW; r++)
-#pragma unroll
-    for (int n = 0; n < NB; n++) qx[r][n] = 0.0f;
-#pragma unroll
-  for (int wi = 0; wi < 4; wi++) {
-    float4 xa[NB], xb[NB];
-#pragma unroll
-    for (int n = 0; n < NB; n++) x_at(n, c, wi, xa[n], xb[n]);
-    uint32_t w[RW];
-#pragma unroll
-    for (int r = 0; r < RW; r++) w[r] = wi == 0 ? u[r].x : wi == 1 ? u[r].y : wi == 2 ? u[r].z : u[r].w;
-    mlx4_word<NB, RW>(w, xa, xb, qx);
-  }
+                                           int c, RecAt rec_at, float (&acc)[RW][NB]) {
 #pragma unroll
   for (int n = 0; n < NB; n++) {
-    const float xs = __ldg(xsum + int64_t(n) * nch + c);
+    uint32_t P[28];  // record words 0..27
+    rec_at(n, c, reinterpret_cast<uint4(&)[7]>(P));
 #pragma unroll
-    for (int r = 0; r < RW; r++)
-      acc[r][n] =
-          hkv::fma_rn(hkv::f32_from_bf16(sb[r]), qx[r][n], hkv::fma_rn(hkv::f32_from_bf16(bb[r]), xs, acc[r][n]));
+    for (int r = 0; r < RW; r++) {
+      const uint32_t w4[4] = {u[r].x, u[r].y, u[r].z, u[r].w};
+      uint32_t s0 = 0, s1 = 0;
+      int s2 = 0;
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        const uint32_t lo = w4[k] & 0x0f0f0f0fu, hi = (w4[k] >> 4) & 0x0f0f0f0fu;
+        s0 = __dp4a(lo, P[2 * k], s0);
+        s0 = __dp4a(hi, P[2 * k + 1], s0);
+        s1 = __dp4a(lo, P[8 + 2 * k], s1);
+        s1 = __dp4a(hi, P[8 + 2 * k + 1], s1);
+        s2 = __dp4a(int(lo), int(P[16 + 2 * k]), s2);
+        s2 = __dp4a(int(hi), int(P[16 + 2 * k + 1]), s2);
+      }
+      const int T = int((uint32_t(s2) << 16) + (s1 << 8) + s0);
+      const float qx = __int2float_rn(T) * __uint_as_float(P[25]);
+      acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[r]), qx,
+                              hkv::fma_rn(hkv::f32_from_bf16(bb[r]), __uint_as_float(P[24]), acc[r][n]));
+    }
   }
 }
 
 // One row group, the body of both MLX4 kernels: rows r0 … r0 + RW − 1 of the task's matrix, each lane's
 // chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
-// chunk chains in index order, the lane tree and the store. x_at(n, c, wi, a, b) gives x[n][32c + 8wi …]
-// as two float4; STREAM loads the weights with the streaming hint (each is read once a token).
-template <int NB, int RW, int U, bool STREAM, class XAt>
-__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, const float* xsum, XAt x_at,
-                                          bool pf = false) {
+// chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
+// chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
+template <int NB, int RW, int U, bool STREAM, class RecAt>
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at, bool pf = false) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
   const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
@@ -291,7 +249,7 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
     for (int k = 0; k < U; k++) {
       const int c = c0 + 32 * k;
       if (c >= nch) break;
-      mlx4_chunk<NB, RW>(u[k], sb[k], bb[k], c, nch, xsum, x_at, acc);
+      mlx4_chunk<NB, RW>(u[k], sb[k], bb[k], c, rec_at, acc);
     }
   }
 #pragma unroll
@@ -303,24 +261,24 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
     }
 }
 
-// N of 4 or 8 (and x too wide for shared memory): x through L1. Warp w of a block carries rows
+// N of 4 or 8 (and x too wide for shared memory): the records through L1. Warp w of a block carries rows
 // (block·kWarps + w)·RW … + RW − 1 of its task's matrix.
 template <int NB, int RW, int U>
-__global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
+__global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, const uint32_t* xq) {
   int64_t local;
   const MatTask& task = ts.t[find_task(ts, blockIdx.x, local)];
   const int64_t r0 = (local * kWarps + (threadIdx.x >> 5)) * RW;
   if (r0 >= task.W.rows) return;
-  mlx4_rows<NB, RW, U, false>(task, r0, int(threadIdx.x & 31), xsum, [&](int n, int c, int wi, float4& a, float4& b) {
-    const float4* x4 = reinterpret_cast<const float4*>(X + n * ldx + int64_t(c) * 32) + 2 * wi;
-    a = __ldg(x4);
-    b = __ldg(x4 + 1);
+  const int nch = int(task.W.cols / 32);
+  mlx4_rows<NB, RW, U, false>(task, r0, int(threadIdx.x & 31), [&](int n, int c, uint4(&P)[7]) {
+    const uint4* rec = reinterpret_cast<const uint4*>(xq) + (int64_t(n) * nch + c) * (kXqWords / 4);
+#pragma unroll
+    for (int v = 0; v < 7; v++) P[v] = __ldg(rec + v);
   });
 }
 
-// The decode kernel (N = 1 or 2). x is staged once per block in shared memory, float4 unit v (0..7) of
-// chunk c at 8c + (v ^ (c & 7)): the eight lanes of a quarter-warp, which read one unit of eight
+// The decode kernel (N = 1 or 2). x's records are staged once per block in shared memory, 16-byte unit v
+// (0..7) of chunk c at 8c + (v ^ (c & 7)): the eight lanes of a quarter-warp, which read one unit of eight
 // consecutive chunks, hit eight different 16-byte bank groups (no conflicts). Blocks are persistent:
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
@@ -332,8 +290,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <int NB, int RW, int U, bool PDL, bool PF = false>
 __global__ void __launch_bounds__(kWarps * 32)
-    matvec_mlx4_smem_kernel(Tasks ts, const float* X, int64_t ldx, const float* xsum) {
-  extern __shared__ float4 xs4[];  // [NB][nch·8], swizzled
+    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq) {
+  extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
   const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
@@ -351,8 +309,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     pdl_wait();
   }
   for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
-    const int n = i / (nch * 8), u = i % (nch * 8), c = u >> 3, v = u & 7;
-    xs4[n * nch * 8 + 8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const float4*>(X + n * ldx) + u);
+    const int c = i >> 3, v = i & 7;  // c counts the chunks of all NB inputs
+    xs4[8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const uint4*>(xq) + i);
   }
   __syncthreads();
   for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
@@ -369,11 +327,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     mlx4_rows<NB, RW, U, true>(
-        ts.t[t], local * RW, lane, xsum,
-        [&](int n, int c, int wi, float4& a, float4& b) {
-          const float4* base = xs4 + n * nch * 8 + 8 * c;
-          a = base[(2 * wi) ^ (c & 7)];
-          b = base[(2 * wi + 1) ^ (c & 7)];
+        ts.t[t], local * RW, lane,
+        [&](int n, int c, uint4(&P)[7]) {
+          const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
+          const int sw = (n * nch + c) & 7;
+#pragma unroll
+          for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
         },
         PF);
   }
@@ -419,39 +378,38 @@ int g_pf = -1;
 bool prefetch_enabled() { return env_switch(g_pf, "HKV_MV_PF", false); }
 
 template <int NB, int RW, int U, bool PF>
-void launch_mlx4_smem_as(const Tasks& ts, int64_t g, size_t smem, const float* X, int64_t ldx, const float* xsum,
-                         cudaStream_t st) {
+void launch_mlx4_smem_as(const Tasks& ts, int64_t g, size_t smem, const uint32_t* xq, cudaStream_t st) {
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, PF>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
-    launch_pdl(kernel, dim3(unsigned(grid)), dim3(kWarps * 32), smem, st, ts, X, ldx, xsum);
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(kWarps * 32), smem, st, ts, xq);
     return;
   }
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, PF>;
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, X, ldx, xsum);
+  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, xq);
   HKV_CHECK_LAUNCH();
 }
 
 template <int NB, int RW, int U>
-void launch_mlx4_smem(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
+void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
   if (prefetch_enabled())
-    launch_mlx4_smem_as<NB, RW, U, true>(ts, g, smem, X, ldx, xsum, st);
+    launch_mlx4_smem_as<NB, RW, U, true>(ts, g, smem, xq, st);
   else
-    launch_mlx4_smem_as<NB, RW, U, false>(ts, g, smem, X, ldx, xsum, st);
+    launch_mlx4_smem_as<NB, RW, U, false>(ts, g, smem, xq, st);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <int NB, int RW, int U>
-void launch_mlx4(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, cudaStream_t st) {
+void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, int64_t(kWarps) * RW);
   if (ts.block_start[n] == 0) return;
-  matvec_mlx4_kernel<NB, RW, U><<<unsigned(ts.block_start[n]), kWarps * 32, 0, st>>>(ts, X, ldx, xsum);
+  matvec_mlx4_kernel<NB, RW, U><<<unsigned(ts.block_start[n]), kWarps * 32, 0, st>>>(ts, xq);
   HKV_CHECK_LAUNCH();
 }
 
@@ -466,33 +424,32 @@ bool rw1_enabled() { return env_switch(g_rw1, "HKV_MV_RW1", false); }
 // N = 1 or 2 with x in shared memory (the decode path): RW rows a warp and U chunks in flight a lane for
 // a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
 template <int NB>
-void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const float* X, int64_t ldx,
-                   const float* xsum, cudaStream_t st) {
+void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const uint32_t* xq, cudaStream_t st) {
   if (size_t(NB) * size_t(cols) * 4 > size_t(kSmemMax)) {
-    launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
+    launch_mlx4<NB, 1, 2>(tasks, n, xq, st);
     return;
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if (NB == 1 && rows >= 16384)
-    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, X, ldx, xsum, st)
-                  : launch_mlx4_smem<NB, 4, 1>(tasks, n, X, ldx, xsum, st);
+    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st)
+                  : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
   else if (NB == 1 && rw1_enabled())  // the experiment: one row a warp (see set_mlx4_rw1)
-    per_lane >= 4 ? launch_mlx4_smem<NB, 1, 4>(tasks, n, X, ldx, xsum, st)
-                  : launch_mlx4_smem<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
+    per_lane >= 4 ? launch_mlx4_smem<NB, 1, 4>(tasks, n, xq, st)
+                  : launch_mlx4_smem<NB, 1, 2>(tasks, n, xq, st);
   else
-    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, X, ldx, xsum, st)
-                  : launch_mlx4_smem<NB, 2, 2>(tasks, n, X, ldx, xsum, st);
+    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st)
+                  : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
 }
 
 template <int NB>
-void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const float* xsum, bool vec, int64_t rows,
+void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint32_t* xq, bool vec, int64_t rows,
             cudaStream_t st) {
   const WType type = tasks[0].W.type;
   if (type == WType::MLX4) {
     if constexpr (NB <= 2)
-      dispatch_mlx4<NB>(tasks, n, rows, tasks[0].W.cols, X, ldx, xsum, st);
+      dispatch_mlx4<NB>(tasks, n, rows, tasks[0].W.cols, xq, st);
     else {  // several inputs: one row a warp, fewer chunks in flight (the inputs' accumulators use registers)
-      launch_mlx4<NB, 1, 2>(tasks, n, X, ldx, xsum, st);
+      launch_mlx4<NB, 1, 2>(tasks, n, xq, st);
     }
     return;
   }
@@ -528,13 +485,13 @@ void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
 void set_mlx4_rw1(bool on) { g_rw1 = on ? 1 : 0; }
 void set_mlx4_prefetch(bool on) { g_pf = on ? 1 : 0; }
 
-void chunk_sums(const float* X, int64_t ldx, int64_t N, int64_t cols, float* xsum, cudaStream_t st) {
+void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {
   const int64_t nch = cols / 32;
   if (N <= 0 || nch <= 0) return;
-  launch_k(chunk_sums_kernel, dim3(unsigned((nch + 7) / 8), unsigned(N)), dim3(256), 0, st, X, ldx, nch, xsum);
+  launch_k(xq_records_kernel, dim3(unsigned((nch + 7) / 8), unsigned(N)), dim3(256), 0, st, X, ldx, nch, xq);
 }
 
-void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const float* xsum,
+void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
                   cudaStream_t st) {
   if (N <= 0 || ntasks <= 0) return;
   if (ntasks > kMaxTasks) throw std::runtime_error("matvec_multi: more than 4 matrices in one launch");
@@ -552,7 +509,7 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
     if (W0.cols % 32 != 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128) || !vec)
       throw std::runtime_error(
           "matvec: MLX4 needs cols a multiple of 32, group 32, 64 or 128, and 16-byte aligned rows and x");
-    if (!xsum) throw std::runtime_error("matvec: MLX4 needs the chunk sums of x");
+    if (!xq) throw std::runtime_error("matvec: MLX4 needs the records of x (xq_records)");
   } else {
     const int width = W0.type == WType::F32 ? 4 : 8;
     vec = vec && W0.cols % width == 0;
@@ -564,7 +521,7 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
     const int nb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
     for (int i = 0; i < ntasks; i++) shifted[i] = tasks[i], shifted[i].y = tasks[i].y + n0 * tasks[i].ldy;
     const float* x = X + n0 * ldx;
-    const float* xs = W0.type == WType::MLX4 ? xsum + n0 * nch : nullptr;
+    const uint32_t* xs = W0.type == WType::MLX4 ? xq + n0 * nch * kXqWords : nullptr;
     switch (nb) {
       case 8:
         launch<8>(shifted, ntasks, x, ldx, xs, vec, rows, st);
@@ -583,12 +540,12 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
   }
 }
 
-void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, float* xsum,
+void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq,
             cudaStream_t st) {
   if (N <= 0 || W.rows == 0) return;
-  if (W.type == WType::MLX4) chunk_sums(X, ldx, N, W.cols, xsum, st);
+  if (W.type == WType::MLX4) xq_records(X, ldx, N, W.cols, xq, st);
   const MatTask t{W, Y, ldy};
-  matvec_multi(&t, 1, X, ldx, N, xsum, st);
+  matvec_multi(&t, 1, X, ldx, N, xq, st);
 }
 
 }  // namespace hkv::cuda

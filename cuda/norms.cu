@@ -18,19 +18,19 @@ namespace {
 __host__ __device__ constexpr int pad32(int i) { return i + (i >> 5); }
 
 // Decode fusion of three of the oracle's steps, each unchanged: h = h + y (when y), out = rmsnorm_1pw(h; w),
-// and (when xsum) the chunk sums of out (chunk_sums' order: from 0.0f, 32 elements in index order).
+// and (when xq) the MLX4 products' records of out's chunks (xq_chunk, device.cuh).
 // One block a row: the row is read once into shared memory by all threads (coalesced); warp 0 takes the
 // sum of squares from there (sum_squares' order: lane l, 4-element chunks l, l+32, …, then the lane
-// tree); every thread writes its elements of out; thread c sums chunk c from shared memory.
+// tree); every thread writes its elements of out; warp w makes the records of chunks w, w + 32, ….
 // Rows h[r·ldh …], y[r·ldh …], out[r·ldo …]; h is written only when y is given; out must not alias h.
-// plain: out = rmsnorm_plain(h; w) instead. rmsnorm_rows is this kernel with no y and no chunk sums.
+// plain: out = rmsnorm_plain(h; w) instead. rmsnorm_rows is this kernel with no y and no records.
 __global__ void __launch_bounds__(1024)
     add_rmsnorm_kernel(float* __restrict__ H, const float* __restrict__ Y, int64_t ldh, const float* __restrict__ w,
-                       bool plain, int n, float eps, float* __restrict__ Out, int64_t ldo, float* __restrict__ xsum) {
+                       bool plain, int n, float eps, float* __restrict__ Out, int64_t ldo, uint32_t* __restrict__ xq) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   extern __shared__ float hs[];  // pad32(n) floats
   __shared__ float r_s;
-  pdl_trigger();  // the matvec that reads out and xsum may launch (it waits for this grid before reading)
+  pdl_trigger();  // the matvec that reads out and xq may launch (it waits for this grid before reading)
   float* __restrict__ h = H + int64_t(blockIdx.x) * ldh;
   float* __restrict__ out = Out + int64_t(blockIdx.x) * ldo;
   const float* __restrict__ y = Y ? Y + int64_t(blockIdx.x) * ldh : nullptr;
@@ -82,34 +82,23 @@ __global__ void __launch_bounds__(1024)
       hs[pad32(i)] = v;
     }
   }
-  if (!xsum) return;
+  if (!xq) return;
   __syncthreads();
-  for (int c = threadIdx.x; c < n / 32; c += blockDim.x) {  // n is a multiple of 32 when xsum is asked for
-    float s = 0.0f;
-    for (int j = 0; j < 32; j++) s = s + hs[pad32(32 * c + j)];
-    xsum[int64_t(blockIdx.x) * (n / 32) + c] = s;
-  }
+  const int lane = threadIdx.x & 31;
+  for (int c = threadIdx.x >> 5; c < n / 32; c += blockDim.x >> 5)  // n is a multiple of 32 when xq is asked for
+    xq_chunk(hs[pad32(32 * c + lane)], xq + (int64_t(blockIdx.x) * (n / 32) + c) * kXqWords);
 }
 
-// a = silu_c(a)·b, one thread an element; then each 32-element chunk's sum in index order, from shared
-// memory, by one thread. A block covers 8 chunks.
-__global__ void silu_mul_sums_kernel(float* a, const float* b, int64_t n, float* xsum) {
+// a = silu_c(a)·b, one thread an element; then each warp makes the MLX4 products' record of its chunk
+// (xq_chunk). n is a multiple of 32, so a warp is wholly inside or wholly outside.
+__global__ void silu_mul_xq_kernel(float* a, const float* b, int64_t n, uint32_t* xq) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
-  __shared__ float vs[pad32(256)];
   pdl_trigger();  // as in add_rmsnorm_kernel: down_proj's matvec may launch
   const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
-  if (i < n) {
-    const float v = hkv::silu_c(a[i]) * b[i];
-    a[i] = v;
-    vs[pad32(threadIdx.x)] = v;
-  }
-  __syncthreads();
-  const int64_t c = int64_t(blockIdx.x) * 8 + threadIdx.x;
-  if (threadIdx.x < 8 && c * 32 < n) {
-    float s = 0.0f;
-    for (int j = 0; j < 32; j++) s = s + vs[pad32(32 * threadIdx.x + j)];
-    xsum[c] = s;
-  }
+  if (i >= n) return;
+  const float v = hkv::silu_c(a[i]) * b[i];
+  a[i] = v;
+  xq_chunk(v, xq + (i >> 5) * kXqWords);
 }
 
 __global__ void l2norm_heads_kernel(float* X, int64_t ld, int dim, int nscaled, float scale) {
@@ -180,13 +169,13 @@ __global__ void add_kernel(float* a, const float* b, int64_t n) {
 
 namespace {
 void launch_add_rmsnorm(float* h, const float* y, int64_t ldh, const float* w, bool plain, int64_t n, float eps,
-                        int64_t rows, float* out, int64_t ldo, float* xsum, cudaStream_t st) {
+                        int64_t rows, float* out, int64_t ldo, uint32_t* xq, cudaStream_t st) {
   if (rows <= 0) return;
-  if (xsum && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: chunk sums need n a multiple of 32");
+  if (xq && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: MLX4 records need n a multiple of 32");
   const size_t smem = size_t(n + n / 32 + 1) * 4;
   if (smem > 48 * 1024) throw std::runtime_error("rmsnorm: rows above 11,900 floats");
   launch_k(add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(1024), smem, st, h, y, ldh, w, plain, int(n), eps, out, ldo,
-           xsum);
+           xq);
 }
 }  // namespace
 
@@ -197,14 +186,14 @@ void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64
 }
 
 void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float eps, int64_t rows, float* out,
-                      float* xsum, cudaStream_t st) {
-  launch_add_rmsnorm(h, y, n, w, false, n, eps, rows, out, n, xsum, st);
+                      uint32_t* xq, cudaStream_t st) {
+  launch_add_rmsnorm(h, y, n, w, false, n, eps, rows, out, n, xq, st);
 }
 
-void silu_mul_sums(float* a, const float* b, int64_t n, float* xsum, cudaStream_t st) {
+void silu_mul_xq(float* a, const float* b, int64_t n, uint32_t* xq, cudaStream_t st) {
   if (n <= 0) return;
-  if (n % 32 != 0) throw std::runtime_error("silu_mul_sums: n must be a multiple of 32");
-  launch_k(silu_mul_sums_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n, xsum);
+  if (n % 32 != 0) throw std::runtime_error("silu_mul_xq: n must be a multiple of 32");
+  launch_k(silu_mul_xq_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n, xq);
 }
 
 void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st) {

@@ -289,7 +289,7 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
     for (int64_t r = lo; r < hi; r += scratch_rows_) {
       const int64_t R = std::min(scratch_rows_, hi - r);
       rmsnorm_rows(b.h + r * E, E, final_norm_, false, E, eps, R, x_, E, st);
-      matvec(lm_head_, x_, E, R, logits_, V, xsum_, st);
+      matvec(lm_head_, x_, E, R, logits_, V, reinterpret_cast<uint32_t*>(xq_), st);
       const size_t at = logits.size();
       logits.resize(at + size_t(R * V));
       HKV_CUDA_CHECK(cudaMemcpyAsync(logits.data() + at, logits_, size_t(R * V) * 4, cudaMemcpyDeviceToHost, st));

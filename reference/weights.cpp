@@ -1,5 +1,6 @@
 #include "reference/weights.h"
 
+#include <algorithm>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -105,12 +106,26 @@ float lane_tree32(float* a) {
   return a[0];
 }
 
-void chunk_sums32(const float* x, int64_t n, float* xsum) {
+XChunks x_chunks(const float* x, int64_t n) {
+  XChunks xc;
+  xc.X.assign(size_t(n), 0);
   for (int64_t c = 0; c * 32 < n; c++) {
+    const int64_t j0 = 32 * c, j1 = std::min(n, j0 + 32);
     float s = 0.0f;
-    for (int64_t j = 32 * c; j < 32 * c + 32 && j < n; j++) s = s + x[j];
-    xsum[c] = s;
+    uint32_t mb = 0;  // the largest magnitude's bits (finite magnitudes order as their bits)
+    for (int64_t j = j0; j < j1; j++) s = s + x[j], mb = std::max(mb, f32_bits(x[j]) & 0x7fffffffu);
+    xc.sum.push_back(s);
+    if (mb >= 0x7f800000u) {
+      xc.unit.push_back(canonical_nan());
+    } else if (mb == 0) {
+      xc.unit.push_back(0.0f);
+    } else {
+      const int e = xq_exponent(mb);
+      for (int64_t j = j0; j < j1; j++) xc.X[size_t(j)] = xq_int(x[j], e);
+      xc.unit.push_back(xq_unit(e));
+    }
   }
+  return xc;
 }
 
 // Dense formats: chunk = 16 bytes = `width` elements; lane l owns chunks l, l+32, l+64, …
@@ -126,27 +141,26 @@ static float dot_dense(int64_t n, const float* x, Load w) {
 }
 
 // MLX4: chunk = 16 bytes = 4 words = 32 weights, inside one quantization group. Per chunk:
-//   qx = Σ q_j·x_j (fma chain from 0, j in order);  acc = fma(s, qx, fma(b, xsum_chunk, acc)).
-static float dot_mlx4(const Matrix& W, int64_t r, const float* x, const float* xsum) {
+//   T = Σ q_j·X_j, an exact integer (|T| <= 15·32·2^22 < 2^31, so the order of the sum does not matter);
+//   qx = float(T)·unit;  acc = fma(s, qx, fma(b, sum, acc)).
+static float dot_mlx4(const Matrix& W, int64_t r, const XChunks& xc) {
   const uint32_t* q = static_cast<const uint32_t*>(W.data) + r * (W.cols / 8);
   const int64_t groups_per_row = W.cols / W.group;
   float lane[32] = {};
   for (int64_t chunk = 0; chunk * 32 < W.cols; chunk++) {
-    float qx = 0.0f;
-    for (int j = 0; j < 32; j++) {
-      int64_t col = chunk * 32 + j;
-      float qj = float((q[col / 8] >> (4 * (col % 8))) & 0xfu);
-      qx = fma_rn(qj, x[col], qx);
-    }
-    int64_t g = r * groups_per_row + (chunk * 32) / W.group;
-    float s = f32_from_bf16(W.scales[g]), b = f32_from_bf16(W.biases[g]);
+    int32_t T = 0;
+    for (int64_t col = chunk * 32; col < chunk * 32 + 32; col++)
+      T += int32_t((q[col / 8] >> (4 * (col % 8))) & 0xfu) * xc.X[size_t(col)];
+    const float qx = float(T) * xc.unit[size_t(chunk)];
+    const int64_t g = r * groups_per_row + (chunk * 32) / W.group;
+    const float s = f32_from_bf16(W.scales[g]), b = f32_from_bf16(W.biases[g]);
     float& acc = lane[chunk % 32];
-    acc = fma_rn(s, qx, fma_rn(b, xsum[chunk], acc));
+    acc = fma_rn(s, qx, fma_rn(b, xc.sum[size_t(chunk)], acc));
   }
   return lane_tree32(lane);
 }
 
-float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum) {
+float dot_row(const Matrix& W, int64_t r, const float* x, const XChunks* xc) {
   if (g_wide) return dot_wide(W, r, x);
   const int64_t n = W.cols;
   switch (W.type) {
@@ -163,34 +177,23 @@ float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum) {
       return dot_dense<8>(n, x, [w](int64_t j) { return f32_from_f16(w[j]); });
     }
     case WType::MLX4:
-      return dot_mlx4(W, r, x, xsum);
+      return dot_mlx4(W, r, *xc);
   }
   return 0.0f;
 }
 
-void matvec(const Matrix& W, const float* x, float* y) {
-  std::vector<float> xsum;
-  if (W.type == WType::MLX4) {
-    if (W.cols % 32 != 0) throw std::runtime_error("MLX4 matrix with cols not a multiple of 32");
-    xsum.resize(size_t(W.cols / 32));
-    chunk_sums32(x, W.cols, xsum.data());
-  }
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < W.rows; r++) y[r] = dot_row(W, r, x, xsum.data());
-}
+void matvec(const Matrix& W, const float* x, float* y) { matmul(W, x, 1, y); }
 
 void matmul(const Matrix& W, const float* X, int64_t T, float* Y) {
-  std::vector<float> xsum;
-  const int64_t nchunk = (W.cols + 31) / 32;
+  std::vector<XChunks> xc;
   if (W.type == WType::MLX4) {
     if (W.cols % 32 != 0) throw std::runtime_error("MLX4 matrix with cols not a multiple of 32");
-    xsum.resize(size_t(T * nchunk));
-    for (int64_t t = 0; t < T; t++) chunk_sums32(X + t * W.cols, W.cols, xsum.data() + t * nchunk);
+    for (int64_t t = 0; t < T; t++) xc.push_back(x_chunks(X + t * W.cols, W.cols));
   }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < W.rows; r++)
     for (int64_t t = 0; t < T; t++)
-      Y[t * W.rows + r] = dot_row(W, r, X + t * W.cols, xsum.empty() ? nullptr : xsum.data() + t * nchunk);
+      Y[t * W.rows + r] = dot_row(W, r, X + t * W.cols, xc.empty() ? nullptr : &xc[size_t(t)]);
 }
 
 float sum_squares(const float* x, int64_t n) {

@@ -40,12 +40,20 @@ struct Matrix {
   void row(int64_t r, float* out) const;
 };
 
-// Chunk sums of x over 32-element chunks: xsum[c] = ((x[32c] + x[32c+1]) + …) + x[32c+31], in index order.
-// The MLX4 product uses them; compute once per x and share among all rows.
-void chunk_sums32(const float* x, int64_t n, float* xsum);
+// What an MLX4 product reads of x (ARITHMETIC.md §2), for chunk c = elements [32c, 32c + 32):
+//   sum[c]  = ((x[32c] + x[32c+1]) + …) + x[32c+31], in index order;
+//   e       = floor(log2 max_j |x_j|);  X[j] = round_even(x_j · 2^(21−e)), an integer with |X[j]| <= 2^22;
+//   unit[c] = 2^(e−21), so x_j ≈ X[j]·unit[c] to half a unit.
+// A chunk of zeros has X = 0; a chunk holding a non-finite value has X = 0 and unit NaN. Computed once per x
+// and shared by all rows.
+struct XChunks {
+  std::vector<int32_t> X;
+  std::vector<float> unit, sum;
+};
+XChunks x_chunks(const float* x, int64_t n);
 
-// y[r] = W[r,:] · x for one row, in the canonical order. xsum is chunk_sums32(x) (MLX4 only).
-float dot_row(const Matrix& W, int64_t r, const float* x, const float* xsum);
+// y[r] = W[r,:] · x for one row, in the canonical order. xc is x_chunks(x) (MLX4 only).
+float dot_row(const Matrix& W, int64_t r, const float* x, const XChunks* xc);
 
 // y = W x for all rows (OpenMP over rows: the bytes do not depend on the thread count).
 void matvec(const Matrix& W, const float* x, float* y);

@@ -78,7 +78,74 @@ cuda::DMat to_device(const Matrix& m, std::vector<std::unique_ptr<DBuf<uint8_t>>
   return d;
 }
 
+// The records (cuda::kXqWords words a 32-element chunk; xq_chunk in cuda/device.cuh) that the engine must
+// make of x [rows][n], built here from the oracle's x_chunks.
+std::vector<uint32_t> expected_records(const float* x, int64_t rows, int64_t n) {
+  std::vector<uint32_t> rec(size_t(rows * (n / 32) * cuda::kXqWords), 0u);
+  for (int64_t r = 0; r < rows; r++) {
+    const XChunks xc = x_chunks(x + r * n, n);
+    for (int64_t c = 0; c < n / 32; c++) {
+      uint32_t* w = rec.data() + (r * (n / 32) + c) * cuda::kXqWords;
+      for (int j = 0; j < 32; j++)
+        for (int p = 0; p < 3; p++)  // byte p of X_j, in word 8p + 2k + h at byte b, for j = 8k + h + 2b
+          w[8 * p + 2 * (j / 8) + j % 2] |= ((uint32_t(xc.X[size_t(c * 32 + j)]) >> (8 * p)) & 0xffu)
+                                            << (8 * ((j % 8) / 2));
+      w[24] = f32_bits(xc.sum[size_t(c)]);
+      w[25] = f32_bits(xc.unit[size_t(c)]);
+    }
+  }
+  return rec;
+}
+
+// "" if got (at least want.size() words) starts with want's words, else where the first one differs.
+std::string record_diff(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want) {
+  for (size_t i = 0; i < want.size(); i++)
+    if (got[i] != want[i]) {
+      char b[160];
+      std::snprintf(b, sizeof b, "record word %zu (chunk %zu, word %zu): got %08x, want %08x", i,
+                    i / cuda::kXqWords, i % cuda::kXqWords, got[i], want[i]);
+      return b;
+    }
+  return "";
+}
+
 }  // namespace
+
+TEST_CASE("xq_records: the MLX4 products' block fixed point of x, byte for byte with x_chunks") {
+  // chunks of one scale each (subnormal, tiny, ordinary, huge), a chunk of zeros, one with an element 2^-40
+  // of its largest, values just under a power of two (X rounds to 2^22), one inf and one NaN chunk
+  const int64_t n = 32 * 12;
+  std::vector<float> x = gaussian(size_t(n), 5, 1.0f);
+  const float scale[8] = {1e-41f, 1e-38f, 3e-20f, 1.0f, 7.5e5f, 1e30f, 0.0f, 1.0f};
+  for (int c = 0; c < 8; c++)
+    for (int j = 0; j < 32; j++) x[size_t(32 * c + j)] *= scale[c];
+  x[32 * 7 + 3] = std::ldexp(x[32 * 7 + 3], -40);
+  for (int j = 0; j < 32; j++) x[size_t(32 * 8 + j)] = (j % 2 ? -1.0f : 1.0f) * std::nextafter(2.0f, 0.0f);
+  x[32 * 9 + 4] = INFINITY;
+  x[32 * 10 + 30] = NAN;
+  DBuf<float> dx(x);
+  DBuf<uint32_t> dq(size_t((n / 32) * cuda::kXqWords));
+  dq.poison();
+  cuda::xq_records(dx.p, n, 1, n, dq.p, nullptr);
+  std::string d = record_diff(dq.get(), expected_records(x.data(), 1, n));
+  std::printf("xq_records(12 chunks of every kind): %s\n", d.empty() ? "OK" : ("FAIL " + d).c_str());
+  CHECK_MESSAGE(d.empty(), d);
+  // and the MLX4 product over those chunks (the inf and NaN ones left out: their results are NaN either way)
+  const int64_t cols = 32 * 9, rows = 70;
+  std::vector<float> xf(x.begin(), x.begin() + cols);
+  auto hm = random_matrix(WType::MLX4, rows, cols, 32, 17);
+  std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
+  cuda::DMat W = to_device(hm->m, keep);
+  std::vector<float> ref(static_cast<size_t>(rows));
+  matmul(hm->m, xf.data(), 1, ref.data());
+  DBuf<float> dxf(xf), dy(static_cast<size_t>(rows));
+  DBuf<uint32_t> dq2(size_t((cols / 32) * cuda::kXqWords));
+  dy.poison();
+  cuda::matvec(W, dxf.p, cols, 1, dy.p, rows, dq2.p, nullptr);
+  d = first_diff(dy.get(), ref);
+  std::printf("matvec over those chunks: %s\n", d.empty() ? "OK" : ("FAIL " + d).c_str());
+  CHECK_MESSAGE(d.empty(), d);
+}
 
 TEST_CASE("matvec: every weight type, odd shapes, 1..11 input rows, byte for byte") {
   struct Case {
@@ -104,7 +171,8 @@ TEST_CASE("matvec: every weight type, odd shapes, 1..11 input rows, byte for byt
       std::vector<float> X = gaussian(size_t(N * k.cols), 7 + ci * 31 + size_t(N), 1.0f);
       std::vector<float> ref(size_t(N * k.rows));
       matmul(hm->m, X.data(), N, ref.data());
-      DBuf<float> dx(X), dy(size_t(N * k.rows)), xs(size_t(N * (k.cols / 32 + 1)));
+      DBuf<float> dx(X), dy(size_t(N * k.rows));
+      DBuf<uint32_t> xs(size_t(N * (k.cols / 32 + 1) * cuda::kXqWords));
       dy.poison();
       cuda::matvec(W, dx.p, k.cols, N, dy.p, k.rows, xs.p, nullptr);
       std::string d = first_diff(dy.get(), ref);
@@ -145,8 +213,9 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
     }
     for (int64_t N : {1, 2, 5, 9}) {
       std::vector<float> X = gaussian(size_t(N * sh.cols), 77 + si * 13 + size_t(N), 1.0f);
-      DBuf<float> dx(X), xs(size_t(N * (sh.cols / 32 + 1)));
-      cuda::chunk_sums(dx.p, sh.cols, N, sh.cols, xs.p, nullptr);
+      DBuf<float> dx(X);
+      DBuf<uint32_t> xs(size_t(N * (sh.cols / 32 + 1) * cuda::kXqWords));
+      cuda::xq_records(dx.p, sh.cols, N, sh.cols, xs.p, nullptr);
       std::vector<std::unique_ptr<DBuf<float>>> outs;
       std::vector<cuda::MatTask> tasks;
       for (size_t m = 0; m < dms.size(); m++) {
@@ -199,53 +268,41 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
   std::printf("matvec_multi: %d/%d cases passed\n", passed, total);
 }
 
-TEST_CASE("add_rmsnorm_rows and silu_mul_sums: the fused decode steps, byte for byte") {
+TEST_CASE("add_rmsnorm_rows and silu_mul_xq: the fused decode steps and their records, byte for byte") {
   for (int64_t n : {5120, 256, 96, 40}) {
     const int64_t rows = 3;
     std::vector<float> h = gaussian(size_t(rows * n), 21 + size_t(n), 2.0f), y = gaussian(size_t(rows * n), 22, 1.0f),
                        w = gaussian(size_t(n), 23, 0.3f);
     for (int with_y = 0; with_y < 2; with_y++) {
-      std::vector<float> hr = h, ref(size_t(rows * n)), sref(size_t(rows * (n / 32)));
+      std::vector<float> hr = h, ref(size_t(rows * n));
       for (int64_t r = 0; r < rows; r++) {
         if (with_y)
           for (int64_t i = 0; i < n; i++) hr[size_t(r * n + i)] = hr[size_t(r * n + i)] + y[size_t(r * n + i)];
         rmsnorm_1pw(hr.data() + r * n, w.data(), n, 1e-6f, ref.data() + r * n);
-        for (int64_t c = 0; c < n / 32; c++) {
-          float s = 0.0f;
-          for (int j = 0; j < 32; j++) s = s + ref[size_t(r * n + c * 32 + j)];
-          sref[size_t(r * (n / 32) + c)] = s;
-        }
       }
-      DBuf<float> dh(h), dy(y), dw(w), dout(size_t(rows * n)), ds(size_t(rows * (n / 32) + 1));
+      DBuf<float> dh(h), dy(y), dw(w), dout(size_t(rows * n));
+      DBuf<uint32_t> ds(size_t((rows * (n / 32) + 1) * cuda::kXqWords));
       dout.poison();
-      ds.poison();  // the spare element is never written (initcheck reads every copied byte)
+      ds.poison();  // the spare record is never written (initcheck reads every copied byte)
       const bool sums = n % 32 == 0;
       cuda::add_rmsnorm_rows(dh.p, with_y ? dy.p : nullptr, dw.p, n, 1e-6f, rows, dout.p, sums ? ds.p : nullptr,
                              nullptr);
       std::string d = first_diff(dout.get(), ref) + first_diff(dh.get(), hr);
-      if (sums) {
-        std::vector<float> got = ds.get();
-        got.resize(sref.size());
-        d += first_diff(got, sref);
-      }
+      if (sums) d += record_diff(ds.get(), expected_records(ref.data(), rows, n));
       std::printf("add_rmsnorm_rows(n=%lld,y=%d): %s\n", (long long)n, with_y,
                   d.empty() ? "OK" : ("FAIL " + d).c_str());
       CHECK_MESSAGE(d.empty(), d);
     }
   }
   const int64_t n = 3 * 17408;
-  std::vector<float> a = gaussian(size_t(n), 31, 3.0f), b = gaussian(size_t(n), 32, 1.0f), ref(static_cast<size_t>(n)),
-                     sref(static_cast<size_t>(n / 32));
+  std::vector<float> a = gaussian(size_t(n), 31, 3.0f), b = gaussian(size_t(n), 32, 1.0f), ref(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; i++) ref[size_t(i)] = silu_c(a[size_t(i)]) * b[size_t(i)];
-  for (int64_t c = 0; c < n / 32; c++) {
-    float s = 0.0f;
-    for (int j = 0; j < 32; j++) s = s + ref[size_t(c * 32 + j)];
-    sref[size_t(c)] = s;
-  }
-  DBuf<float> da(a), db(b), ds(size_t(n / 32));
-  cuda::silu_mul_sums(da.p, db.p, n, ds.p, nullptr);
-  std::string d = first_diff(da.get(), ref) + first_diff(ds.get(), sref);
-  std::printf("silu_mul_sums(n=%lld): %s\n", (long long)n, d.empty() ? "OK" : ("FAIL " + d).c_str());
+  DBuf<float> da(a), db(b);
+  DBuf<uint32_t> ds(size_t((n / 32) * cuda::kXqWords));
+  ds.poison();
+  cuda::silu_mul_xq(da.p, db.p, n, ds.p, nullptr);
+  std::string d = first_diff(da.get(), ref) + record_diff(ds.get(), expected_records(ref.data(), 1, n));
+  std::printf("silu_mul_xq(n=%lld): %s\n", (long long)n, d.empty() ? "OK" : ("FAIL " + d).c_str());
   CHECK_MESSAGE(d.empty(), d);
 }
 

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -75,13 +77,17 @@ float independent_dot(const Matrix& W, int64_t r, const std::vector<float>& x) {
     float acc = 0.0f;
     for (int64_t c = l; c < nchunks; c += 32) {
       if (W.type == WType::MLX4) {
-        float qx = 0.0f, xs = 0.0f;
+        // the chunk in block fixed point: e from the largest magnitude, X_j = x_j·2^(21−e) rounded to even
+        float xs = 0.0f, m = 0.0f;
+        for (int j = 0; j < 32; j++) xs = xs + x[size_t(c * 32 + j)], m = std::max(m, std::fabs(x[size_t(c * 32 + j)]));
+        const int e = std::ilogb(m);
+        int64_t T = 0;
         for (int j = 0; j < 32; j++) {
           int64_t col = c * 32 + j;
           uint32_t word = static_cast<const uint32_t*>(W.data)[r * W.cols / 8 + col / 8];
-          qx = std::fma(float((word >> (4 * (col % 8))) & 15u), x[size_t(col)], qx);
-          xs = xs + x[size_t(col)];
+          T += int64_t((word >> (4 * (col % 8))) & 15u) * std::llrint(std::ldexp(double(x[size_t(col)]), 21 - e));
         }
+        const float qx = float(T) * std::ldexp(1.0f, e - 21);
         int64_t g = r * (W.cols / W.group) + c * 32 / W.group;
         acc = std::fma(f32_from_bf16(W.scales[g]), qx, std::fma(f32_from_bf16(W.biases[g]), xs, acc));
       } else {
@@ -119,6 +125,60 @@ TEST_CASE("the canonical product equals an independent loop of the written order
       // the order matters: a plain left-to-right sum gives other bytes on most rows of a wide product
       if (cols >= 1000 && t != WType::MLX4) CHECK(differs_from_sequential > 5);
     }
+}
+
+TEST_CASE("the MLX4 product's block fixed point: integers in range, half a unit of error, zeros, non-finite") {
+  // chunks at every scale, subnormal ones included, with elements far below the chunk's largest
+  for (float scale : {1e-41f, 1e-38f, 3e-20f, 1.0f, 7.5e5f, 1e30f}) {
+    std::vector<float> x = make_x(64, 17);
+    for (float& v : x) v = v * scale;
+    x[5] = x[5] * 1e-12f;
+    x[40] = 0.0f;
+    const XChunks xc = x_chunks(x.data(), 64);
+    for (int c = 0; c < 2; c++) {
+      CAPTURE(scale);
+      const double unit = xc.unit[size_t(c)];
+      for (int j = 32 * c; j < 32 * c + 32; j++) {
+        CHECK(std::abs(int64_t(xc.X[size_t(j)])) <= (int64_t(1) << 22));
+        if (unit > 0) CHECK(std::fabs(double(xc.X[size_t(j)]) * unit - double(x[size_t(j)])) <= 0.5 * unit);
+      }
+    }
+  }
+  // the largest integers: every element just under a power of two rounds to 2^22, and with every code 15 the
+  // chunk's sum is 15·32·2^22, which still fits an int32; the product is then within 2^-22 of exact
+  std::vector<uint32_t> q(4, 0xffffffffu);
+  std::vector<uint16_t> sb = {0x3f80, 0x0000};  // scale 1, bias 0
+  Matrix W;
+  W.type = WType::MLX4, W.rows = 1, W.cols = 32, W.group = 32;
+  W.data = q.data(), W.scales = sb.data(), W.biases = sb.data() + 1;
+  std::vector<float> x(32, std::nextafter(4.0f, 0.0f));
+  CHECK(x_chunks(x.data(), 32).X[0] == (1 << 22));
+  float y = 0;
+  matvec(W, x.data(), &y);
+  CHECK(std::fabs(double(y) - 15.0 * 32 * double(x[0])) <= 15.0 * 32 * 4.0 * 0x1p-22);
+  // a chunk of zeros gives 0; one non-finite element makes the chunk's product NaN
+  std::fill(x.begin(), x.end(), 0.0f);
+  matvec(W, x.data(), &y);
+  CHECK(f32_bits(y) == 0u);
+  x[7] = INFINITY;
+  matvec(W, x.data(), &y);
+  CHECK(std::isnan(y));
+}
+
+TEST_CASE("the MLX4 product is within 2^-20 of the exact product of its weights") {
+  // against a float64 sum of the dequantized weights: the block fixed point costs at most half a unit
+  // (2^-22 of the chunk's largest |x|) an element; a wrong byte, piece or unit is off by far more
+  auto tm = make(WType::MLX4, 37, 5120, 9);
+  std::vector<float> x = make_x(5120, 4), y(37), w(5120);
+  for (float& v : x) v = v * 0.001f;
+  matvec(tm->m, x.data(), y.data());
+  for (int64_t r = 0; r < 37; r++) {
+    tm->m.row(r, w.data());
+    double exact = 0, mag = 0;
+    for (int64_t j = 0; j < 5120; j++) exact += double(w[size_t(j)]) * x[size_t(j)], mag += std::fabs(double(w[size_t(j)]) * x[size_t(j)]);
+    CAPTURE(r);
+    CHECK(std::fabs(double(y[size_t(r)]) - exact) <= mag * 0x1p-20);
+  }
 }
 
 TEST_CASE("matvec and matmul bytes do not depend on the thread count or on batching") {
