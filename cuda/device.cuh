@@ -99,18 +99,18 @@ __device__ __forceinline__ void xq_chunk(float v, uint32_t* rec) {
   for (int j = 0; j < 32; j++) s = s + __shfl_sync(kFull, v, j);
   const uint32_t mb = __reduce_max_sync(kFull, hkv::f32_bits(v) & 0x7fffffffu);  // finite: ordered as floats
   int32_t X = 0;
-  float unit = 0.0f;
+  uint32_t unit = 0u;  // as bits: nvcc writes a NaN held in a float register as 0x7fffffff (H200, 2026-11-30)
   if (mb >= 0x7f800000u) {
-    unit = hkv::canonical_nan();
+    unit = 0x7fc00000u;  // canonical_nan()
   } else if (mb != 0) {
     const int e = hkv::xq_exponent(mb);
     X = hkv::xq_int(v, e);
-    unit = hkv::xq_unit(e);
+    unit = hkv::f32_bits(hkv::xq_unit(e));
   }
   uint8_t* bytes = reinterpret_cast<uint8_t*>(rec) + 4 * (2 * (lane >> 3) + (lane & 1)) + ((lane & 7) >> 1);
 #pragma unroll
   for (int p = 0; p < 3; p++) bytes[32 * p] = uint8_t(uint32_t(X) >> (8 * p));
-  if (lane >= 24) rec[lane] = lane == 24 ? hkv::f32_bits(s) : lane == 25 ? hkv::f32_bits(unit) : 0u;
+  if (lane >= 24) rec[lane] = lane == 24 ? hkv::f32_bits(s) : lane == 25 ? unit : 0u;
 }
 
 // sum_squares (reference/weights.cpp): lane l takes 4-float chunks l, l+32, …, an fma chain in index

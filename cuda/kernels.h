@@ -51,9 +51,6 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // kernel. The same bytes. Measured (H200, 2026-11-30, RESULTS §11): a 27B token's matvecs 8.68 against
 // 9.04 ms, decode at 1K 11.31 against 11.51 ms.
 void set_pdl(bool on);
-// An experiment (default off, or HKV_MV_RW1=1; not yet run on a GPU): the decode MLX4 matvec of shapes under
-// 16K rows with one row a warp instead of two, for a better balance of row groups over warps. The same bytes.
-void set_mlx4_rw1(bool on);
 // An experiment (default off, or HKV_MV_PF=1; not yet run on a GPU): the decode MLX4 matvec's warps prefetch
 // their next round's lines into L2 before each round's loads. The same bytes.
 void set_mlx4_prefetch(bool on);

@@ -413,13 +413,6 @@ void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t s
   HKV_CHECK_LAUNCH();
 }
 
-// HKV_MV_RW1=1 or set_mlx4_rw1(true), an experiment (not yet run on a GPU): the decode shapes under 16K rows
-// (q|k|v, o, DeltaNet out, down) with one row a warp instead of two. A 5,120-row launch has 2,560 two-row
-// groups for the 2,112 warps of its persistent grid (264 blocks of 8): 448 warps take a second group while
-// the rest idle, so the launch lasts two groups' time for 1.21 groups of work (60%); one row a warp makes
-// 5,120 groups, at most 3 a warp for 2.42 on average (81%), for one more x load per chunk a row.
-int g_rw1 = -1;
-bool rw1_enabled() { return env_switch(g_rw1, "HKV_MV_RW1", false); }
 
 // N = 1 or 2 with x in shared memory (the decode path): RW rows a warp and U chunks in flight a lane for
 // a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
@@ -433,9 +426,6 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   if (NB == 1 && rows >= 16384)
     per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st)
                   : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
-  else if (NB == 1 && rw1_enabled())  // the experiment: one row a warp (see set_mlx4_rw1)
-    per_lane >= 4 ? launch_mlx4_smem<NB, 1, 4>(tasks, n, xq, st)
-                  : launch_mlx4_smem<NB, 1, 2>(tasks, n, xq, st);
   else
     per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st)
                   : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
@@ -482,7 +472,6 @@ int g_pdl_all = -1;
 }
 bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", true); }
 void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
-void set_mlx4_rw1(bool on) { g_rw1 = on ? 1 : 0; }
 void set_mlx4_prefetch(bool on) { g_pf = on ? 1 : 0; }
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {

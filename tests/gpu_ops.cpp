@@ -225,18 +225,16 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
         tasks.push_back({dms[m], outs.back()->p, ldy});
       }
       // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
-      // ordinary one (HKV_PDL=0); then the experiments: (cfg 2) one row a warp (HKV_MV_RW1=1), (cfg 3) the
-      // L2 prefetch of the next round (HKV_MV_PF=1), (cfg 4) both; other types and widths have one launch
-      static const char* const kLaunch[] = {"plain", "pdl", "pdl,rw1", "pdl,pf", "pdl,rw1,pf"};
-      for (int cfg : {1, 0, 2, 3, 4}) {
+      // ordinary one (HKV_PDL=0); then the experiment (cfg 2), the L2 prefetch of the next round
+      // (HKV_MV_PF=1); other types and widths have one launch
+      static const char* const kLaunch[] = {"plain", "pdl", "pdl,pf"};
+      for (int cfg : {1, 0, 2}) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         cuda::set_pdl(cfg != 0);
-        cuda::set_mlx4_rw1(cfg == 2 || cfg == 4);
-        cuda::set_mlx4_prefetch(cfg >= 3);
+        cuda::set_mlx4_prefetch(cfg == 2);
         for (auto& o : outs) o->poison();
         cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
         cuda::set_pdl(true);
-        cuda::set_mlx4_rw1(false);
         cuda::set_mlx4_prefetch(false);
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
