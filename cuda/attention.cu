@@ -26,8 +26,8 @@
 // element pair at 6:1; at depth 262,144 in the 27B shape that is 51.5 G fmas a token, about 1.5 ms at the
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
-// attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (one thread),
-// the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
+// attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
+// warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
 #include <cmath>
 #include <iterator>
 #include <stdexcept>
@@ -394,7 +394,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
       cp_async_wait<0>();
       __syncthreads();
     }
-    if constexpr (VP == 2) {  // narrow-v2 (an experiment): elements 2·tid and 2·tid + 1, staged V rows
+    if constexpr (VP == 2) {  // narrow-v2: elements 2·tid and 2·tid + 1, staged V rows
       static_assert(STAGE > 0, "narrow-v2 reads staged V rows");
       for (int d = 2 * tid; d < D; d += 2 * T) {
         float oc[NG][2];
@@ -517,16 +517,28 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
       lc_s[i] = p[1];
     }
     __syncthreads();
-    if (d == 0) {  // m' = max(m, mc), chunks in order
-      float m = mn_s[kMergeTile];
-      for (int i = 0; i < tn; i++) {
-        const float mc = mc_s[i];
-        const float mn = m > mc ? m : mc;
-        fa_s[i] = m;  // the maximum before chunk i, for its factor a
-        mn_s[i] = mn;
-        m = mn;
+    if (d < 32) {  // the running maximum m_i = max(m_{i-1}, mc_i), chunks in order, as a scan by warp 0:
+      // a maximum is exact and does not depend on the order it is taken in (NaN aside), so 32 chunks at a
+      // time, each lane's prefix by five shuffles, give the sequential loop's values (a loop in one thread took
+      // tens of cycles a chunk: 512 chunks at depth 262,144)
+      float carry = mn_s[kMergeTile];  // the maximum before this group of 32
+      for (int i0 = 0; i0 < tn; i0 += 32) {
+        const int i = i0 + lane;
+        float m = i < tn ? mc_s[i] : -INFINITY;
+#pragma unroll
+        for (int off = 1; off < 32; off *= 2) {
+          const float o = __shfl_up_sync(kFull, m, off);
+          if (lane >= off) m = m > o ? m : o;
+        }
+        m = carry > m ? carry : m;               // the maximum through chunk i
+        const float before = __shfl_up_sync(kFull, m, 1);
+        if (i < tn) {
+          fa_s[i] = lane == 0 ? carry : before;  // the maximum before chunk i, for its factor a
+          mn_s[i] = m;
+        }
+        carry = __shfl_sync(kFull, m, 31);
       }
-      mn_s[kMergeTile] = m;
+      if (d == 0) mn_s[kMergeTile] = carry;
     }
     __syncthreads();
     for (int i = d; i < tn; i += blockDim.x) {
@@ -535,10 +547,12 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
       fb_s[i] = hkv::exp_c(mc - mn);
     }
     __syncthreads();
-    if (d == 0)
-      for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
-        // unrolled by 32: the 32 loads of oc are issued before the chain needs them (by 8 they were 8 a latency)
+    if (d == 0) {
 #pragma unroll 32
+      for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
+    }
+    // unrolled by 64: the 64 loads of oc are issued before the chain needs them (by 8 they were 8 a latency)
+#pragma unroll 64
     for (int i = 0; i < tn; i++) o = hkv::fma_rn(o, fa_s[i], part[int64_t(t0 + i) * (D + 2) + 2 + d] * fb_s[i]);
   }
   if (d == 0) l_s = l;

@@ -89,8 +89,9 @@ __device__ __forceinline__ float warp_tree_sum(float v) {
 // three bytes p = 0, 1, 2 (bits 0–7, 8–15, 16–23; the top one signed, −64..64); word 8p + 2k + h holds in
 // its byte b the byte p of element 8k + h + 2b: the element that byte b of (code word k >> 4h) & 0x0f0f0f0f
 // carries, so one dp4a of a masked code word with a record word is 4 products and a sum. Word 24: the chunk
-// sum (x_0 + x_1 + … in index order, from 0.0f); word 25: the unit 2^(e−21) (NaN if the chunk holds a
-// non-finite value; 0 and X = 0 for a chunk of zeros); words 26–31: zero (the records are read as whole
+// sum (x_0 + x_1 + … in index order, from 0.0f); word 25: the unit 2^(e−21) (0 and X = 0 for a chunk of
+// zeros; a chunk holding an inf or NaN has X = 0 and the sum and the unit both the NaN 0x7fc00000, as
+// hardware NaN payloads differ); words 26–31: zero (the records are read as whole
 // 128-byte lines). Written by one warp, lane j holding x_j of the chunk.
 __device__ __forceinline__ void xq_chunk(float v, uint32_t* rec) {
   const int lane = threadIdx.x & 31;
@@ -100,7 +101,8 @@ __device__ __forceinline__ void xq_chunk(float v, uint32_t* rec) {
   const uint32_t mb = __reduce_max_sync(kFull, hkv::f32_bits(v) & 0x7fffffffu);  // finite: ordered as floats
   int32_t X = 0;
   uint32_t unit = 0u;  // as bits: nvcc writes a NaN held in a float register as 0x7fffffff (H200, 2026-11-30)
-  if (mb >= 0x7f800000u) {
+  const bool bad = mb >= 0x7f800000u;  // an inf or NaN: the sum and the unit are the one NaN
+  if (bad) {
     unit = 0x7fc00000u;  // canonical_nan()
   } else if (mb != 0) {
     const int e = hkv::xq_exponent(mb);
@@ -110,7 +112,7 @@ __device__ __forceinline__ void xq_chunk(float v, uint32_t* rec) {
   uint8_t* bytes = reinterpret_cast<uint8_t*>(rec) + 4 * (2 * (lane >> 3) + (lane & 1)) + ((lane & 7) >> 1);
 #pragma unroll
   for (int p = 0; p < 3; p++) bytes[32 * p] = uint8_t(uint32_t(X) >> (8 * p));
-  if (lane >= 24) rec[lane] = lane == 24 ? hkv::f32_bits(s) : lane == 25 ? unit : 0u;
+  if (lane >= 24) rec[lane] = lane == 24 ? (bad ? 0x7fc00000u : hkv::f32_bits(s)) : lane == 25 ? unit : 0u;
 }
 
 // sum_squares (reference/weights.cpp): lane l takes 4-float chunks l, l+32, …, an fma chain in index

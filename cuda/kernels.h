@@ -100,8 +100,9 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // (many chunks); NarrowV, Narrow with only the V rows staged, so that two q4h blocks fit a multiprocessor
 // (72 KB each against 144 KB with K staged too); NarrowH2, Narrow with two query heads a block instead of
 // all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×). Auto picks by block count (attention()).
-// NarrowV2 (an experiment, not yet run on a GPU): NarrowV with two elements a thread in the value phase (128
-// threads), so that each key's weights, scale and q4h code byte serve two elements; bf16 takes Narrow.
+// NarrowV2: NarrowV with two elements a thread in the value phase (128 threads), so that each key's weights,
+// scale and q4h code byte serve two elements; bf16 takes Narrow. Auto's choice where it took NarrowV (faster
+// at every depth in q4h and fp8, session 5 run 1, RESULTS §12).
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2 };
 // The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2"),
 // and back; parse_attn_shape throws std::invalid_argument naming the text and the names.

@@ -13,80 +13,95 @@
 namespace hkv::cuda {
 namespace {
 
-// Shared-memory index with one pad float every 32: thread c reading element 32c + j (a chunk sum) and
-// thread i reading element i both hit distinct banks.
-__host__ __device__ constexpr int pad32(int i) { return i + (i >> 5); }
-
 // Decode fusion of three of the oracle's steps, each unchanged: h = h + y (when y), out = rmsnorm_1pw(h; w),
-// and (when xq) the MLX4 products' records of out's chunks (xq_chunk, device.cuh).
-// One block a row: the row is read once into shared memory by all threads (coalesced); warp 0 takes the
-// sum of squares from there (sum_squares' order: lane l, 4-element chunks l, l+32, …, then the lane
-// tree); every thread writes its elements of out; warp w makes the records of chunks w, w + 32, ….
+// and (when xq) the MLX4 products' records of out's chunks (xq_chunk, device.cuh). One block a row, thread t
+// owning elements t, t + blockDim, …, so warp w holds chunks w, w + 32, … of the row, lane j element j:
+//   1. every thread loads its h, y and w elements (all in flight together, in rounds of 8), writes h + y
+//      back to h (when y) and into shared memory;
+//   2. warp 0 takes the sum of squares from shared memory in sum_squares' order (lane l: 4-element chunks
+//      l, l + 32, … as float4, an fma chain; then the lane tree) and r = rsqrt_c(ss / n + eps);
+//   3. every thread computes its elements of out from its registers and stores them (and into shared
+//      memory); each warp then makes the records of the chunks it holds (no barrier but the warp's own).
 // Rows h[r·ldh …], y[r·ldh …], out[r·ldo …]; h is written only when y is given; out must not alias h.
 // plain: out = rmsnorm_plain(h; w) instead. rmsnorm_rows is this kernel with no y and no records.
+// Before (session 4): warp 0's sum read padded shared memory a float at a time and the records were made
+// from shared memory after another barrier: 13.4 µs a 5120-wide row under ncu (H200, 2026-11-30, run 3).
 __global__ void __launch_bounds__(1024)
     add_rmsnorm_kernel(float* __restrict__ H, const float* __restrict__ Y, int64_t ldh, const float* __restrict__ w,
                        bool plain, int n, float eps, float* __restrict__ Out, int64_t ldo, uint32_t* __restrict__ xq) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
-  extern __shared__ float hs[];  // pad32(n) floats
+  extern __shared__ float4 hs4[];  // n floats, 16-byte aligned
+  float* hs = reinterpret_cast<float*>(hs4);
   __shared__ float r_s;
   pdl_trigger();  // the matvec that reads out and xq may launch (it waits for this grid before reading)
   float* __restrict__ h = H + int64_t(blockIdx.x) * ldh;
   float* __restrict__ out = Out + int64_t(blockIdx.x) * ldo;
   const float* __restrict__ y = Y ? Y + int64_t(blockIdx.x) * ldh : nullptr;
-  // Loads first, in rounds of 8 per thread, so they are in flight together (a loop that stores h between
-  // loads waits a memory latency per element: 20 µs a row at 256 threads).
-  for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
-    float hv[8], yv[8];
+  const int step = int(blockDim.x);
+  const bool one_round = n <= 8 * step;  // then the h and w values stay in registers through step 3
+  float hv[8], wv[8];
+  for (int i0 = threadIdx.x; i0 < n; i0 += 8 * step) {
+    float yv[8];
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-      const int i = i0 + k * blockDim.x;
+      const int i = i0 + k * step;
       hv[k] = i < n ? h[i] : 0.0f;
       yv[k] = (y && i < n) ? y[i] : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const int i = i0 + k * blockDim.x;
-      if (i >= n) break;
-      float v = hv[k];
-      if (y) {
-        v = v + yv[k];
-        h[i] = v;
-      }
-      hs[pad32(i)] = v;
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float acc = 0.0f;
-    for (int c = threadIdx.x; c * 4 < n; c += 32)
-      for (int j = c * 4; j < c * 4 + 4 && j < n; j++) acc = hkv::fma_rn(hs[pad32(j)], hs[pad32(j)], acc);
-    acc = warp_tree_sum(acc);
-    if (threadIdx.x == 0) r_s = hkv::rsqrt_c(acc / float(n) + eps);
-  }
-  __syncthreads();
-  const float r = r_s;
-  for (int i0 = threadIdx.x; i0 < n; i0 += 8 * blockDim.x) {
-    float wv[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const int i = i0 + k * blockDim.x;
       wv[k] = (w && i < n) ? w[i] : 0.0f;
     }
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-      const int i = i0 + k * blockDim.x;
+      const int i = i0 + k * step;
       if (i >= n) break;
-      const float v = plain ? (hs[pad32(i)] * r) * wv[k] : (hs[pad32(i)] * r) * (w ? 1.0f + wv[k] : 1.0f);
+      if (y) {
+        hv[k] = hv[k] + yv[k];
+        h[i] = hv[k];
+      }
+      hs[i] = hv[k];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float acc = 0.0f;
+    int c = lane;
+#pragma unroll 8
+    for (; 4 * c + 3 < n; c += 32) {
+      const float4 v = hs4[c];
+      acc = hkv::fma_rn(v.x, v.x, acc);
+      acc = hkv::fma_rn(v.y, v.y, acc);
+      acc = hkv::fma_rn(v.z, v.z, acc);
+      acc = hkv::fma_rn(v.w, v.w, acc);
+    }
+    for (int j = 4 * c; j < n; j++) acc = hkv::fma_rn(hs[j], hs[j], acc);  // a last short chunk (n % 4 != 0)
+    acc = warp_tree_sum(acc);
+    if (lane == 0) r_s = hkv::rsqrt_c(acc / float(n) + eps);
+  }
+  __syncthreads();
+  const float r = r_s;
+  for (int i0 = threadIdx.x; i0 < n; i0 += 8 * step) {
+    if (!one_round) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const int i = i0 + k * step;
+        hv[k] = i < n ? hs[i] : 0.0f;
+        wv[k] = (w && i < n) ? w[i] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const int i = i0 + k * step;
+      if (i >= n) break;
+      const float v = plain ? (hv[k] * r) * wv[k] : (hv[k] * r) * (w ? 1.0f + wv[k] : 1.0f);
       out[i] = v;
-      hs[pad32(i)] = v;
+      hs[i] = v;
     }
   }
   if (!xq) return;
-  __syncthreads();
+  __syncwarp();  // warp w wrote the chunks it makes records of (n is a multiple of 32 when xq is asked for)
   const int lane = threadIdx.x & 31;
-  for (int c = threadIdx.x >> 5; c < n / 32; c += blockDim.x >> 5)  // n is a multiple of 32 when xq is asked for
-    xq_chunk(hs[pad32(32 * c + lane)], xq + (int64_t(blockIdx.x) * (n / 32) + c) * kXqWords);
+  for (int c = threadIdx.x >> 5; c < n / 32; c += step >> 5)
+    xq_chunk(hs[32 * c + lane], xq + (int64_t(blockIdx.x) * (n / 32) + c) * kXqWords);
 }
 
 // a = silu_c(a)·b, one thread an element; then each warp makes the MLX4 products' record of its chunk
@@ -172,8 +187,8 @@ void launch_add_rmsnorm(float* h, const float* y, int64_t ldh, const float* w, b
                         int64_t rows, float* out, int64_t ldo, uint32_t* xq, cudaStream_t st) {
   if (rows <= 0) return;
   if (xq && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: MLX4 records need n a multiple of 32");
-  const size_t smem = size_t(n + n / 32 + 1) * 4;
-  if (smem > 48 * 1024) throw std::runtime_error("rmsnorm: rows above 11,900 floats");
+  const size_t smem = size_t(n + 4) * 4;
+  if (smem > 48 * 1024) throw std::runtime_error("rmsnorm: rows above 12,284 floats");
   launch_k(add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(1024), smem, st, h, y, ldh, w, plain, int(n), eps, out, ldo,
            xq);
 }

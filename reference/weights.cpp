@@ -114,10 +114,13 @@ XChunks x_chunks(const float* x, int64_t n) {
     float s = 0.0f;
     uint32_t mb = 0;  // the largest magnitude's bits (finite magnitudes order as their bits)
     for (int64_t j = j0; j < j1; j++) s = s + x[j], mb = std::max(mb, f32_bits(x[j]) & 0x7fffffffu);
-    xc.sum.push_back(s);
-    if (mb >= 0x7f800000u) {
+    if (mb >= 0x7f800000u) {  // an inf or NaN: one NaN for the sum and the unit (NaN payloads differ by chip)
+      xc.sum.push_back(canonical_nan());
       xc.unit.push_back(canonical_nan());
-    } else if (mb == 0) {
+      continue;
+    }
+    xc.sum.push_back(s);
+    if (mb == 0) {
       xc.unit.push_back(0.0f);
     } else {
       const int e = xq_exponent(mb);

@@ -44,8 +44,8 @@ struct Matrix {
 //   sum[c]  = ((x[32c] + x[32c+1]) + …) + x[32c+31], in index order;
 //   e       = floor(log2 max_j |x_j|);  X[j] = round_even(x_j · 2^(21−e)), an integer with |X[j]| <= 2^22;
 //   unit[c] = 2^(e−21), so x_j ≈ X[j]·unit[c] to half a unit.
-// A chunk of zeros has X = 0; a chunk holding a non-finite value has X = 0 and unit NaN. Computed once per x
-// and shared by all rows.
+// A chunk of zeros has X = 0 and unit 0; a chunk holding an inf or NaN has X = 0 and sum and unit the NaN
+// 0x7fc00000. Computed once per x and shared by all rows.
 struct XChunks {
   std::vector<int32_t> X;
   std::vector<float> unit, sum;

@@ -163,6 +163,8 @@ TEST_CASE("the MLX4 product's block fixed point: integers in range, half a unit 
   x[7] = INFINITY;
   matvec(W, x.data(), &y);
   CHECK(std::isnan(y));
+  CHECK(f32_bits(x_chunks(x.data(), 32).sum[0]) == 0x7fc00000u);  // one NaN for the record (not inf)
+  CHECK(f32_bits(x_chunks(x.data(), 32).unit[0]) == 0x7fc00000u);
 }
 
 TEST_CASE("the MLX4 product is within 2^-20 of the exact product of its weights") {
