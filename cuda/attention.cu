@@ -498,14 +498,14 @@ constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memo
 
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   pdl_wait();  // as attn_chunk_kernel
-  __shared__ float mn_s[kMergeTile + 1], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
+  __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
   const int d = threadIdx.x, lane = d & 31, h = blockIdx.y;
   const int64_t row = blockIdx.x;
   const int D = a.D, n = a.n_keys[row], nch = (n + kChunk - 1) / kChunk;
   const float* part = a.part + (row * a.H + h) * int64_t(maxch) * (D + 2);
-  float o = 0.0f, l = 0.0f;                  // l: thread 0's chain
-  if (d == 0) mn_s[kMergeTile] = -INFINITY;  // the running maximum before the tile
+  float o = 0.0f, l = 0.0f;  // l: thread 0's chain
+  float carry = -INFINITY;   // warp 0: the running maximum before the next chunk
   for (int t0 = 0; t0 < nch; t0 += kMergeTile) {
     const int tn = min(kMergeTile, nch - t0);
     __syncthreads();
@@ -521,7 +521,6 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
       // a maximum is exact and does not depend on the order it is taken in (NaN aside), so 32 chunks at a
       // time, each lane's prefix by five shuffles, give the sequential loop's values (a loop in one thread took
       // tens of cycles a chunk: 512 chunks at depth 262,144)
-      float carry = mn_s[kMergeTile];  // the maximum before this group of 32
       for (int i0 = 0; i0 < tn; i0 += 32) {
         const int i = i0 + lane;
         float m = i < tn ? mc_s[i] : -INFINITY;
@@ -538,7 +537,6 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
         }
         carry = __shfl_sync(kFull, m, 31);
       }
-      if (d == 0) mn_s[kMergeTile] = carry;
     }
     __syncthreads();
     for (int i = d; i < tn; i += blockDim.x) {
