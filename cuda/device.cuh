@@ -92,12 +92,21 @@ __device__ __forceinline__ float warp_tree_sum(float v) {
 // sum (x_0 + x_1 + … in index order, from 0.0f); word 25: the unit 2^(e−21) (0 and X = 0 for a chunk of
 // zeros; a chunk holding an inf or NaN has X = 0 and the sum and the unit both the NaN 0x7fc00000, as
 // hardware NaN payloads differ); words 26–31: zero (the records are read as whole
-// 128-byte lines). Written by one warp, lane j holding x_j of the chunk.
-__device__ __forceinline__ void xq_chunk(float v, uint32_t* rec) {
+// 128-byte lines). Written by one warp, lane j holding x_j of the chunk, which is also at c4 in shared
+// memory (8 float4, written before a __syncwarp): every lane reads the 32 values from there (broadcast
+// loads) and adds them in index order. (By 32 shuffles a chunk instead, the 32 warps of the norm kernel
+// waited on the multiprocessor's shuffle unit.)
+__device__ __forceinline__ void xq_chunk(float v, const float4* c4, uint32_t* rec) {
   const int lane = threadIdx.x & 31;
-  float s = 0.0f;  // every lane adds the 32 values in index order (the shuffles do not wait for the adds)
+  float s = 0.0f;
 #pragma unroll
-  for (int j = 0; j < 32; j++) s = s + __shfl_sync(kFull, v, j);
+  for (int q = 0; q < 8; q++) {
+    const float4 t = c4[q];
+    s = s + t.x;
+    s = s + t.y;
+    s = s + t.z;
+    s = s + t.w;
+  }
   const uint32_t mb = __reduce_max_sync(kFull, hkv::f32_bits(v) & 0x7fffffffu);  // finite: ordered as floats
   int32_t X = 0;
   uint32_t unit = 0u;  // as bits: nvcc writes a NaN held in a float register as 0x7fffffff (H200, 2026-11-30)

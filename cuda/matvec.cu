@@ -72,9 +72,14 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 __global__ void xq_records_kernel(const float* X, int64_t ldx, int64_t nch, uint32_t* xq) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   pdl_trigger();  // the matvec that reads xq may launch (it waits for this grid before reading)
+  __shared__ float4 vs4[8][8];  // each warp's chunk
   const int64_t n = blockIdx.y, c = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (c >= nch) return;  // a whole warp
-  xq_chunk(X[n * ldx + 32 * c + (threadIdx.x & 31)], xq + (n * nch + c) * kXqWords);
+  const float v = X[n * ldx + 32 * c + (threadIdx.x & 31)];
+  float4* c4 = vs4[threadIdx.x >> 5];
+  reinterpret_cast<float*>(c4)[threadIdx.x & 31] = v;
+  __syncwarp();
+  xq_chunk(v, c4, xq + (n * nch + c) * kXqWords);
 }
 
 template <WType T>
@@ -199,7 +204,7 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
 // chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
 template <int NB, int RW, int U, bool STREAM, class RecAt>
-__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at, bool pf = false) {
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
   const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
@@ -218,19 +223,6 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
   for (int c0 = lane; c0 < nch; c0 += 32 * U) {
-    if (pf) {  // the experiment of set_mlx4_prefetch: the next round's lines into L2 before this round's loads
-#pragma unroll
-      for (int k = 0; k < U; k++) {
-        const int c = c0 + 32 * (U + k);
-        if (c < nch) {
-#pragma unroll
-          for (int r = 0; r < RW; r++) {
-            prefetch_l2(q[r] + c);
-            if (k == 0) prefetch_l2(srow[r] + (c >> gshift)), prefetch_l2(brow[r] + (c >> gshift));
-          }
-        }
-      }
-    }
     uint4 u[U][RW];
     uint16_t sb[U][RW], bb[U][RW];
 #pragma unroll
@@ -288,8 +280,8 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // against 9.4 ms a token (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through
 // shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
-template <int NB, int RW, int U, bool PDL, bool PF = false>
-__global__ void __launch_bounds__(kWarps * 32)
+template <int NB, int RW, int U, bool PDL, int MINB>
+__global__ void __launch_bounds__(kWarps * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq) {
   extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
@@ -316,16 +308,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
-    if (PF && g + stride < total) {  // the experiment: the next group's first round into L2 (as the PDL prologue)
-      int64_t nlocal;
-      const DMat& W = ts.t[find_task(ts, g + stride, nlocal)].W;
-      for (int r = 0; r < RW && nlocal * RW + r < W.rows; r++) {
-        const uint4* q = reinterpret_cast<const uint4*>(W.data) + (nlocal * RW + r) * (cols / 32);
-#pragma unroll
-        for (int k = 0; k < U; k++)
-          if (lane + 32 * k < nch) prefetch_l2(q + lane + 32 * k);
-      }
-    }
     mlx4_rows<NB, RW, U, true>(
         ts.t[t], local * RW, lane,
         [&](int n, int c, uint4(&P)[7]) {
@@ -333,8 +315,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           const int sw = (n * nch + c) & 7;
 #pragma unroll
           for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-        },
-        PF);
+        });
   }
 }
 
@@ -370,37 +351,30 @@ int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_
   return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
 }
 
-// HKV_MV_PF=1 or set_mlx4_prefetch(true), an experiment (not yet run on a GPU): the decode kernel's warps
-// prefetch into L2 the lines of their next round (and of their next row group's first round) before loading
-// this one. ncu (RESULTS §2) has them stalled mostly on their loads (long_scoreboard): a prefetch holds no
-// register, so the bytes in flight no longer depend on occupancy. 8–16 more instructions a round of ~1,000.
-int g_pf = -1;
-bool prefetch_enabled() { return env_switch(g_pf, "HKV_MV_PF", false); }
+// HKV_MV_OCC3=1 or set_mlx4_occ3(true), an experiment (not yet run on a GPU): the decode shapes under 16K
+// rows (q|k|v, o, DeltaNet out, down) with 2 rows a warp, 2 chunks a round and at most 80 registers, so that
+// 3 blocks (24 warps) fit a multiprocessor: 3,168 warps, one row group each for the 5,120-row launches (2,560
+// groups), where the default (2 rows, 4 chunks, 126 registers, 2 blocks) has 2,112 warps and 448 of them take
+// a second group while the rest idle (bench-ops: those launches at 30–48% of copy bandwidth, RESULTS §11).
+int g_occ3 = -1;
+bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", false); }
 
-template <int NB, int RW, int U, bool PF>
-void launch_mlx4_smem_as(const Tasks& ts, int64_t g, size_t smem, const uint32_t* xq, cudaStream_t st) {
-  if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
-    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, PF>;
-    const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
-    launch_pdl(kernel, dim3(unsigned(grid)), dim3(kWarps * 32), smem, st, ts, xq);
-    return;
-  }
-  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, PF>;
-  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, xq);
-  HKV_CHECK_LAUNCH();
-}
-
-template <int NB, int RW, int U>
+template <int NB, int RW, int U, int MINB = 2>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
-  if (prefetch_enabled())
-    launch_mlx4_smem_as<NB, RW, U, true>(ts, g, smem, xq, st);
-  else
-    launch_mlx4_smem_as<NB, RW, U, false>(ts, g, smem, xq, st);
+  if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
+    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB>;
+    const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(kWarps * 32), smem, st, ts, xq);
+    return;
+  }
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB>;
+  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
+  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, xq);
+  HKV_CHECK_LAUNCH();
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
@@ -426,6 +400,8 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   if (NB == 1 && rows >= 16384)
     per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st)
                   : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
+  else if (NB == 1 && occ3_enabled())  // the experiment: 3 blocks a multiprocessor (see set_mlx4_occ3)
+    launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, st);
   else
     per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st)
                   : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
@@ -472,7 +448,7 @@ int g_pdl_all = -1;
 }
 bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", true); }
 void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
-void set_mlx4_prefetch(bool on) { g_pf = on ? 1 : 0; }
+void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {
   const int64_t nch = cols / 32;

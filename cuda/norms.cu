@@ -101,19 +101,23 @@ __global__ void __launch_bounds__(1024)
   __syncwarp();  // warp w wrote the chunks it makes records of (n is a multiple of 32 when xq is asked for)
   const int lane = threadIdx.x & 31;
   for (int c = threadIdx.x >> 5; c < n / 32; c += step >> 5)
-    xq_chunk(hs[32 * c + lane], xq + (int64_t(blockIdx.x) * (n / 32) + c) * kXqWords);
+    xq_chunk(hs[32 * c + lane], hs4 + 8 * c, xq + (int64_t(blockIdx.x) * (n / 32) + c) * kXqWords);
 }
 
 // a = silu_c(a)·b, one thread an element; then each warp makes the MLX4 products' record of its chunk
 // (xq_chunk). n is a multiple of 32, so a warp is wholly inside or wholly outside.
 __global__ void silu_mul_xq_kernel(float* a, const float* b, int64_t n, uint32_t* xq) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  __shared__ float4 vs4[8][8];  // each warp's chunk
   pdl_trigger();  // as in add_rmsnorm_kernel: down_proj's matvec may launch
   const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
   if (i >= n) return;
   const float v = hkv::silu_c(a[i]) * b[i];
   a[i] = v;
-  xq_chunk(v, xq + (i >> 5) * kXqWords);
+  float4* c4 = vs4[threadIdx.x >> 5];
+  reinterpret_cast<float*>(c4)[threadIdx.x & 31] = v;
+  __syncwarp();
+  xq_chunk(v, c4, xq + (i >> 5) * kXqWords);
 }
 
 __global__ void l2norm_heads_kernel(float* X, int64_t ld, int dim, int nscaled, float scale) {
