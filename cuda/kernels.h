@@ -51,8 +51,8 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // kernel. The same bytes. Measured (H200, 2026-11-30, RESULTS §11): a 27B token's matvecs 8.68 against
 // 9.04 ms, decode at 1K 11.31 against 11.51 ms.
 void set_pdl(bool on);
-// An experiment (default off, or HKV_MV_OCC3=1; not yet run on a GPU): the decode MLX4 matvec of shapes under
-// 16K rows with 2 rows a warp, 2 chunks a round and 3 blocks a multiprocessor. The same bytes.
+// On by default (HKV_MV_OCC3=0 turns it off): the decode MLX4 matvec of shapes under 16K rows with 2 rows a
+// warp, 2 chunks a round and 3 blocks a multiprocessor (off: 4 chunks a round, 2 blocks). The same bytes.
 void set_mlx4_occ3(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode path's other kernels
 // (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as

@@ -351,13 +351,14 @@ int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_
   return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
 }
 
-// HKV_MV_OCC3=1 or set_mlx4_occ3(true), an experiment (not yet run on a GPU): the decode shapes under 16K
-// rows (q|k|v, o, DeltaNet out, down) with 2 rows a warp, 2 chunks a round and at most 80 registers, so that
-// 3 blocks (24 warps) fit a multiprocessor: 3,168 warps, one row group each for the 5,120-row launches (2,560
-// groups), where the default (2 rows, 4 chunks, 126 registers, 2 blocks) has 2,112 warps and 448 of them take
-// a second group while the rest idle (bench-ops: those launches at 30–48% of copy bandwidth, RESULTS §11).
+// The decode shapes under 16K rows (q|k|v, o, DeltaNet out, down) take 2 rows a warp, 2 chunks a round and
+// at most 80 registers, so that 3 blocks (24 warps) fit a multiprocessor: 3,168 warps, one row group each for
+// the 5,120-row launches (2,560 groups), where 2 rows, 4 chunks at 114 registers and 2 blocks had 2,112 warps,
+// 448 of them taking a second group while the rest idled. Measured (H200, 2026-11-30, session 5 run 5,
+// RESULTS §11): a token's matvecs 5.96 against 6.07 ms; q4h decode 8.34 against 8.60 ms at 32K. HKV_MV_OCC3=0
+// or set_mlx4_occ3(false) gives the 2-block launch (the same bytes).
 int g_occ3 = -1;
-bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", false); }
+bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
 
 template <int NB, int RW, int U, int MINB = 2>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
@@ -400,7 +401,7 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   if (NB == 1 && rows >= 16384)
     per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st)
                   : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
-  else if (NB == 1 && occ3_enabled())  // the experiment: 3 blocks a multiprocessor (see set_mlx4_occ3)
+  else if (NB == 1 && occ3_enabled())  // 3 blocks a multiprocessor (see occ3_enabled)
     launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, st);
   else
     per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st)

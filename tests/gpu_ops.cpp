@@ -225,17 +225,17 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
         tasks.push_back({dms[m], outs.back()->p, ldy});
       }
       // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
-      // ordinary one (HKV_PDL=0); then the experiment (cfg 2), 3 blocks a multiprocessor for the shapes
-      // under 16K rows (HKV_MV_OCC3=1); other types and widths have one launch
-      static const char* const kLaunch[] = {"plain", "pdl", "pdl,occ3"};
+      // ordinary one (HKV_PDL=0); then (cfg 2) the shapes under 16K rows at 2 blocks a multiprocessor
+      // instead of 3 (HKV_MV_OCC3=0); other types and widths have one launch
+      static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks"};
       for (int cfg : {1, 0, 2}) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         cuda::set_pdl(cfg != 0);
-        cuda::set_mlx4_occ3(cfg == 2);
+        cuda::set_mlx4_occ3(cfg != 2);
         for (auto& o : outs) o->poison();
         cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
         cuda::set_pdl(true);
-        cuda::set_mlx4_occ3(false);
+        cuda::set_mlx4_occ3(true);
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
