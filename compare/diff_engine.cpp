@@ -122,7 +122,8 @@ CaseResult matvec_case(WType t, int64_t rows, int64_t cols, int64_t batch) {
   D.data = dw->p;
   if (dsb) D.scales = dsb->as<uint16_t>(), D.biases = dsb->as<uint16_t>() + sb.size() / 2;
   auto dx = upload(X.data(), X.size() * 4);
-  DevBuf dy(static_cast<size_t>(batch * rows) * 4), dxq(static_cast<size_t>(batch * ((cols + 31) / 32)) * cuda::kXqWords * 4);
+  DevBuf dy(static_cast<size_t>(batch * rows) * 4),
+      dxq(static_cast<size_t>(batch * ((cols + 31) / 32)) * cuda::kXqWords * 4);
   cuda::matvec(D, dx->as<float>(), cols, batch, dy.as<float>(), rows, dxq.as<uint32_t>(), nullptr);
   return compare(want, download(dy, size_t(batch * rows)));
 }

@@ -529,7 +529,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
           const float o = __shfl_up_sync(kFull, m, off);
           if (lane >= off) m = m > o ? m : o;
         }
-        m = carry > m ? carry : m;               // the maximum through chunk i
+        m = carry > m ? carry : m;  // the maximum through chunk i
         const float before = __shfl_up_sync(kFull, m, 1);
         if (i < tn) {
           fa_s[i] = lane == 0 ? carry : before;  // the maximum before chunk i, for its factor a
@@ -641,7 +641,8 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   // rows) against the multiprocessors (P). q4h and fp8: NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one
   // wave, then Narrow while b < P, then NarrowV2 (V alone staged, so two blocks fit a multiprocessor, two
   // elements a thread in the value phase; for fp8 Narrow stages V alone too). NarrowV2 against NarrowV (session
-  // 5 run 1): q4h 976 against 1053 µs at 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K. bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
+  // 5 run 1): q4h 976 against 1053 µs at 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K. bf16: Narrow
+  // while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
   // --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the
   // fastest shape at every depth of q4h and fp8, 2% of bf16 (the spread of one kernel's timings) (q4h 1K NarrowH2 428
   // µs against Narrow 583; 8K and 16K Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide

@@ -467,7 +467,7 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
         {&h_, E},        {&x_, E},         {&y_, E},         {&big_, big},
         {&big2_, big},   {&kbuf_, KV * D}, {&vbuf_, KV * D}, {&qbuf_, H * D},
         {&att_, H * D},  {&zbuf_, nvdv},   {&bbuf_, nv},     {&abuf_, nv},
-        {&conv_out_, C}, {&core_, nvdv},   {&xq_, xs},     {&logits_, c.vocab_size}};
+        {&conv_out_, C}, {&core_, nvdv},   {&xq_, xs},       {&logits_, c.vocab_size}};
     for (auto& pr : parts) bytes += align256(size_t(pr.second * rows) * 4);
     (void)per_row;
     check_fits(bytes, "scratch for " + std::to_string(rows) + " rows");

@@ -70,7 +70,7 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 
 // xq[n][c]: a block covers 8 chunks of one row, warp w the record of chunk 8·blockIdx.x + w (xq_chunk).
 __global__ void xq_records_kernel(const float* X, int64_t ldx, int64_t nch, uint32_t* xq) {
-  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  pdl_wait();     // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   pdl_trigger();  // the matvec that reads xq may launch (it waits for this grid before reading)
   __shared__ float4 vs4[8][8];  // each warp's chunk
   const int64_t n = blockIdx.y, c = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
@@ -281,8 +281,7 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
 template <int NB, int RW, int U, bool PDL, int MINB>
-__global__ void __launch_bounds__(kWarps * 32, MINB)
-    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq) {
+__global__ void __launch_bounds__(kWarps * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq) {
   extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
@@ -308,14 +307,12 @@ __global__ void __launch_bounds__(kWarps * 32, MINB)
   for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
-    mlx4_rows<NB, RW, U, true>(
-        ts.t[t], local * RW, lane,
-        [&](int n, int c, uint4(&P)[7]) {
-          const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
-          const int sw = (n * nch + c) & 7;
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
+      const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
+      const int sw = (n * nch + c) & 7;
 #pragma unroll
-          for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-        });
+      for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+    });
   }
 }
 
@@ -388,7 +385,6 @@ void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t s
   HKV_CHECK_LAUNCH();
 }
 
-
 // N = 1 or 2 with x in shared memory (the decode path): RW rows a warp and U chunks in flight a lane for
 // a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
 template <int NB>
@@ -399,13 +395,11 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if (NB == 1 && rows >= 16384)
-    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st)
-                  : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
+    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st) : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
   else if (NB == 1 && occ3_enabled())  // 3 blocks a multiprocessor (see occ3_enabled)
     launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, st);
   else
-    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st)
-                  : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
+    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st) : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
 }
 
 template <int NB>

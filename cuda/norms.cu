@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(1024)
 __global__ void silu_mul_xq_kernel(float* a, const float* b, int64_t n, uint32_t* xq) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   __shared__ float4 vs4[8][8];  // each warp's chunk
-  pdl_trigger();  // as in add_rmsnorm_kernel: down_proj's matvec may launch
+  pdl_trigger();                // as in add_rmsnorm_kernel: down_proj's matvec may launch
   const int64_t i = int64_t(blockIdx.x) * 256 + threadIdx.x;
   if (i >= n) return;
   const float v = hkv::silu_c(a[i]) * b[i];

@@ -102,8 +102,8 @@ std::string record_diff(const std::vector<uint32_t>& got, const std::vector<uint
   for (size_t i = 0; i < want.size(); i++)
     if (got[i] != want[i]) {
       char b[160];
-      std::snprintf(b, sizeof b, "record word %zu (chunk %zu, word %zu): got %08x, want %08x", i,
-                    i / cuda::kXqWords, i % cuda::kXqWords, got[i], want[i]);
+      std::snprintf(b, sizeof b, "record word %zu (chunk %zu, word %zu): got %08x, want %08x", i, i / cuda::kXqWords,
+                    i % cuda::kXqWords, got[i], want[i]);
       return b;
     }
   return "";

@@ -177,7 +177,8 @@ TEST_CASE("the MLX4 product is within 2^-20 of the exact product of its weights"
   for (int64_t r = 0; r < 37; r++) {
     tm->m.row(r, w.data());
     double exact = 0, mag = 0;
-    for (int64_t j = 0; j < 5120; j++) exact += double(w[size_t(j)]) * x[size_t(j)], mag += std::fabs(double(w[size_t(j)]) * x[size_t(j)]);
+    for (int64_t j = 0; j < 5120; j++)
+      exact += double(w[size_t(j)]) * x[size_t(j)], mag += std::fabs(double(w[size_t(j)]) * x[size_t(j)]);
     CAPTURE(r);
     CHECK(std::fabs(double(y[size_t(r)]) - exact) <= mag * 0x1p-20);
   }
