@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Why a kernel runs below the floor: ncu's issue activity, occupancy, DRAM throughput and warp stall reasons
 # for the exact MLX4 matvec (every 27B decode shape, from `hkv bench-ops`) and the decode attention's chunk
-# and merge kernels (q4h and bf16, Auto's shape, 1K and 32K, from `hkv bench --attention-only`). One line per
-# launch shape:
+# and merge kernels (q4h and bf16, Auto's shape, 1K and 32K, from `hkv bench --attention-only`), and the small
+# kernels of a 1K q4h decode token (`hkv bench`, no graphs). One line per launch shape:
 #   kernel, grid, µs, issue active % (of peak, per active cycle), warps active % (achieved occupancy),
 #   DRAM % (of peak), then the four largest stall reasons in warps per issued instruction.
 # usage: cuda/profile_stalls.sh [HKV_BINARY]   (writes $OUT/ncu-stalls-*.csv)
@@ -18,4 +18,11 @@ ncu --clock-control none --metrics "$metrics" --csv -k 'regex:matvec_mlx4' "$bin
 ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" bench --attention-only \
   --depths 1024,32768 --kv-cache q4h,bf16 --attn-shape auto --reps 1 \
   > "$out/ncu-stalls-attn.csv" 2> "$out/ncu-stalls-attn.err" || { tail -5 "$out/ncu-stalls-attn.err"; exit 1; }
-python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv"
+# the small kernels of a decode token (1K, q4h): the norms, the DeltaNet, the records, SwiGLU, packing (each
+# 2.5–9 µs a launch under ncu, 2.4 ms of a token together; docs/RESULTS.md §2)
+ncu --clock-control none --metrics "$metrics" --csv \
+  -k 'regex:add_rmsnorm|recurrence|conv_kernel|silu_mul_xq|xq_records|l2norm_heads|kv_pack|attn_prep' \
+  --launch-skip 400 --launch-count 240 "$bin" bench --depths 1024 --kv-cache q4h --tokens 2 --graphs off \
+  > "$out/ncu-stalls-small.csv" 2> "$out/ncu-stalls-small.err" || { tail -5 "$out/ncu-stalls-small.err"; exit 1; }
+python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv" \
+  "$out/ncu-stalls-small.csv"
