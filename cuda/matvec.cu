@@ -23,7 +23,9 @@
 // per chunk and row: T = (s_2 << 16) + (s_1 << 8) + s_0 (mod 2^32, exact since T fits), one I2F, one
 // multiply by the unit and the two closing fmas. The record (7 of its 8 16-byte units) is loaded once a
 // chunk and shared by the RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its
-// RW rows before computing any (U·RW loads in flight a lane), then computes them in chunk order.
+// RW rows before computing any (U·RW loads in flight a lane), then computes them in chunk order. SASS of
+// the H200 build (session 5): 549 instructions for a round of 2 rows × 4 chunks, 2.1 a weight with the
+// loads, addresses and closing steps (192 IDP.4A).
 // Kernels: matvec_mlx4_smem_kernel (N ≤ 2, decode: the records in shared memory, persistent blocks), and
 // matvec_mlx4_kernel (N of 4 or 8, or x too wide for shared memory: records through L1: the prefill's
 // exact path).
