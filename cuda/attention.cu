@@ -293,7 +293,7 @@ __device__ __forceinline__ void value_pair(const uint8_t* row, int D, int d, flo
   }
 }
 
-// value_loop for two elements a thread, d and d + 1 (the experiment of the narrow-v2 shape): both share the
+// value_loop for two elements a thread, d and d + 1 (the narrow-v2 shape): both share the
 // key's weights, its group scale and its code load; each (head, element) chain takes the keys in order as in
 // value_loop.
 template <KvKind F, int NG, bool SMEM>
@@ -640,13 +640,13 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks ·
   // rows) against the multiprocessors (P). q4h and fp8: NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one
   // wave, then Narrow while b < P, then NarrowV2 (V alone staged, so two blocks fit a multiprocessor, two
-  // elements a thread in the value phase; for fp8 Narrow stages V alone too). NarrowV2 against NarrowV (session
-  // 5 run 1): q4h 976 against 1053 µs at 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K. bf16: Narrow
-  // while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
-  // --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the
-  // fastest shape at every depth of q4h and fp8, 2% of bf16 (the spread of one kernel's timings) (q4h 1K NarrowH2 428
-  // µs against Narrow 583; 8K and 16K Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide
-  // 10347); fp8 NarrowH2 539 against Narrow 668 at 1K.
+  // elements a thread in the value phase; for fp8 Narrow stages V alone too). bf16: Narrow while b < 4P, then
+  // Wide. Measured (H200, 2026-11-30, hkv bench --attention-only, 27B shape, batch 1, depths 1K–262K;
+  // docs/RESULTS.md §12): Auto within 1% of the fastest shape at every depth of q4h and fp8 and 2% of bf16
+  // (the spread of one kernel's timings) in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
+  // Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347; fp8 NarrowH2 539
+  // against Narrow 668 at 1K); then NarrowV2 against NarrowV (session 5 run 1): q4h 976 against 1053 µs at
+  // 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K.
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto) {
     const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();

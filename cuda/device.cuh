@@ -18,7 +18,7 @@ constexpr unsigned kFull = 0xffffffffu;
 
 // (w & MASK) | EXP as one lop3: a LOP3 instruction takes one immediate, and written in C++ with two constants
 // ptxas issues two LOP3s; given the lop3, it keeps one constant in a register (hoisted out of loops) and
-// issues one. The exact-float extraction of a code from its bits (matvec's nib, the q4h value) is this.
+// issues one. The q4h value pair of the attention (value_pair) extracts its codes' exact floats by it.
 template <uint32_t MASK, uint32_t EXP>
 __device__ __forceinline__ uint32_t masked_or(uint32_t w) {
   uint32_t r;
@@ -161,8 +161,8 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 // kernel<<<grid, block, smem, st>>>(args…) as a programmatic dependent launch: the kernel must call pdl_wait()
 // before it touches anything the kernel ahead of it writes or reads.
-// launch_k(kernel, grid, block, smem, stream, args…): kernel<<<grid, block, smem, stream>>>(args…), or, under
-// by default (HKV_PDL_ALL=0 / set_pdl_all(false) turns it off), launch_pdl. Every kernel launched
+// launch_k(kernel, grid, block, smem, stream, args…): launch_pdl by default, or kernel<<<grid, block, smem,
+// stream>>>(args…) under HKV_PDL_ALL=0 / set_pdl_all(false). Every kernel launched
 // through it begins with pdl_wait(): only its launch and the ramp of its blocks overlap the tail of the kernel
 // ahead.
 bool pdl_all_enabled();

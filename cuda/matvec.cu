@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
 // A warp loads a round (the 16-byte chunks lane, lane + 32, … of U chunks for its RW rows), then computes
-// it in chunk order; occupancy (2 blocks, 16 warps, an SM at 106–118 registers) hides what it can. A
+// it in chunk order; occupancy (2 or 3 blocks of 8 warps an SM, see occ3_enabled) hides what it can. A
 // register double buffer (the next round loaded while this one computes) measured slower, 10.9 and 12.4
 // against 9.4 ms a token (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through
 // shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
@@ -396,12 +396,17 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
     return;
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
-  if (NB == 1 && rows >= 16384)
-    per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st) : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
-  else if (NB == 1 && occ3_enabled())  // 3 blocks a multiprocessor (see occ3_enabled)
-    launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, st);
-  else
-    per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st) : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
+  if constexpr (NB == 1) {  // these configurations are instantiated for one input only
+    if (rows >= 16384) {
+      per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st) : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
+      return;
+    }
+    if (occ3_enabled()) {  // 3 blocks a multiprocessor (see occ3_enabled)
+      launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, st);
+      return;
+    }
+  }
+  per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st) : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
 }
 
 template <int NB>
@@ -459,19 +464,21 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
   if (ntasks > kMaxTasks) throw std::runtime_error("matvec_multi: more than 4 matrices in one launch");
   const DMat& W0 = tasks[0].W;
   int64_t rows = 0;
-  bool vec = ldx % 4 == 0 && aligned16(X);
+  bool rows16 = true;  // every matrix's rows 16-byte aligned
   for (int i = 0; i < ntasks; i++) {
     const DMat& W = tasks[i].W;
     if (W.type != W0.type || W.cols != W0.cols || W.group != W0.group)
       throw std::runtime_error("matvec_multi: the matrices of one launch need one type, width and group");
     rows += W.rows;
-    vec = vec && aligned16(W.data);
+    rows16 = rows16 && aligned16(W.data);
   }
-  if (W0.type == WType::MLX4) {
-    if (W0.cols % 32 != 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128) || !vec)
+  bool vec = rows16 && ldx % 4 == 0 && aligned16(X);
+  if (W0.type == WType::MLX4) {  // the MLX4 kernels read the records of x, never x itself
+    if (W0.cols % 32 != 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128) || !rows16)
       throw std::runtime_error(
-          "matvec: MLX4 needs cols a multiple of 32, group 32, 64 or 128, and 16-byte aligned rows and x");
-    if (!xq) throw std::runtime_error("matvec: MLX4 needs the records of x (xq_records)");
+          "matvec: MLX4 needs cols a multiple of 32, group 32, 64 or 128, and 16-byte aligned rows");
+    if (!xq || !aligned16(xq))
+      throw std::runtime_error("matvec: MLX4 needs the records of x (xq_records), 16-byte aligned");
   } else {
     const int width = W0.type == WType::F32 ? 4 : 8;
     vec = vec && W0.cols % width == 0;

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(1024)
       const int i = i0 + k * step;
       hv[k] = i < n ? h[i] : 0.0f;
       yv[k] = (y && i < n) ? y[i] : 0.0f;
-      wv[k] = (w && i < n) ? w[i] : 0.0f;
+      wv[k] = (w && one_round && i < n) ? w[i] : 0.0f;  // else step 3 loads w round by round
     }
 #pragma unroll
     for (int k = 0; k < 8; k++) {
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(1024)
       if (i >= n) break;
       const float v = plain ? (hv[k] * r) * wv[k] : (hv[k] * r) * (w ? 1.0f + wv[k] : 1.0f);
       out[i] = v;
-      hs[i] = v;
+      if (xq) hs[i] = v;  // for the records below
     }
   }
   if (!xq) return;

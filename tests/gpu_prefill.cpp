@@ -224,7 +224,7 @@ int64_t prompt_len(int64_t n) { return kSanitizer ? std::min<int64_t>(n, 128) : 
 // Bars (as compare/diff_engine.cpp's fast_prefill cases, with the reason there): mean KL <= 1e-3, worst
 // <= 1e-2, top-1 agreement >= 0.97, over every prompt row and the decode rows.
 struct KlStats {
-  double mean = 0, worst = 0, top1 = 0;
+  double mean = 0, worst = 0, top1 = 0, top1_raw = 0;  // top1: flips inside a 0.05 gap not counted
 };
 // A top-1 flip counts only when a's logits of the two tokens are more than 0.05 apart, the rule of hkv
 // diff's fast_prefill cases (compare/diff_engine.cpp, kFastTie: a gap under 0.05 is a tie that the fast
@@ -240,9 +240,11 @@ KlStats compare_rows(const std::vector<float>& a, const std::vector<float>& b, i
     s.worst = std::max(s.worst, std::isfinite(kl) ? kl : 1e30);
     const int32_t ta = argmax(la, V), tb = argmax(b.data() + r * V, V);
     s.top1 += ta == tb || double(la[ta]) - double(la[tb]) < 0.05;
+    s.top1_raw += ta == tb;
   }
   s.mean /= double(rows);
   s.top1 /= double(rows);
+  s.top1_raw /= double(rows);
   return s;
 }
 
@@ -267,10 +269,14 @@ void fast_vs_exact(const std::string& label, const Model& m, cuda::Engine& eng, 
   }
   CHECK(sf->pos() == cap);
   const KlStats s = compare_rows(le, lf, V);
-  MESSAGE(label << " " << f.name() << ": KL mean " << s.mean << ", worst " << s.worst << ", top-1 " << s.top1);
+  MESSAGE(label << " " << f.name() << ": KL mean " << s.mean << ", worst " << s.worst << ", top-1 " << s.top1
+                << " (raw " << s.top1_raw << ")");
   CHECK(s.mean <= 1e-3);
   CHECK(s.worst <= 1e-2);
   CHECK(s.top1 >= 0.97);
+  // the raw agreement too, on the full prompts (under a sanitizer's 128-token prompts a few near-tie flips
+  // are more than 3% of the rows)
+  if (!kSanitizer) CHECK(s.top1_raw >= 0.97);
 }
 
 TEST_CASE("fast prefill: the whole model against exact prefill by KL, then exact decode (builtin tiny)") {

@@ -511,7 +511,8 @@ TEST_CASE("the GPU benches refuse a malformed option before anything runs, with 
        "hkv bench-prefill: --tokens wants comma-separated integers, got '4096,abc'"},
       {{"bench", "--depths", "1024,,x"}, "hkv bench: --depths wants comma-separated integers, got '1024,,x'"},
       {{"bench", "--attention", "--attn-shape", "auto,sideways"},
-       "hkv bench: --attn-shape: attention shape 'sideways': the shapes are auto, narrow, wide, narrow-v, narrow-h2, narrow-v2"},
+       "hkv bench: --attn-shape: attention shape 'sideways': the shapes are auto, narrow, wide, narrow-v, narrow-h2, "
+       "narrow-v2"},
       {{"bench", "--attention-only", "--reps", "0"}, "hkv bench: --reps must be at least 1"}};
   for (const auto& [args, want] : cases) {
     CAPTURE(want);
