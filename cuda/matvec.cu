@@ -282,14 +282,15 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // against 9.4 ms a token (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through
 // shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
-template <int NB, int RW, int U, bool PDL, int MINB>
-__global__ void __launch_bounds__(kWarps * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq) {
+// WARPS warps a block, MINB blocks a multiprocessor at least (the register cap).
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq) {
   extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
-  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * kWarps;
+  const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * WARPS;
   if constexpr (PDL) {  // launched as a dependent: the first round's weights (read-only) go to L2 while x is produced
-    const int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
     if (g < total) {
       int64_t local;
       const MatTask& task = ts.t[find_task(ts, g, local)];
@@ -306,7 +307,7 @@ __global__ void __launch_bounds__(kWarps * 32, MINB) matvec_mlx4_smem_kernel(Tas
     xs4[8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const uint4*>(xq) + i);
   }
   __syncthreads();
-  for (int64_t g = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5); g < total; g += stride) {
+  for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
     mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
@@ -333,20 +334,20 @@ Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
   return ts;
 }
 
-// The grid of a persistent kernel with `units` row groups for its warps: as many blocks of kWarps warps as
+// The grid of a persistent kernel with `units` row groups for its warps: as many blocks of `warps` warps as
 // the card holds at this shared-memory size, no more than the units need. The occupancy is asked once per
 // kernel and size (a decode token launches the MLX4 kernel ~500 times over 3 sizes); the first call for a
 // kernel also lets it use up to max_smem.
-int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_t units) {
+int64_t persistent_grid(const void* kernel, int warps, size_t smem, size_t max_smem, int64_t units) {
   static std::map<std::pair<const void*, size_t>, int> per_sm;
   auto it = per_sm.find({kernel, smem});
   if (it == per_sm.end()) {
     HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(max_smem)));
     int blocks = 0;
-    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kWarps * 32, smem));
+    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, warps * 32, smem));
     it = per_sm.emplace(std::make_pair(kernel, smem), std::max(blocks, 1)).first;
   }
-  const int64_t want = (units + kWarps - 1) / kWarps;
+  const int64_t want = (units + warps - 1) / warps;
   return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
 }
 
@@ -358,22 +359,28 @@ int64_t persistent_grid(const void* kernel, size_t smem, size_t max_smem, int64_
 // or set_mlx4_occ3(false) gives the 2-block launch (the same bytes).
 int g_occ3 = -1;
 bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
+// HKV_MV_BIG=1 or set_mlx4_big_blocks(true), an experiment (not yet run on a GPU): those 24 warps of a
+// multiprocessor as one block of 768 threads instead of three of 256, so that x's records are staged into
+// shared memory once a multiprocessor instead of three times (the down_proj's are 70 KB: 209 KB of L2
+// reads a multiprocessor before any weight is used), by three times the threads.
+int g_big = -1;
+bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", false); }
 
-template <int NB, int RW, int U, int MINB = 2>
+template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
-    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB>;
-    const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
-    launch_pdl(kernel, dim3(unsigned(grid)), dim3(kWarps * 32), smem, st, ts, xq);
+    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
+    const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq);
     return;
   }
-  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB>;
-  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), smem, kSmemMax, g);
-  kernel<<<unsigned(grid), kWarps * 32, smem, st>>>(ts, xq);
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS>;
+  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
+  kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq);
   HKV_CHECK_LAUNCH();
 }
 
@@ -399,6 +406,10 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
     if (rows >= 16384) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st) : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
+      return;
+    }
+    if (occ3_enabled() && big_blocks_enabled()) {  // the experiment: one block of 24 warps
+      launch_mlx4_smem<NB, 2, 2, 1, 24>(tasks, n, xq, st);
       return;
     }
     if (occ3_enabled()) {  // 3 blocks a multiprocessor (see occ3_enabled)
@@ -451,6 +462,7 @@ int g_pdl_all = -1;
 bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", true); }
 void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
 void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
+void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {
   const int64_t nch = cols / 32;
