@@ -146,7 +146,13 @@ void Engine::fast_gemm(const DMat& W, int64_t r0, int64_t r1, const uint16_t* X,
                   1.0f, beta);
     return;
   }
-  const int64_t rt = std::max<int64_t>(1, int64_t(fast_->wt_elems) / cols);
+  // Rows a tile: as many as the tile holds, spread evenly over the tiles and rounded up to a multiple of 128
+  // (within the tile), so that every tile's output offset is 16-byte aligned: an unaligned offset (3855 rows
+  // of the 27B down projection) sent cuBLAS to an sm75 align-1 kernel 12x slower (H200, RESULTS §13).
+  const int64_t fit = std::max<int64_t>(1, int64_t(fast_->wt_elems) / cols), total = r1 - r0;
+  const int64_t tiles = (total + fit - 1) / fit;
+  int64_t rt = (total + tiles - 1) / tiles;
+  if (fit >= 128) rt = std::min(fit / 128 * 128, (rt + 127) / 128 * 128);
   for (int64_t r = r0; r < r1; r += rt) {
     const int64_t cnt = std::min(rt, r1 - r);
     dequant_rows_bf16(W, r, cnt, fast_->wt, stream_);
