@@ -84,7 +84,7 @@ int cmd_logits_cuda(const Args& a) {
   write_file_atomic(out, logits.data(), logits.size() * sizeof(float));
   std::printf("%s: %zu tokens x %lld vocab, cache %s, backend cuda%s, xxh64 %s\n", out.c_str(), tokens.size(),
               static_cast<long long>(m.config.vocab_size), f.name().c_str(),
-              cuda::Engine::uses_fast_prefill(int64_t(tokens.size()), o) ? " (fast prefill: not exact)" : "",
+              eng.uses_fast_prefill(int64_t(tokens.size()), o) ? " (fast prefill: not exact)" : "",
               xxh64_hex(logits.data(), logits.size() * sizeof(float)).c_str());
   return 0;
 }

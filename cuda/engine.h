@@ -113,7 +113,7 @@ class Engine {
   // Capture decode steps (one token per sequence) in CUDA graphs and replay them.
   void set_graphs(bool on) { graphs_ = on; }
   // Whether a call of T tokens with these options takes the fast prefill path.
-  static bool uses_fast_prefill(int64_t T, const ForwardOptions& opt);
+  bool uses_fast_prefill(int64_t T, const ForwardOptions& opt) const;
   // Rows a pass of the fast path would take for a prompt of T tokens, and the scratch bytes it needs
   // (refused up front by forward(), with these numbers, when they do not fit).
   int64_t fast_prefill_rows(int64_t T) const;

@@ -2,7 +2,8 @@
 // tensor-core attention over decoded cache rows and the chunked (WY) form of the gated delta rule.
 //
 // NOT EXACT. Everything here computes the model's function with other rounding than the oracle
-// (bf16 operands, fp32 accumulation in cuBLAS's order, another summation order in the DeltaNet): it is
+// (bf16 operands, fp32 accumulation in cuBLAS's or the tensor cores' order, another summation order in the
+// DeltaNet): it is
 // outside the arithmetic contract (docs/ARITHMETIC.md §10) and is compared with the oracle by KL divergence
 // (hkv diff --long, tests/gpu_prefill.cpp), never byte for byte. What it leaves behind is in the exact
 // path's formats, so exact decode continues from it: the cache rows are packed by the exact kv_pack from the
@@ -43,36 +44,33 @@ void silu_mul_bf16(const float* g, const float* u, int64_t ld_gu, int64_t rows, 
 void gemm_bf16_xwt(cublasHandle_t h, const uint16_t* W, int64_t m, int64_t k, int64_t ldw, const uint16_t* X,
                    int64_t ldx, int64_t N, float* Y, int64_t ldy, float alpha, float beta);
 
-// ---- prefill.cu: attention over decoded cache rows -----------------------------------------------
+// ---- prefill_attention.cu: attention over decoded cache rows --------------------------------------
 // For rows t < n of a pass at positions p0 + t (their K/V already packed into the cache), every query head
-// h attends to cache slots [0, p0 + t] of KV head h / (H/KV), read back from the cache's format:
-//   per KV head: the G = H/KV query heads of all n rows form M = n·G rows Qb (bf16; q4h: rotated first);
-//   keys in blocks of key_block: K and V rows decoded to bf16 (stored value s_g·u_j, rounded once);
-//   S = scale · Qb·Kᵀ (cuBLAS, fp32); per row, over the causal keys of the block: m' = max(m, max S),
-//   α = exp(m − m'), p = bf16(exp(S − m')), l = α·l + Σp, O = α·O; then O += P·V (cuBLAS, fp32);
-//   at the end out = O / l, rotated back (q4h), × sigmoid_c(gate), rounded to bf16.
+// h attends to cache slots [0, p0 + t] of KV head h / (H/KV), read back from the cache's format: per KV head
+// the rows are decoded to bf16 (the stored value s_g·u_j, rounded once) into the scratch, then one fused
+// kernel (tensor cores, online softmax in fp32, P and Q in bf16; q4h: queries rotated first, output rotated
+// back) computes out = softmax(q·Kᵀ/√D)·V × sigmoid_c(gate), rounded to bf16. See prefill_attention.cu.
 struct FastAttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;
   size_t row_bytes = 0;
   const float* q = nullptr;  // [n][ldq], head h at h·D, normed and roped (not rotated)
   int64_t ldq = 0;
-  const float* gate = nullptr;  // [n][ldg], head h at h·gate_stride
+  const float* gate = nullptr;  // [n][ldg], head h at h·gate_stride (null: no gate)
   int64_t ldg = 0, gate_stride = 0;
   const uint8_t* k_cache = nullptr;  // [capacity][KV][row_bytes]
   const uint8_t* v_cache = nullptr;
   int64_t p0 = 0, n = 0;
   uint16_t* out = nullptr;  // [n][ldo] bf16, head h at h·D
   int64_t ldo = 0;
-  int64_t max_rows = 0;  // the n the scratch was sized for
-  int key_block = 0;     // from fast_attn_key_block
-  void* scratch = nullptr;
+  int64_t max_keys = 0;     // the keys the scratch was sized for (at least p0 + n)
+  void* scratch = nullptr;  // fast_attn_scratch_bytes(max_keys, D)
 };
-// The key block for rows of up to max_rows, G query heads per KV head, within about budget bytes
-// (a multiple of 64, between 64 and 4096), and the scratch bytes it needs.
-int fast_attn_key_block(int64_t max_rows, int G, int D, size_t budget);
-size_t fast_attn_scratch_bytes(int64_t max_rows, int G, int D, int key_block);
-void fast_attention(cublasHandle_t h, const FastAttnArgs& a, cudaStream_t st);
+// The head dimensions the fused kernel is built for (64, 128, 256); others take the exact path.
+bool fast_attn_head_dim_ok(int D);
+// K and V of one KV head decoded to bf16, for max_keys keys.
+size_t fast_attn_scratch_bytes(int64_t max_keys, int D);
+void fast_attention(const FastAttnArgs& a, cudaStream_t st);
 
 // ---- deltanet_chunked.cu: the Gated DeltaNet in chunked form ----------------------------------------
 struct FastDeltaArgs {
@@ -113,6 +111,9 @@ struct FastPrefillState {
   int64_t rows = 0;     // rows a pass, the scratch's sizing
   size_t wt_elems = 0;  // the bf16 weight tile's elements
   uint16_t* wt = nullptr;
+  void* kv = nullptr;   // the attention's decoded K and V of one KV head (fast_attn_scratch_bytes)
+  int64_t kv_keys = 0;  // the keys it holds
+  size_t kv_bytes = 0;
   ~FastPrefillState();
 };
 

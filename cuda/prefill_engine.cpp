@@ -29,7 +29,6 @@ namespace hkv::cuda {
 namespace {
 constexpr int64_t kFastMaxRows = 4096;                 // rows a pass at most
 constexpr int64_t kFastMinRows = 256;                  // halved down to this before refusing
-constexpr size_t kAttnBudget = size_t(256) << 20;      // attention scratch (scores, probabilities, output)
 constexpr size_t kWeightTileElems = size_t(64) << 20;  // bf16 weight tile: 128 MB
 constexpr int64_t kLogitRows = 64;                     // rows a logits batch (the exact path's scratch)
 constexpr size_t kPlanReserve = size_t(256) << 20;     // as Engine::check_fits keeps free
@@ -54,16 +53,13 @@ struct FastBufs {
   float* h = nullptr;
   uint16_t *xa = nullptr, *xm = nullptr, *wt = nullptr;
   float *f1 = nullptr, *f2 = nullptr, *bnd = nullptr, *rope = nullptr;
-  void* attn = nullptr;
   int *tok = nullptr, *pos = nullptr;
   uint8_t** kp = nullptr;  // [n_full][P]
   uint8_t** vp = nullptr;
-  size_t bytes = 0, attn_bytes = 0, act_bytes = 0, wt_bytes = 0;
-  int key_block = 0;
+  size_t bytes = 0, act_bytes = 0, wt_bytes = 0;
 };
 FastBufs carve(const Config& c, int64_t P, size_t wtile, void* base) {
   const Widths w = widths(c);
-  const int G = c.num_attention_heads / std::max(1, c.num_key_value_heads), D = c.head_dim;
   const int n_full = c.n_full_layers(), rd = std::max(1, c.rotary_dim());
   FastBufs b;
   char* p = static_cast<char*>(base);
@@ -81,12 +77,6 @@ FastBufs carve(const Config& c, int64_t P, size_t wtile, void* base) {
   b.act_bytes = off;
   b.wt = static_cast<uint16_t*>(take(wtile * 2));
   b.wt_bytes = off - b.act_bytes;
-  const size_t before_attn = off;
-  if (n_full > 0) {
-    b.key_block = fast_attn_key_block(P, G, D, kAttnBudget);
-    b.attn = take(fast_attn_scratch_bytes(P, G, D, b.key_block));
-  }
-  b.attn_bytes = off - before_attn;
   if (c.n_linear_layers() > 0)
     b.bnd = static_cast<float*>(take(fast_delta_bnd_floats(P, c.conv_dim(), c.linear_conv_kernel_dim) * 4));
   b.tok = static_cast<int*>(take(size_t(P) * 4));
@@ -101,14 +91,14 @@ FastBufs carve(const Config& c, int64_t P, size_t wtile, void* base) {
 std::string mb(size_t b) { return std::to_string((b + (1 << 19)) >> 20) + " MiB"; }
 }  // namespace
 
-bool Engine::uses_fast_prefill(int64_t T, const ForwardOptions& opt) {
+bool Engine::uses_fast_prefill(int64_t T, const ForwardOptions& opt) const {
   switch (opt.prefill) {
     case Prefill::Exact:
       return false;
     case Prefill::Fast:
       return T > 0;
-    case Prefill::Auto:
-      return !opt.tap && T >= kAutoFastPrefillTokens;
+    case Prefill::Auto:  // (a head_dim the fused attention is not built for: exact; --prefill fast says so)
+      return !opt.tap && T >= kAutoFastPrefillTokens && (n_full_ == 0 || fast_attn_head_dim_ok(c_.head_dim));
   }
   return false;
 }
@@ -189,9 +179,8 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
     const size_t wtile = fast_weight_tile_elems();
     const FastBufs plan = carve(c, P, wtile, nullptr);
     check_fits(plan.bytes, "the fast prefill path's scratch for " + std::to_string(P) + " rows a pass (activations " +
-                               mb(plan.act_bytes) + ", bf16 weight tile " + mb(plan.wt_bytes) + ", attention " +
-                               mb(plan.attn_bytes) + ", the rest " +
-                               mb(plan.bytes - plan.act_bytes - plan.wt_bytes - plan.attn_bytes) + "; at least " +
+                               mb(plan.act_bytes) + ", bf16 weight tile " + mb(plan.wt_bytes) + ", the rest " +
+                               mb(plan.bytes - plan.act_bytes - plan.wt_bytes) + "; at least " +
                                std::to_string(kFastMinRows) + " rows a pass)");
     fast_->mem = device_alloc(plan.bytes, "the fast prefill path's scratch for " + std::to_string(P) + " rows");
     // Poisoned with NaN (all-ones bytes: NaN in f32 and in bf16): an element read before it is written turns
@@ -204,6 +193,25 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
   }
   const FastBufs b = carve(c, fast_->rows, fast_->wt_elems, fast_->mem);
   fast_->wt = b.wt;
+  // the attention's decoded K and V of one KV head: as many keys as this prompt ends with
+  const int64_t keys = s.pos_ + T;
+  if (n_full_ > 0 && fast_->kv_keys < keys) {
+    if (!fast_attn_head_dim_ok(D))
+      throw std::runtime_error(
+          "engine: the fast prefill path's attention is built for head_dim 64, 128 and 256, "
+          "not " +
+          std::to_string(D) + " (use --prefill exact)");
+    if (fast_->kv) {
+      HKV_CUDA_CHECK(cudaStreamSynchronize(st));
+      device_free(fast_->kv);
+      fast_->kv = nullptr, fast_->kv_keys = 0, fast_->kv_bytes = 0;
+    }
+    const size_t kvb = fast_attn_scratch_bytes(keys, D);
+    check_fits(kvb,
+               "the fast prefill attention's decoded K and V of one KV head for " + std::to_string(keys) + " keys");
+    fast_->kv = device_alloc(kvb, "the fast prefill attention's decoded K and V (" + std::to_string(keys) + " keys)");
+    fast_->kv_keys = keys, fast_->kv_bytes = kvb;
+  }
   const Widths w = widths(c);
 
   std::vector<float> logits;
@@ -254,8 +262,8 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
         a.k_cache = s.k_[size_t(fi)], a.v_cache = s.v_[size_t(fi)];
         a.p0 = p0, a.n = n;
         a.out = b.xm, a.ldo = HD;
-        a.max_rows = fast_->rows, a.key_block = b.key_block, a.scratch = b.attn;
-        fast_attention(fast_->blas, a, st);
+        a.max_keys = fast_->kv_keys, a.scratch = fast_->kv;
+        fast_attention(a, st);
         fast_gemm(L.o, 0, E, b.xm, HD, n, b.h, E, 1.0f);
         fi++;
       } else {

@@ -1,0 +1,347 @@
+// The fast prefill path's attention (cuda/prefill.h): NOT EXACT, outside docs/ARITHMETIC.md's contract (§10);
+// compared with the exact attention by tests/gpu_prefill.cpp and with the oracle by KL (hkv diff).
+//
+// fast_attention, per KV head kvh (the G = H/KV query heads that share it):
+//   1. kv_decode_rows: cache rows [0, p0 + n) of kvh, K and V, decoded to bf16 [keys][D] in the scratch
+//      (the stored value s_g·u_d of value_at, rounded once to nearest even).
+//   2. flash_attn_kernel: the M = n·G query rows r = t·G + g (pass row t, head kvh·G + g, position p0 + t) in
+//      tiles of 128 rows, one block of 8 warps a tile, warp w owning rows 16w … 16w+15 of it:
+//      - the tile's queries into shared memory as bf16 (q4h: each 32-group rotated first by warp_wht32, so the
+//        scores are taken in the rotated space the keys are stored in);
+//      - key tiles of 64 keys, k0 = 0, 64, … up to the tile's last visible key, loaded by cp.async into a
+//        second stage while the first is used; per key tile and warp, with tensor cores
+//        (mma.sync m16n8k16, bf16 operands, fp32 accumulation, k in increasing 16-steps):
+//          S = Q·Kᵀ over d (16 rows × 64 keys); keys past a row's position get −inf;
+//          in base 2: s' = S·(D^−½·log2 e); m' = max(m, max_j s'_j) (its 4 lanes' maxima combined by xor
+//          shuffles); α = 2^(m − m'); p_j = bf16(2^(s'_j − m')); l = α·l + Σ_j p_j (the lane's own share of
+//          the row, fp32); O = α·O + P·V (16 rows × D, P taken from the registers S was in);
+//      - at the end l summed over the row's 4 lanes, O/l staged in shared memory as fp32, and per row and
+//        32-group: warp_wht32 back (q4h), × sigmoid_c(gate), rounded to bf16 into out.
+//   Tiles are launched heaviest (latest positions, most keys) first.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/check.h"
+#include "cuda/device.cuh"
+#include "cuda/prefill.h"
+
+namespace hkv::cuda {
+namespace {
+
+constexpr int kBM = 128, kBN = 64, kWarps = 8, kThreads = kWarps * 32;
+
+size_t al256(size_t n) { return (n + 255) & ~size_t(255); }
+unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+// Keys [0, nkeys) of KV head kvh, K and V, as bf16 rows of D; a thread writes 8 elements (16 bytes).
+template <KvKind F>
+__global__ void kv_decode_rows_kernel(const uint8_t* k_cache, const uint8_t* v_cache, int KV, int kvh, size_t row_bytes,
+                                      int D, int64_t nkeys, uint16_t* kb, uint16_t* vb) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, per_row = D / 8;
+  if (i >= 2 * nkeys * per_row) return;
+  const bool is_v = i >= nkeys * per_row;
+  const int64_t e = is_v ? i - nkeys * per_row : i, key = e / per_row;
+  const int d0 = int(e % per_row) * 8;
+  const uint8_t* row = (is_v ? v_cache : k_cache) + (size_t(key) * KV + kvh) * row_bytes;
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++)
+    w[j] = uint32_t(hkv::bf16_from_f32(value_at<F>(row, D, d0 + 2 * j))) |
+           uint32_t(hkv::bf16_from_f32(value_at<F>(row, D, d0 + 2 * j + 1))) << 16;
+  *reinterpret_cast<uint4*>((is_v ? vb : kb) + key * D + d0) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+// c += a·b: m16n8k16, a row-major 16×16 (4 registers of bf16 pairs), b 16×8 (2), c fp32 16×8 (4).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// Two floats as a bf16 pair (lo in the low half), each rounded to nearest even.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  return uint32_t(hkv::bf16_from_f32(lo)) | uint32_t(hkv::bf16_from_f32(hi)) << 16;
+}
+__device__ __forceinline__ float bf16_lo(uint32_t p) { return __uint_as_float(p << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t p) { return __uint_as_float(p & 0xffff0000u); }
+
+template <int D>
+constexpr size_t flash_smem_bytes() {
+  constexpr size_t lds = D + 8;  // bf16 a shared row: 16 bytes of padding make ldmatrix's 8 rows hit 8 banks
+  constexpr size_t tiles = (size_t(kBM) + 4 * kBN) * lds * 2, staged = size_t(kBM) * (D + 4) * 4;
+  return tiles > staged ? tiles : staged;
+}
+
+struct FlashArgs {
+  FastAttnArgs a;
+  int kvh, G;
+  int64_t M, tiles;
+  const uint16_t *kb, *vb;
+  float c;  // D^−½ · log2(e)
+};
+
+template <int D, bool ROT>
+__global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
+  constexpr int LDS = D + 8, NT = kBN / 8, DT = D / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);
+  uint16_t* Ks = Qs + kBM * LDS;  // [2][kBN][LDS]
+  uint16_t* Vs = Ks + 2 * kBN * LDS;
+  const FastAttnArgs& a = f.a;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = f.G;
+  const int64_t tile = f.tiles - 1 - blockIdx.x, r0 = tile * kBM;
+  const int64_t r_last = (r0 + kBM < f.M ? r0 + kBM : f.M) - 1;
+  const int64_t kend = a.p0 + r_last / G + 1;  // keys [0, kend) are visible to some row of the tile
+  const int ntiles = int((kend + kBN - 1) / kBN);
+
+  // the tile's queries, bf16 (rows past M: zeros)
+  for (int i = warp; i < kBM; i += kWarps) {
+    const int64_t r = r0 + i;
+    const bool ok = r < f.M;
+    const int64_t t = ok ? r / G : 0;
+    const float* q = a.q + t * a.ldq + int64_t(f.kvh * G + (ok ? r % G : 0)) * D;
+#pragma unroll
+    for (int j = 0; j < D / 32; j++) {
+      float v = ok ? q[j * 32 + lane] : 0.0f;
+      if constexpr (ROT) v = warp_wht32(v, lane);
+      Qs[i * LDS + j * 32 + lane] = hkv::bf16_from_f32(v);
+    }
+  }
+  auto load_tile = [&](int kt, int stage) {
+    const int64_t k0 = int64_t(kt) * kBN;
+    uint16_t* ks = Ks + stage * kBN * LDS;
+    uint16_t* vs = Vs + stage * kBN * LDS;
+    for (int i = tid; i < kBN * (D / 8); i += kThreads) {
+      const int j = i / (D / 8), c = (i % (D / 8)) * 8;
+      if (k0 + j < kend) {
+        cp_async16(ks + j * LDS + c, f.kb + (k0 + j) * D + c);
+        cp_async16(vs + j * LDS + c, f.vb + (k0 + j) * D + c);
+      } else {
+        *reinterpret_cast<uint4*>(ks + j * LDS + c) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vs + j * LDS + c) = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+  // this thread's two rows: g = lane/4 and g + 8 of the warp's 16; their positions (rows past M: the last's)
+  const int g = lane >> 2, qd = lane & 3;
+  const int64_t rw = r0 + warp * 16;
+  auto clamp_row = [&](int64_t r) { return r < f.M ? r : f.M - 1; };
+  const int64_t pos0 = a.p0 + clamp_row(rw + g) / G, pos1 = a.p0 + clamp_row(rw + g + 8) / G;
+  const int64_t pos_min = a.p0 + clamp_row(rw) / G;
+  float o[DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+  load_tile(0, 0);
+  cp_async_commit();
+  for (int kt = 0; kt < ntiles; kt++) {
+    if (kt + 1 < ntiles) load_tile(kt + 1, (kt + 1) & 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint16_t* ks = Ks + (kt & 1) * kBN * LDS;
+    const uint16_t* vs = Vs + (kt & 1) * kBN * LDS;
+    const int64_t k0 = int64_t(kt) * kBN;
+    // S = Q·Kᵀ
+    float s[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+      uint32_t qa[4];
+      ldmatrix_x4(qa, Qs + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + kk * 16 + 8 * (lane >> 4));
+#pragma unroll
+      for (int np = 0; np < NT / 2; np++) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, ks + (np * 16 + (lane & 7) + 8 * (lane >> 4)) * LDS + kk * 16 + 8 * ((lane >> 3) & 1));
+        mma_bf16(s[2 * np], qa, kf[0], kf[1]);
+        mma_bf16(s[2 * np + 1], qa, kf[2], kf[3]);
+      }
+    }
+    // scale to base 2, mask, running maximum
+    const bool masked = k0 + kBN - 1 > pos_min;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int64_t key = k0 + i * 8 + 2 * qd + (e & 1);
+        float v = s[i][e] * f.c;
+        if (masked && key > (e < 2 ? pos0 : pos1)) v = -INFINITY;
+        s[i][e] = v;
+        if (e < 2)
+          mx0 = fmaxf(mx0, v);
+        else
+          mx1 = fmaxf(mx1, v);
+      }
+#pragma unroll
+    for (int off = 1; off <= 2; off *= 2) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, off));
+    }
+    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+    const float u0 = n0 == -INFINITY ? 0.0f : n0, u1 = n1 == -INFINITY ? 0.0f : n1;
+    const float al0 = ex2(m0 - u0), al1 = ex2(m1 - u1);  // m = −∞ (nothing seen yet): 0
+    m0 = n0, m1 = n1;
+    // P as bf16 pairs in the A-fragment layout: n-tiles 2k and 2k+1 are the 16 keys of PV's k-step k
+    uint32_t p[NT][2];
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+      p[i][0] = pack_bf16(ex2(s[i][0] - u0), ex2(s[i][1] - u0));
+      p[i][1] = pack_bf16(ex2(s[i][2] - u1), ex2(s[i][3] - u1));
+      sum0 += bf16_lo(p[i][0]) + bf16_hi(p[i][0]);
+      sum1 += bf16_lo(p[i][1]) + bf16_hi(p[i][1]);
+    }
+    l0 = al0 * l0 + sum0;
+    l1 = al1 * l1 + sum1;
+#pragma unroll
+    for (int i = 0; i < DT; i++) o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
+      // O += P·V
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; kk++) {
+      const uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+#pragma unroll
+      for (int dp = 0; dp < DT / 2; dp++) {
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, vs + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + dp * 16 + 8 * (lane >> 4));
+        mma_bf16(o[2 * dp], pa, vf[0], vf[1]);
+        mma_bf16(o[2 * dp + 1], pa, vf[2], vf[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with this stage before the next iteration loads into it
+  }
+  cp_async_wait<0>();
+
+  // O/l staged as fp32 (over the tiles' shared memory; each warp reads back only its own 16 rows)
+#pragma unroll
+  for (int off = 1; off <= 2; off *= 2) {
+    l0 += __shfl_xor_sync(kFull, l0, off);
+    l1 += __shfl_xor_sync(kFull, l1, off);
+  }
+  float* Os = reinterpret_cast<float*>(smem);
+  constexpr int LDO = D + 4;
+#pragma unroll
+  for (int i = 0; i < DT; i++) {
+    const int c = i * 8 + 2 * qd;
+    Os[(warp * 16 + g) * LDO + c] = o[i][0] / l0;
+    Os[(warp * 16 + g) * LDO + c + 1] = o[i][1] / l0;
+    Os[(warp * 16 + g + 8) * LDO + c] = o[i][2] / l1;
+    Os[(warp * 16 + g + 8) * LDO + c + 1] = o[i][3] / l1;
+  }
+  __syncwarp();
+  for (int i = 0; i < 16; i++) {
+    const int64_t r = rw + i;
+    if (r >= f.M) break;
+    const int64_t t = r / G;
+    const int h = f.kvh * G + int(r % G);
+#pragma unroll
+    for (int j = 0; j < D / 32; j++) {
+      const int d = j * 32 + lane;
+      float v = Os[(warp * 16 + i) * LDO + d];
+      if constexpr (ROT) v = warp_wht32(v, lane);
+      if (a.gate) v = v * hkv::sigmoid_c(a.gate[t * a.ldg + int64_t(h) * a.gate_stride + d]);
+      a.out[t * a.ldo + int64_t(h) * D + d] = hkv::bf16_from_f32(v);
+    }
+  }
+}
+
+template <int D, bool ROT>
+void launch_flash(const FlashArgs& f, cudaStream_t st) {
+  constexpr size_t smem = flash_smem_bytes<D>();
+  HKV_CUDA_CHECK(
+      cudaFuncSetAttribute(flash_attn_kernel<D, ROT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  flash_attn_kernel<D, ROT><<<unsigned(f.tiles), kThreads, smem, st>>>(f);
+  HKV_CHECK_LAUNCH();
+}
+
+template <int D>
+void launch_flash(const FlashArgs& f, bool rotated, cudaStream_t st) {
+  if (rotated)
+    launch_flash<D, true>(f, st);
+  else
+    launch_flash<D, false>(f, st);
+}
+
+}  // namespace
+
+bool fast_attn_head_dim_ok(int D) { return D == 64 || D == 128 || D == 256; }
+
+size_t fast_attn_scratch_bytes(int64_t max_keys, int D) { return 2 * al256(size_t(max_keys) * size_t(D) * 2); }
+
+void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
+  if (a.n <= 0) return;
+  if (!fast_attn_head_dim_ok(a.D))
+    throw std::runtime_error("fast attention: head_dim " + std::to_string(a.D) +
+                             " is not supported (64, 128 or 256; use --prefill exact)");
+  if (a.H % a.KV != 0) throw std::runtime_error("fast attention: heads must be a multiple of kv heads");
+  if (a.kind == KvKind::F32) throw std::invalid_argument("fast attention: the f32 cache is an oracle-only ablation");
+  const int64_t nkeys = a.p0 + a.n;
+  if (nkeys > a.max_keys || !a.scratch)
+    throw std::runtime_error("fast attention: scratch for " + std::to_string(a.max_keys) + " keys, " +
+                             std::to_string(nkeys) + " needed");
+  const int G = a.H / a.KV, D = a.D;
+  FlashArgs f;
+  f.a = a;
+  f.G = G;
+  f.M = a.n * G;
+  f.tiles = (f.M + kBM - 1) / kBM;
+  uint16_t* kb = static_cast<uint16_t*>(a.scratch);
+  uint16_t* vb = reinterpret_cast<uint16_t*>(static_cast<char*>(a.scratch) + al256(size_t(a.max_keys) * D * 2));
+  f.kb = kb, f.vb = vb;
+  f.c = float(1.0 / std::sqrt(double(D)) * 1.4426950408889634);
+  const bool rotated = a.kind == KvKind::Q4H;
+  for (int kvh = 0; kvh < a.KV; kvh++) {
+    const unsigned nb = blocks_for(2 * nkeys * (D / 8), 256);
+    switch (a.kind) {
+      case KvKind::BF16:
+        kv_decode_rows_kernel<KvKind::BF16>
+            <<<nb, 256, 0, st>>>(a.k_cache, a.v_cache, a.KV, kvh, a.row_bytes, D, nkeys, kb, vb);
+        break;
+      case KvKind::FP8:
+        kv_decode_rows_kernel<KvKind::FP8>
+            <<<nb, 256, 0, st>>>(a.k_cache, a.v_cache, a.KV, kvh, a.row_bytes, D, nkeys, kb, vb);
+        break;
+      default:
+        kv_decode_rows_kernel<KvKind::Q4H>
+            <<<nb, 256, 0, st>>>(a.k_cache, a.v_cache, a.KV, kvh, a.row_bytes, D, nkeys, kb, vb);
+        break;
+    }
+    HKV_CHECK_LAUNCH();
+    f.kvh = kvh;
+    switch (D) {
+      case 64:
+        launch_flash<64>(f, rotated, st);
+        break;
+      case 128:
+        launch_flash<128>(f, rotated, st);
+        break;
+      default:
+        launch_flash<256>(f, rotated, st);
+        break;
+    }
+  }
+}
+
+}  // namespace hkv::cuda
