@@ -54,8 +54,9 @@ void set_pdl(bool on);
 // On by default (HKV_MV_OCC3=0 turns it off): the decode MLX4 matvec of shapes under 16K rows with 2 rows a
 // warp, 2 chunks a round and 3 blocks a multiprocessor (off: 4 chunks a round, 2 blocks). The same bytes.
 void set_mlx4_occ3(bool on);
-// An experiment (default off, or HKV_MV_BIG=1; not yet run on a GPU): those launches as one block of 24 warps a
-// multiprocessor instead of three of 8 (x's records staged once a multiprocessor). The same bytes.
+// On by default (HKV_MV_BIG=0 turns it off; H200, 2026-11-30: q4h decode 7.58 against 7.91 ms a 1K token): those
+// launches as one block of 24 warps a multiprocessor instead of three of 8 (x's records staged once a
+// multiprocessor). The same bytes.
 void set_mlx4_big_blocks(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as

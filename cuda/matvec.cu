@@ -359,12 +359,14 @@ int64_t persistent_grid(const void* kernel, int warps, size_t smem, size_t max_s
 // or set_mlx4_occ3(false) gives the 2-block launch (the same bytes).
 int g_occ3 = -1;
 bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
-// HKV_MV_BIG=1 or set_mlx4_big_blocks(true), an experiment (not yet run on a GPU): those 24 warps of a
-// multiprocessor as one block of 768 threads instead of three of 256, so that x's records are staged into
-// shared memory once a multiprocessor instead of three times (the down_proj's are 70 KB: 209 KB of L2
-// reads a multiprocessor before any weight is used), by three times the threads.
+// On by default (HKV_MV_BIG=0 or set_mlx4_big_blocks(false) turns it off): those 24 warps of a multiprocessor
+// as one block of 768 threads instead of three of 256, so that x's records are staged into shared memory once a
+// multiprocessor instead of three times (the down_proj's are 70 KB: 209 KB of L2 reads a multiprocessor before
+// any weight is used), by three times the threads. Measured (H200, 2026-11-30, session 6 run 2, RESULTS §11):
+// a token's matvecs 5.93 against 6.04 ms (down 22.7 against 24.6 us, q|k|v 22.4 against 20.1 us); q4h decode
+// at 1K 7.58 against 7.91 ms, at 32K 8.15 against 8.48 ms.
 int g_big = -1;
-bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", false); }
+bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
 
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {

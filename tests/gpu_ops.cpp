@@ -226,19 +226,19 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
       }
       // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
       // ordinary one (HKV_PDL=0); then (cfg 2) the shapes under 16K rows at 2 blocks a multiprocessor
-      // instead of 3 (HKV_MV_OCC3=0), and (cfg 3, the experiment HKV_MV_BIG=1) as one block of 24 warps;
-      // other types and widths have one launch
-      static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,24-warp-block"};
+      // instead of 3 (HKV_MV_OCC3=0), and (cfg 3) their 3 blocks of 8 warps instead of the default one block of
+      // 24 warps (HKV_MV_BIG=0); other types and widths have one launch
+      static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps"};
       for (int cfg : {1, 0, 2, 3}) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         cuda::set_pdl(cfg != 0);
         cuda::set_mlx4_occ3(cfg != 2);
-        cuda::set_mlx4_big_blocks(cfg == 3);
+        cuda::set_mlx4_big_blocks(cfg != 3);
         for (auto& o : outs) o->poison();
         cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
         cuda::set_pdl(true);
         cuda::set_mlx4_occ3(true);
-        cuda::set_mlx4_big_blocks(false);
+        cuda::set_mlx4_big_blocks(true);
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
