@@ -14,7 +14,8 @@
 //          S = Q·Kᵀ over d (16 rows × 64 keys); keys past a row's position get −inf;
 //          in base 2: s' = S·(D^−½·log2 e); m' = max(m, max_j s'_j) (its 4 lanes' maxima combined by xor
 //          shuffles); α = 2^(m − m'); p_j = bf16(2^(s'_j − m')); l = α·l + Σ_j p_j (the lane's own share of
-//          the row, fp32); O = α·O + P·V (16 rows × D, P taken from the registers S was in);
+//          the row, fp32); O = α·O (skipped when every α of the warp is 1) + P·V (16 rows × D, P taken from
+//          the registers S was in);
 //      - at the end l summed over the row's 4 lanes, O/l staged in shared memory as fp32, and per row and
 //        32-group: warp_wht32 back (q4h), × sigmoid_c(gate), rounded to bf16 into out.
 //   Tiles are launched heaviest (latest positions, most keys) first.
@@ -216,9 +217,10 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
     }
     l0 = al0 * l0 + sum0;
     l1 = al1 * l1 + sum1;
+    if (__any_sync(kFull, al0 != 1.0f || al1 != 1.0f))  // (past the first key tiles the maxima rarely move)
 #pragma unroll
-    for (int i = 0; i < DT; i++) o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
-      // O += P·V
+      for (int i = 0; i < DT; i++) o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
+        // O += P·V
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; kk++) {
       const uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};

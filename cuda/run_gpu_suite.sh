@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [profile] [profile-prefill] [stalls] [prefill] [generate] [sass]
+# [peer] [bench-ops] [profile] [profile-prefill] [profile-flash] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -193,6 +193,18 @@ for s in $stages; do
         > "$OUT/profile-prefill.log" 2>&1
       echo "profile-prefill: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile-prefill.log" | tee -a "$summary" ;;
+    profile-flash)  # ncu: one fused prefill attention launch of a long prompt (its last pass), stalls and pipes
+      # bench-prefill of HKV_FLASH_TOKENS (32768) tokens: 16 full-attention layers x KV heads launches a
+      # pass; skip to the last pass's first layer
+      ftok=${HKV_FLASH_TOKENS:-32768}
+      timeout "${HKV_PROFILE_LIMIT:-300}" ncu --clock-control none -k regex:flash_attn \
+        --launch-skip $(( (ftok / 4096 - 1) * 64 )) --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section WarpStateStats --section Occupancy --section LaunchStats \
+        build-gpu/hkv bench-prefill --tokens "$ftok" --kv-cache q4h --decode 0 > "$OUT/profile-flash.log" 2>&1
+      echo "profile-flash: rc=$?" | tee -a "$summary"
+      grep -E "Duration|Throughput|Pipe|Stall|Warp Cycles|Issued|Eligible|Achieved Occupancy|Registers|Bank" \
+        "$OUT/profile-flash.log" | head -40 | tee -a "$summary" ;;
     stalls)  # ncu: issue activity, occupancy, DRAM and stall reasons of the matvec and attention kernels
       timeout "${HKV_STALLS_LIMIT:-300}" cuda/profile_stalls.sh build-gpu/hkv > "$OUT/stalls.log" 2>&1
       echo "stalls: rc=$?" | tee -a "$summary"
