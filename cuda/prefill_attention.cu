@@ -75,12 +75,15 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
 }
 __device__ __forceinline__ float ex2(float x) {
   float y;
-  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));  // (results below 2^-126 flush to 0)
   return y;
 }
-// Two floats as a bf16 pair (lo in the low half), each rounded to nearest even.
+// Two finite floats as a bf16 pair (lo in the low half), each rounded to nearest even: one cvt.rn.bf16x2.f32
+// (hkv::bf16_from_f32's bit arithmetic gives the same bits for finite values in about 5 instructions each).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  return uint32_t(hkv::bf16_from_f32(lo)) | uint32_t(hkv::bf16_from_f32(hi)) << 16;
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
 }
 __device__ __forceinline__ float bf16_lo(uint32_t p) { return __uint_as_float(p << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t p) { return __uint_as_float(p & 0xffff0000u); }
@@ -147,8 +150,9 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   const int g = lane >> 2, qd = lane & 3;
   const int64_t rw = r0 + warp * 16;
   auto clamp_row = [&](int64_t r) { return r < f.M ? r : f.M - 1; };
-  const int64_t pos0 = a.p0 + clamp_row(rw + g) / G, pos1 = a.p0 + clamp_row(rw + g + 8) / G;
-  const int64_t pos_min = a.p0 + clamp_row(rw) / G;
+  // positions as int (a context is far below 2^31) relative to the key tile in the loop
+  const int pos0 = int(a.p0 + clamp_row(rw + g) / G), pos1 = int(a.p0 + clamp_row(rw + g + 8) / G);
+  const int pos_min = int(a.p0 + clamp_row(rw) / G);
   float o[DT][4];
 #pragma unroll
   for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -163,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
     __syncthreads();
     const uint16_t* ks = Ks + (kt & 1) * kBN * LDS;
     const uint16_t* vs = Vs + (kt & 1) * kBN * LDS;
-    const int64_t k0 = int64_t(kt) * kBN;
+    const int k0 = kt * kBN;
     // S = Q·Kᵀ
     float s[NT][4];
 #pragma unroll
@@ -181,21 +185,24 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
       }
     }
     // scale to base 2, mask, running maximum
-    const bool masked = k0 + kBN - 1 > pos_min;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int i = 0; i < NT; i++)
 #pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int64_t key = k0 + i * 8 + 2 * qd + (e & 1);
-        float v = s[i][e] * f.c;
-        if (masked && key > (e < 2 ? pos0 : pos1)) v = -INFINITY;
-        s[i][e] = v;
-        if (e < 2)
-          mx0 = fmaxf(mx0, v);
-        else
-          mx1 = fmaxf(mx1, v);
-      }
+      for (int e = 0; e < 4; e++) s[i][e] *= f.c;
+    if (k0 + kBN - 1 > pos_min) {  // a tile on the diagonal: keys past a row's position out
+      const int lim0 = pos0 - k0 - 2 * qd, lim1 = pos1 - k0 - 2 * qd;  // key offset i·8 + (e & 1) must be <= lim
+#pragma unroll
+      for (int i = 0; i < NT; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          if (i * 8 + (e & 1) > (e < 2 ? lim0 : lim1)) s[i][e] = -INFINITY;
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+      mx0 = fmaxf(mx0, fmaxf(s[i][0], s[i][1]));
+      mx1 = fmaxf(mx1, fmaxf(s[i][2], s[i][3]));
+    }
 #pragma unroll
     for (int off = 1; off <= 2; off *= 2) {
       mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, off));
