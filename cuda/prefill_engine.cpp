@@ -87,8 +87,11 @@ FastBufs carve(const Config& c, int64_t P, size_t wtile, void* base) {
     b.attn = take(fast_attn_scratch_bytes(P, G, D, b.key_block));
   }
   b.attn_bytes = off - before_attn;
-  if (c.n_linear_layers() > 0)
-    b.bnd = static_cast<float*>(take(fast_delta_bnd_floats(P, c.conv_dim(), c.linear_conv_kernel_dim) * 4));
+  if (c.n_linear_layers() > 0) {
+    const size_t nbnd = fast_delta_bnd_floats(P, c.conv_dim(), c.linear_conv_kernel_dim, c.linear_num_value_heads,
+                                              c.linear_key_head_dim);
+    b.bnd = static_cast<float*>(take(nbnd * 4));
+  }
   b.tok = static_cast<int*>(take(size_t(P) * 4));
   b.pos = static_cast<int*>(take(size_t(P) * 4));
   b.rope = static_cast<float*>(take(size_t(P * rd) * 4));
