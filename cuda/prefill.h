@@ -88,20 +88,23 @@ struct FastDeltaArgs {
   float* b = nullptr;        // [n][nv]: replaced by β
   float* a = nullptr;        // [n][nv]: replaced by g
   float* o = nullptr;        // [n][nv·dv] scratch: the recurrence's output before its norm
-  float* bnd = nullptr;      // scratch: fast_delta_bnd_floats(n, C, K)
+  float* bnd = nullptr;      // scratch: fast_delta_bnd_floats(n, C, K, nv, dk) (conv windows, then the core's)
   uint16_t* out = nullptr;   // [n][ldo] bf16: the gated, normed output (input of out_proj)
   int64_t ldo = 0;
   int64_t n = 0;
 };
-size_t fast_delta_bnd_floats(int64_t n, int64_t C, int K);
+size_t fast_delta_bnd_floats(int64_t n, int64_t C, int K, int nv, int dk);
 // conv (the exact path's per-channel order, rows split in segments of 64 with their windows saved first),
 // l2norm of q and k, β and g, the chunked recurrence, the gated norm; see deltanet_chunked.cu.
 void fast_deltanet(const FastDeltaArgs& a, cudaStream_t st);
 // The chunked gated delta rule alone (tests): for rows t < n, value head h (key head h / (nv/nk)):
 // q_t = qkv[t][kh·dk …], k_t = qkv[t][nk·dk + kh·dk …], v_t = qkv[t][2·nk·dk + h·dv …] (row stride C),
 // g and beta [n][nv]; S [nv][dk][dv] updated; o [n][nv·dv]. The same function as n deltanet_step calls.
+// scratch: gated_delta_chunked_scratch_floats(n, nv, dk) floats; qkv, S, o and scratch 16-byte aligned, C a
+// multiple of 4, dv a multiple of 16, dk 32, 64 or 128.
+size_t gated_delta_chunked_scratch_floats(int64_t n, int nv, int dk);
 void gated_delta_chunked(int nk, int nv, int dk, int dv, int64_t n, const float* qkv, int64_t C, const float* g,
-                         const float* beta, float* S, float* o, cudaStream_t st);
+                         const float* beta, float* S, float* o, float* scratch, cudaStream_t st);
 
 // ---- the engine's fast-prefill state (owned by Engine, see cuda/prefill_engine.cpp) ----------------
 struct FastPrefillState {

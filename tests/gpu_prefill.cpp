@@ -128,13 +128,15 @@ TEST_CASE(
                         want.data() + (t * nv + h) * dv);
         }
       DBuf<float> dqkv(qkv), dg(gv), db(bv), dS(S0), dout(want.size());
+      DBuf<float> dscr(cuda::gated_delta_chunked_scratch_floats(n, nv, dk));
       dout.poison();
+      dscr.poison(0xff);  // NaN: a scratch entry read before it is written shows
       // in two calls (the state carried between them) when n allows it
       const int64_t n1 = n > 100 ? 77 : n;
-      cuda::gated_delta_chunked(nk, nv, dk, dv, n1, dqkv.p, C, dg.p, db.p, dS.p, dout.p, nullptr);
+      cuda::gated_delta_chunked(nk, nv, dk, dv, n1, dqkv.p, C, dg.p, db.p, dS.p, dout.p, dscr.p, nullptr);
       if (n1 < n)
         cuda::gated_delta_chunked(nk, nv, dk, dv, n - n1, dqkv.p + n1 * C, C, dg.p + n1 * nv, db.p + n1 * nv, dS.p,
-                                  dout.p + n1 * nv * dv, nullptr);
+                                  dout.p + n1 * nv * dv, dscr.p, nullptr);
       const double eo = rel_err(dout.get(), want), es = rel_err(dS.get(), S);
       CHECK_MESSAGE(eo <= 2e-4, "outputs: relative error " << eo);
       CHECK_MESSAGE(es <= 2e-4, "state: relative error " << es);
