@@ -114,10 +114,9 @@ class Engine {
   void set_graphs(bool on) { graphs_ = on; }
   // Whether a call of T tokens with these options takes the fast prefill path.
   bool uses_fast_prefill(int64_t T, const ForwardOptions& opt) const;
-  // Rows a pass of the fast path would take for a prompt of T tokens with `extra` more bytes to be taken
-  // beside its scratch, and the scratch bytes it needs (refused up front by forward(), with these numbers,
-  // when they do not fit).
-  int64_t fast_prefill_rows(int64_t T, size_t extra = 0) const;
+  // Rows a pass of the fast path would take for a prompt of T tokens in the device memory free now, and the
+  // scratch bytes it needs (refused up front by forward(), with these numbers, when they do not fit).
+  int64_t fast_prefill_rows(int64_t T) const;
   size_t fast_prefill_bytes(int64_t rows) const;
   cudaStream_t stream() const { return stream_; }
 

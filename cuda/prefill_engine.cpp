@@ -121,14 +121,13 @@ size_t Engine::fast_prefill_bytes(int64_t rows) const {
   return carve(c_, rows, fast_weight_tile_elems(), nullptr).bytes;
 }
 
-int64_t Engine::fast_prefill_rows(int64_t T, size_t extra) const {
+int64_t Engine::fast_prefill_rows(int64_t T) const {
   int64_t P = std::min(kFastMaxRows, std::max<int64_t>(T, 1));
   if (fast_ && fast_->rows >= P) return P;
   size_t free_b = 0, total_b = 0;
   HKV_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const size_t held = fast_ ? fast_->bytes : 0;  // freed before a larger scratch is taken
-  while (P > kFastMinRows && fast_prefill_bytes(P) + extra + kPlanReserve > free_b + held)
-    P = std::max(kFastMinRows, P / 2);
+  while (P > kFastMinRows && fast_prefill_bytes(P) + kPlanReserve > free_b + held) P = std::max(kFastMinRows, P / 2);
   return P;
 }
 
@@ -171,17 +170,28 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
     throw std::runtime_error("engine: the fast prefill path's attention is built for head_dim 64, 128 and 256, not " +
                              std::to_string(D) + " (use --prefill exact)");
   ensure_scratch(std::max(kLogitRows, scratch_rows_), 1);  // the exact final norm and lm_head's buffers
-  // the attention's decoded K and V of one KV head, as many keys as this prompt ends with (taken below, beside
-  // the pass scratch; the rows a pass are chosen with it counted)
-  const int64_t keys = s.pos_ + T;
-  const bool kv_grow = n_full_ > 0 && (!fast_ || fast_->kv_keys < keys);
-  const size_t kv_need = kv_grow ? fast_attn_scratch_bytes(keys, D) : 0, kv_held = fast_ ? fast_->kv_bytes : 0;
-  const int64_t P = fast_prefill_rows(T, kv_need > kv_held ? kv_need - kv_held : 0);
-  if (!fast_) {
+  if (!fast_) {  // (before the rows a pass are chosen: the handle takes device memory)
     fast_ = std::make_shared<FastPrefillState>();
     HKV_CUBLAS_CHECK(cublasCreate(&fast_->blas));
     HKV_CUBLAS_CHECK(cublasSetStream(fast_->blas, st));
   }
+  // The attention's decoded K and V of one KV head, as many keys as this prompt ends with: taken first, and the
+  // rows a pass chosen in what is left.
+  const int64_t keys = s.pos_ + T;
+  if (n_full_ > 0 && fast_->kv_keys < keys) {
+    if (fast_->kv) {
+      HKV_CUDA_CHECK(cudaStreamSynchronize(st));
+      device_free(fast_->kv);
+      fast_->kv = nullptr, fast_->kv_keys = 0, fast_->kv_bytes = 0;
+    }
+    const size_t kv_need = fast_attn_scratch_bytes(keys, D);
+    check_fits(kv_need,
+               "the fast prefill attention's decoded K and V of one KV head for " + std::to_string(keys) + " keys");
+    fast_->kv =
+        device_alloc(kv_need, "the fast prefill attention's decoded K and V (" + std::to_string(keys) + " keys)");
+    fast_->kv_keys = keys, fast_->kv_bytes = kv_need;
+  }
+  const int64_t P = fast_prefill_rows(T);
   if (fast_->rows < P) {
     if (fast_->mem) {
       HKV_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -205,18 +215,6 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
   }
   const FastBufs b = carve(c, fast_->rows, fast_->wt_elems, fast_->mem);
   fast_->wt = b.wt;
-  if (kv_grow) {
-    if (fast_->kv) {
-      HKV_CUDA_CHECK(cudaStreamSynchronize(st));
-      device_free(fast_->kv);
-      fast_->kv = nullptr, fast_->kv_keys = 0, fast_->kv_bytes = 0;
-    }
-    check_fits(kv_need,
-               "the fast prefill attention's decoded K and V of one KV head for " + std::to_string(keys) + " keys");
-    fast_->kv =
-        device_alloc(kv_need, "the fast prefill attention's decoded K and V (" + std::to_string(keys) + " keys)");
-    fast_->kv_keys = keys, fast_->kv_bytes = kv_need;
-  }
   const Widths w = widths(c);
 
   std::vector<float> logits;
