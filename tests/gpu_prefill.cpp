@@ -217,7 +217,8 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
               if (!(e <= worst)) worst = e, worst_at = int64_t(base) + d;  // NaN lands here too
             }
           }
-        MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << fname << ": worst error / bar " << worst);
+        MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << std::string(fname) << ": worst error / bar "
+                                    << worst);
         CHECK_MESSAGE(worst <= 1.0, "worst error / bar " << worst << " at element " << worst_at);
       }
     }
