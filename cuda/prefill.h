@@ -68,9 +68,11 @@ struct FastAttnArgs {
 };
 // The head dimensions the fused kernel is built for (64, 128, 256); others take the exact path.
 bool fast_attn_head_dim_ok(int D);
-// K and V of one KV head decoded to bf16, for max_keys keys.
+// K and V of one KV head decoded to bf16, for max_keys keys, and the split ranges' partial results.
 size_t fast_attn_scratch_bytes(int64_t max_keys, int D);
 void fast_attention(const FastAttnArgs& a, cudaStream_t st);
+// Tests: cut every tile's keys in n ranges (clamped to the partials' room); 0 (the default) chooses per launch.
+void set_fast_attn_splits(int n);
 
 // ---- deltanet_chunked.cu: the Gated DeltaNet in chunked form ----------------------------------------
 struct FastDeltaArgs {

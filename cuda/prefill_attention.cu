@@ -18,7 +18,11 @@
 //          the registers S was in);
 //      - at the end l summed over the row's 4 lanes, O/l staged in shared memory as fp32, and per row and
 //        32-group: warp_wht32 back (q4h), × sigmoid_c(gate), rounded to bf16 into out.
-//   Tiles are launched heaviest (latest positions, most keys) first.
+//   Tiles are launched heaviest (latest positions, most keys) first. When there are too few tiles to fill the
+//   multiprocessors' waves (choose_splits), each tile's key tiles are cut in nsplit consecutive ranges, one
+//   block a range, each writing its unnormalized O, m and l; then
+//   3. flash_merge_kernel combines a row's ranges (m = max m_s, weights 2^(m_s − m)) and finishes it as above.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -99,8 +103,11 @@ struct FlashArgs {
   FastAttnArgs a;
   int kvh, G;
   int64_t M, tiles;
+  int nsplit;  // blocks a tile: its key tiles cut in nsplit consecutive ranges (1: no partials)
   const uint16_t *kb, *vb;
-  float c;  // D^−½ · log2(e)
+  float* part_o;   // nsplit > 1: [tile·nsplit + split][kBM][D] unnormalized O of the range
+  float* part_ml;  // [tile·nsplit + split][kBM][2]: its m (base 2) and l
+  float c;         // D^−½ · log2(e)
 };
 
 template <int D, bool ROT>
@@ -112,10 +119,13 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   uint16_t* Vs = Ks + 2 * kBN * LDS;
   const FastAttnArgs& a = f.a;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = f.G;
-  const int64_t tile = f.tiles - 1 - blockIdx.x, r0 = tile * kBM;
+  const int64_t item = f.tiles * f.nsplit - 1 - blockIdx.x;  // heaviest tiles first
+  const int64_t tile = item / f.nsplit, r0 = tile * kBM;
+  const int split = int(item % f.nsplit);
   const int64_t r_last = (r0 + kBM < f.M ? r0 + kBM : f.M) - 1;
   const int64_t kend = a.p0 + r_last / G + 1;  // keys [0, kend) are visible to some row of the tile
-  const int ntiles = int((kend + kBN - 1) / kBN);
+  const int64_t ntiles = (kend + kBN - 1) / kBN;
+  const int kt0 = int(ntiles * split / f.nsplit), kt1 = int(ntiles * (split + 1) / f.nsplit);  // this block's
 
   // the tile's queries, bf16 (rows past M: zeros)
   for (int i = warp; i < kBM; i += kWarps) {
@@ -158,15 +168,15 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-  load_tile(0, 0);
+  if (kt0 < kt1) load_tile(kt0, 0);
   cp_async_commit();
-  for (int kt = 0; kt < ntiles; kt++) {
-    if (kt + 1 < ntiles) load_tile(kt + 1, (kt + 1) & 1);
+  for (int kt = kt0; kt < kt1; kt++) {
+    if (kt + 1 < kt1) load_tile(kt + 1, (kt + 1 - kt0) & 1);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    const uint16_t* ks = Ks + (kt & 1) * kBN * LDS;
-    const uint16_t* vs = Vs + (kt & 1) * kBN * LDS;
+    const uint16_t* ks = Ks + ((kt - kt0) & 1) * kBN * LDS;
+    const uint16_t* vs = Vs + ((kt - kt0) & 1) * kBN * LDS;
     const int k0 = kt * kBN;
     // S = Q·Kᵀ
     float s[NT][4];
@@ -242,13 +252,29 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
     __syncthreads();  // every warp is done with this stage before the next iteration loads into it
   }
   cp_async_wait<0>();
-
-  // O/l staged as fp32 (over the tiles' shared memory; each warp reads back only its own 16 rows)
 #pragma unroll
   for (int off = 1; off <= 2; off *= 2) {
     l0 += __shfl_xor_sync(kFull, l0, off);
     l1 += __shfl_xor_sync(kFull, l1, off);
   }
+  if (f.nsplit > 1) {  // the range's partial result for flash_merge_kernel (an empty range: O = 0, m = −∞, l = 0)
+    const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
+    float* po = f.part_o + item * kBM * D;
+#pragma unroll
+    for (int i = 0; i < DT; i++) {
+      const int c = i * 8 + 2 * qd;
+      *reinterpret_cast<float2*>(po + lr0 * D + c) = make_float2(o[i][0], o[i][1]);
+      *reinterpret_cast<float2*>(po + lr1 * D + c) = make_float2(o[i][2], o[i][3]);
+    }
+    if (qd == 0) {
+      float* pml = f.part_ml + item * kBM * 2;
+      pml[lr0 * 2] = m0, pml[lr0 * 2 + 1] = l0;
+      pml[lr1 * 2] = m1, pml[lr1 * 2 + 1] = l1;
+    }
+    return;
+  }
+
+  // O/l staged as fp32 (over the tiles' shared memory; each warp reads back only its own 16 rows)
   float* Os = reinterpret_cast<float*>(smem);
   constexpr int LDO = D + 4;
 #pragma unroll
@@ -276,13 +302,52 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   }
 }
 
+// One warp a query row r < M when a tile's keys were cut in nsplit ranges: with m = max_s m_s and w_s = 2^(m_s − m)
+// (0 for an empty range), l = Σ_s w_s·l_s and O = Σ_s w_s·O_s in split order; then as the single-range epilogue:
+// O/l, warp_wht32 back (q4h), × sigmoid_c(gate), bf16.
+template <int D, bool ROT>
+__global__ void flash_merge_kernel(FlashArgs f) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= f.M) return;
+  const int64_t tile = r / kBM, i = r % kBM, G = f.G;
+  const FastAttnArgs& a = f.a;
+  float m = -INFINITY;
+  for (int s = 0; s < f.nsplit; s++) m = fmaxf(m, f.part_ml[((tile * f.nsplit + s) * kBM + i) * 2]);
+  float l = 0.0f, acc[D / 32];
+#pragma unroll
+  for (int j = 0; j < D / 32; j++) acc[j] = 0.0f;
+  for (int s = 0; s < f.nsplit; s++) {
+    const int64_t it = tile * f.nsplit + s;
+    const float ms = f.part_ml[(it * kBM + i) * 2], w = ms == -INFINITY ? 0.0f : ex2(ms - m);
+    l += w * f.part_ml[(it * kBM + i) * 2 + 1];
+    const float* po = f.part_o + (it * kBM + i) * D;
+#pragma unroll
+    for (int j = 0; j < D / 32; j++) acc[j] += w * po[j * 32 + lane];
+  }
+  const int64_t t = r / G;
+  const int h = f.kvh * int(G) + int(r % G);
+#pragma unroll
+  for (int j = 0; j < D / 32; j++) {
+    const int d = j * 32 + lane;
+    float v = acc[j] / l;
+    if constexpr (ROT) v = warp_wht32(v, lane);
+    if (a.gate) v = v * hkv::sigmoid_c(a.gate[t * a.ldg + int64_t(h) * a.gate_stride + d]);
+    a.out[t * a.ldo + int64_t(h) * D + d] = hkv::bf16_from_f32(v);
+  }
+}
+
 template <int D, bool ROT>
 void launch_flash(const FlashArgs& f, cudaStream_t st) {
   constexpr size_t smem = flash_smem_bytes<D>();
   HKV_CUDA_CHECK(
       cudaFuncSetAttribute(flash_attn_kernel<D, ROT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  flash_attn_kernel<D, ROT><<<unsigned(f.tiles), kThreads, smem, st>>>(f);
+  flash_attn_kernel<D, ROT><<<unsigned(f.tiles * f.nsplit), kThreads, smem, st>>>(f);
   HKV_CHECK_LAUNCH();
+  if (f.nsplit > 1) {
+    flash_merge_kernel<D, ROT><<<unsigned((f.M + 7) / 8), 256, 0, st>>>(f);
+    HKV_CHECK_LAUNCH();
+  }
 }
 
 template <int D>
@@ -297,7 +362,35 @@ void launch_flash(const FlashArgs& f, bool rotated, cudaStream_t st) {
 
 bool fast_attn_head_dim_ok(int D) { return D == 64 || D == 128 || D == 256; }
 
-size_t fast_attn_scratch_bytes(int64_t max_keys, int D) { return 2 * al256(size_t(max_keys) * size_t(D) * 2); }
+namespace {
+int g_splits = 0;                                        // set_fast_attn_splits: 0 = chosen per launch
+int64_t max_items() { return 3 * int64_t(sm_count()); }  // (tile, range) blocks the partials are sized for
+
+// Ranges a tile's keys are cut in: the fewest, from 1 to 16, for which tiles·n blocks fill at least 90% of
+// their waves of one block a multiprocessor (else the fullest); at most the heaviest tile's key tiles and
+// max_items() blocks. (H200, 2026-11-30: 192 tiles of the 4,096-row passes of the 27B shape on 132 SMs ran
+// 1.45 waves, the SMs active 71% of the launch; 2 ranges make 384 blocks, 97% of 3 waves.)
+int choose_splits(int64_t tiles, int64_t key_tiles) {
+  const int64_t sms = sm_count(), cap = std::max<int64_t>(1, std::min<int64_t>(key_tiles, max_items() / tiles));
+  if (g_splits > 0) return int(std::min<int64_t>(g_splits, std::max<int64_t>(1, max_items() / tiles)));
+  int best = 1;
+  double best_fill = 0;
+  for (int n = 1; n <= 16 && n <= cap; n++) {
+    const int64_t items = tiles * n;
+    const double fill = double(items) / double((items + sms - 1) / sms * sms);
+    if (fill >= 0.9) return n;
+    if (fill > best_fill + 1e-9) best = n, best_fill = fill;
+  }
+  return best;
+}
+}  // namespace
+
+void set_fast_attn_splits(int n) { g_splits = n < 0 ? 0 : n; }
+
+size_t fast_attn_scratch_bytes(int64_t max_keys, int D) {
+  return 2 * al256(size_t(max_keys) * size_t(D) * 2) + al256(size_t(max_items()) * kBM * size_t(D) * 4) +
+         al256(size_t(max_items()) * kBM * 2 * 4);
+}
 
 void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   if (a.n <= 0) return;
@@ -316,9 +409,13 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   f.G = G;
   f.M = a.n * G;
   f.tiles = (f.M + kBM - 1) / kBM;
-  uint16_t* kb = static_cast<uint16_t*>(a.scratch);
-  uint16_t* vb = reinterpret_cast<uint16_t*>(static_cast<char*>(a.scratch) + al256(size_t(a.max_keys) * D * 2));
+  f.nsplit = choose_splits(f.tiles, (a.p0 + a.n + kBN - 1) / kBN);
+  char* p = static_cast<char*>(a.scratch);
+  uint16_t* kb = reinterpret_cast<uint16_t*>(p);
+  uint16_t* vb = reinterpret_cast<uint16_t*>(p + al256(size_t(a.max_keys) * D * 2));
   f.kb = kb, f.vb = vb;
+  f.part_o = reinterpret_cast<float*>(p + 2 * al256(size_t(a.max_keys) * D * 2));
+  f.part_ml = f.part_o + al256(size_t(max_items()) * kBM * size_t(D) * 4) / 4;
   f.c = float(1.0 / std::sqrt(double(D)) * 1.4426950408889634);
   const bool rotated = a.kind == KvKind::Q4H;
   for (int kvh = 0; kvh < a.KV; kvh++) {

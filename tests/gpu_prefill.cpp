@@ -191,8 +191,11 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
       a.max_keys = int(npos), a.part = part.p;
       cuda::attention(a, nullptr);
       std::vector<float> want = dexact.get();
-      for (int64_t spare : {int64_t(0), int64_t(333)}) {  // the scratch sized exactly, and for more keys
+      // the scratch sized exactly and for more keys; each tile's keys in the ranges chosen (0), in one range, in 3
+      for (auto [spare, splits] : {std::pair<int64_t, int>{0, 0}, {333, 0}, {0, 1}, {0, 3}}) {
         CAPTURE(spare);
+        CAPTURE(splits);
+        cuda::set_fast_attn_splits(splits);
         DBuf<uint8_t> scratch(cuda::fast_attn_scratch_bytes(npos + spare, D));
         scratch.poison(0xff);  // NaN: a decoded row read before it is written makes the output NaN
         DBuf<uint16_t> out(size_t(n * H * D));
@@ -203,6 +206,7 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
         fa.k_cache = dk.p, fa.v_cache = dv.p, fa.p0 = p0, fa.n = n, fa.out = out.p, fa.ldo = H * D;
         fa.max_keys = npos + spare, fa.scratch = scratch.p;
         cuda::fast_attention(fa, nullptr);
+        cuda::set_fast_attn_splits(0);
         std::vector<uint16_t> got = out.get();
         double worst = 0;
         int64_t worst_at = -1;
@@ -217,8 +221,8 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
               if (!(e <= worst)) worst = e, worst_at = int64_t(base) + d;  // NaN lands here too
             }
           }
-        MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << std::string(fname) << ": worst error / bar "
-                                    << worst);
+        MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << std::string(fname) << " splits " << splits
+                                    << ": worst error / bar " << worst);
         CHECK_MESSAGE(worst <= 1.0, "worst error / bar " << worst << " at element " << worst_at);
       }
     }
