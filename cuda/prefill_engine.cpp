@@ -8,7 +8,8 @@
 //   Every weight product is cuBLAS (bf16 × bf16, fp32 accumulate): bf16 weights directly, others (MLX 4-bit,
 //   f16, f32) converted to bf16 row tiles of at most kWeightTileElems elements just before their GEMM.
 //   Full attention: q, k, v GEMMs; the exact attn_prep (q_norm, k_norm, RoPE) and kv_pack (the cache's bytes
-//   are those of the format, from the fast path's K and V); fast_attention over the cache rows 0 … p0+t.
+//   are those of the format, from the fast path's K and V); fast_attention over the cache rows 0 … p0+t
+//   (its decoded K and V of one KV head are taken for the prompt's last key before the rows a pass are chosen).
 //   DeltaNet: qkv, z, b, a GEMMs; fast_deltanet (conv and S states carried in the sequence).
 //   Logits of the wanted rows: the exact final RMSNorm and lm_head kernels on the fast path's hidden state.
 // The sequence ends at pos + T with its cache, conv and S states in the exact path's formats.
@@ -207,7 +208,7 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
     fast_->mem = device_alloc(plan.bytes, "the fast prefill path's scratch for " + std::to_string(P) + " rows");
     // Poisoned with NaN (all-ones bytes: NaN in f32 and in bf16): an element read before it is written turns
     // the logits NaN, which gpu_prefill and `hkv diff --op fast_prefill` refuse. (compute-sanitizer initcheck
-    // reported reads of the attention scores that cuBLAS writes; with the poison in place the tests decide.)
+    // reported reads of buffers that cuBLAS writes; with the poison in place the tests decide.)
     HKV_CUDA_CHECK(cudaMemsetAsync(fast_->mem, 0xff, plan.bytes, st));
     fast_->bytes = plan.bytes;
     fast_->rows = P;
