@@ -110,6 +110,23 @@ struct FlashArgs {
   float c;         // D^−½ · log2(e)
 };
 
+// Query row r's output (its warp together; v[j] = O/l at d = 32j + lane): warp_wht32 back (q4h), × sigmoid_c(gate),
+// rounded to bf16 into out.
+template <int D, bool ROT>
+__device__ __forceinline__ void store_row(const FlashArgs& f, int64_t r, int lane, const float (&v)[D / 32]) {
+  const FastAttnArgs& a = f.a;
+  const int64_t t = r / f.G;
+  const int h = f.kvh * f.G + int(r % f.G);
+#pragma unroll
+  for (int j = 0; j < D / 32; j++) {
+    const int d = j * 32 + lane;
+    float x = v[j];
+    if constexpr (ROT) x = warp_wht32(x, lane);
+    if (a.gate) x = x * hkv::sigmoid_c(a.gate[t * a.ldg + int64_t(h) * a.gate_stride + d]);
+    a.out[t * a.ldo + int64_t(h) * D + d] = hkv::bf16_from_f32(x);
+  }
+}
+
 template <int D, bool ROT>
 __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   constexpr int LDS = D + 8, NT = kBN / 8, DT = D / 8;
@@ -289,16 +306,10 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   for (int i = 0; i < 16; i++) {
     const int64_t r = rw + i;
     if (r >= f.M) break;
-    const int64_t t = r / G;
-    const int h = f.kvh * G + int(r % G);
+    float v[D / 32];
 #pragma unroll
-    for (int j = 0; j < D / 32; j++) {
-      const int d = j * 32 + lane;
-      float v = Os[(warp * 16 + i) * LDO + d];
-      if constexpr (ROT) v = warp_wht32(v, lane);
-      if (a.gate) v = v * hkv::sigmoid_c(a.gate[t * a.ldg + int64_t(h) * a.gate_stride + d]);
-      a.out[t * a.ldo + int64_t(h) * D + d] = hkv::bf16_from_f32(v);
-    }
+    for (int j = 0; j < D / 32; j++) v[j] = Os[(warp * 16 + i) * LDO + j * 32 + lane];
+    store_row<D, ROT>(f, r, lane, v);
   }
 }
 
@@ -310,8 +321,7 @@ __global__ void flash_merge_kernel(FlashArgs f) {
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= f.M) return;
-  const int64_t tile = r / kBM, i = r % kBM, G = f.G;
-  const FastAttnArgs& a = f.a;
+  const int64_t tile = r / kBM, i = r % kBM;
   float m = -INFINITY;
   for (int s = 0; s < f.nsplit; s++) m = fmaxf(m, f.part_ml[((tile * f.nsplit + s) * kBM + i) * 2]);
   float l = 0.0f, acc[D / 32];
@@ -325,16 +335,9 @@ __global__ void flash_merge_kernel(FlashArgs f) {
 #pragma unroll
     for (int j = 0; j < D / 32; j++) acc[j] += w * po[j * 32 + lane];
   }
-  const int64_t t = r / G;
-  const int h = f.kvh * int(G) + int(r % G);
 #pragma unroll
-  for (int j = 0; j < D / 32; j++) {
-    const int d = j * 32 + lane;
-    float v = acc[j] / l;
-    if constexpr (ROT) v = warp_wht32(v, lane);
-    if (a.gate) v = v * hkv::sigmoid_c(a.gate[t * a.ldg + int64_t(h) * a.gate_stride + d]);
-    a.out[t * a.ldo + int64_t(h) * D + d] = hkv::bf16_from_f32(v);
-  }
+  for (int j = 0; j < D / 32; j++) acc[j] = acc[j] / l;
+  store_row<D, ROT>(f, r, lane, acc);
 }
 
 template <int D, bool ROT>
