@@ -5,7 +5,8 @@
 //   1. kv_decode_rows: cache rows [0, p0 + n) of kvh, K and V, decoded to bf16 [keys][D] in the scratch
 //      (the stored value s_g·u_d of value_at, rounded once to nearest even).
 //   2. flash_attn_kernel: the M = n·G query rows r = t·G + g (pass row t, head kvh·G + g, position p0 + t) in
-//      tiles of 128 rows, one block of 8 warps a tile, warp w owning rows 16w … 16w+15 of it:
+//      tiles of 128 rows, one block of 8 warps a tile (HKV_FLASH_CFG=4x1: 64 rows, 4 warps, one key-tile stage, 2
+//      blocks a multiprocessor), warp w owning rows 16w … 16w+15 of it:
 //      - the tile's queries into shared memory as bf16 (q4h: each 32-group rotated first by warp_wht32, so the
 //        scores are taken in the rotated space the keys are stored in);
 //      - key tiles of 64 keys, k0 = 0, 64, … up to the tile's last visible key, loaded by cp.async into a
@@ -24,6 +25,7 @@
 //   3. flash_merge_kernel combines a row's ranges (m = max m_s, weights 2^(m_s − m)) and finishes it as above.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -34,7 +36,7 @@
 namespace hkv::cuda {
 namespace {
 
-constexpr int kBM = 128, kBN = 64, kWarps = 8, kThreads = kWarps * 32;
+constexpr int kBN = 64;  // keys a tile (a block takes 16·WARPS query rows: 128 by default)
 
 size_t al256(size_t n) { return (n + 255) & ~size_t(255); }
 unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
@@ -92,10 +94,10 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 __device__ __forceinline__ float bf16_lo(uint32_t p) { return __uint_as_float(p << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t p) { return __uint_as_float(p & 0xffff0000u); }
 
-template <int D>
+template <int D, int WARPS, int STAGES>
 constexpr size_t flash_smem_bytes() {
   constexpr size_t lds = D + 8;  // bf16 a shared row: 16 bytes of padding make ldmatrix's 8 rows hit 8 banks
-  constexpr size_t tiles = (size_t(kBM) + 4 * kBN) * lds * 2, staged = size_t(kBM) * (D + 4) * 4;
+  constexpr size_t bm = 16 * WARPS, tiles = (bm + 2 * STAGES * kBN) * lds * 2, staged = bm * (D + 4) * 4;
   return tiles > staged ? tiles : staged;
 }
 
@@ -103,10 +105,11 @@ struct FlashArgs {
   FastAttnArgs a;
   int kvh, G;
   int64_t M, tiles;
+  int bm;      // query rows a tile (16 a warp)
   int nsplit;  // blocks a tile: its key tiles cut in nsplit consecutive ranges (1: no partials)
   const uint16_t *kb, *vb;
-  float* part_o;   // nsplit > 1: [tile·nsplit + split][kBM][D] unnormalized O of the range
-  float* part_ml;  // [tile·nsplit + split][kBM][2]: its m (base 2) and l
+  float* part_o;   // nsplit > 1: [tile·nsplit + split][bm][D] unnormalized O of the range
+  float* part_ml;  // [tile·nsplit + split][bm][2]: its m (base 2) and l
   float c;         // D^−½ · log2(e)
 };
 
@@ -127,25 +130,27 @@ __device__ __forceinline__ void store_row(const FlashArgs& f, int64_t r, int lan
   }
 }
 
-template <int D, bool ROT>
-__global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
-  constexpr int LDS = D + 8, NT = kBN / 8, DT = D / 8;
+// WARPS 8, STAGES 2 (the default): one block a multiprocessor, the next key tile loaded during this one;
+// WARPS 4, STAGES 1 (HKV_FLASH_CFG=4x1): two blocks a multiprocessor, each loading its tile between barriers.
+template <int D, bool ROT, int WARPS, int STAGES>
+__global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_kernel(FlashArgs f) {
+  constexpr int LDS = D + 8, NT = kBN / 8, DT = D / 8, BM = 16 * WARPS, THREADS = 32 * WARPS;
   extern __shared__ __align__(16) unsigned char smem[];
   uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* Ks = Qs + kBM * LDS;  // [2][kBN][LDS]
-  uint16_t* Vs = Ks + 2 * kBN * LDS;
+  uint16_t* Ks = Qs + BM * LDS;  // [STAGES][kBN][LDS]
+  uint16_t* Vs = Ks + STAGES * kBN * LDS;
   const FastAttnArgs& a = f.a;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = f.G;
   const int64_t item = f.tiles * f.nsplit - 1 - blockIdx.x;  // heaviest tiles first
-  const int64_t tile = item / f.nsplit, r0 = tile * kBM;
+  const int64_t tile = item / f.nsplit, r0 = tile * BM;
   const int split = int(item % f.nsplit);
-  const int64_t r_last = (r0 + kBM < f.M ? r0 + kBM : f.M) - 1;
+  const int64_t r_last = (r0 + BM < f.M ? r0 + BM : f.M) - 1;
   const int64_t kend = a.p0 + r_last / G + 1;  // keys [0, kend) are visible to some row of the tile
   const int64_t ntiles = (kend + kBN - 1) / kBN;
   const int kt0 = int(ntiles * split / f.nsplit), kt1 = int(ntiles * (split + 1) / f.nsplit);  // this block's
 
   // the tile's queries, bf16 (rows past M: zeros)
-  for (int i = warp; i < kBM; i += kWarps) {
+  for (int i = warp; i < BM; i += WARPS) {
     const int64_t r = r0 + i;
     const bool ok = r < f.M;
     const int64_t t = ok ? r / G : 0;
@@ -161,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
     const int64_t k0 = int64_t(kt) * kBN;
     uint16_t* ks = Ks + stage * kBN * LDS;
     uint16_t* vs = Vs + stage * kBN * LDS;
-    for (int i = tid; i < kBN * (D / 8); i += kThreads) {
+    for (int i = tid; i < kBN * (D / 8); i += THREADS) {
       const int j = i / (D / 8), c = (i % (D / 8)) * 8;
       if (k0 + j < kend) {
         cp_async16(ks + j * LDS + c, f.kb + (k0 + j) * D + c);
@@ -185,15 +190,24 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   for (int i = 0; i < DT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-  if (kt0 < kt1) load_tile(kt0, 0);
-  cp_async_commit();
-  for (int kt = kt0; kt < kt1; kt++) {
-    if (kt + 1 < kt1) load_tile(kt + 1, (kt + 1 - kt0) & 1);
+  if constexpr (STAGES == 2) {
+    if (kt0 < kt1) load_tile(kt0, 0);
     cp_async_commit();
-    cp_async_wait<1>();
+  }
+  for (int kt = kt0; kt < kt1; kt++) {
+    if constexpr (STAGES == 2) {
+      if (kt + 1 < kt1) load_tile(kt + 1, (kt + 1 - kt0) & 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      load_tile(kt, 0);
+      cp_async_commit();
+      cp_async_wait<0>();
+    }
     __syncthreads();
-    const uint16_t* ks = Ks + ((kt - kt0) & 1) * kBN * LDS;
-    const uint16_t* vs = Vs + ((kt - kt0) & 1) * kBN * LDS;
+    const int stage = STAGES == 2 ? (kt - kt0) & 1 : 0;
+    const uint16_t* ks = Ks + stage * kBN * LDS;
+    const uint16_t* vs = Vs + stage * kBN * LDS;
     const int k0 = kt * kBN;
     // S = Q·Kᵀ
     float s[NT][4];
@@ -276,7 +290,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
   }
   if (f.nsplit > 1) {  // the range's partial result for flash_merge_kernel (an empty range: O = 0, m = −∞, l = 0)
     const int lr0 = warp * 16 + g, lr1 = lr0 + 8;
-    float* po = f.part_o + item * kBM * D;
+    float* po = f.part_o + item * BM * D;
 #pragma unroll
     for (int i = 0; i < DT; i++) {
       const int c = i * 8 + 2 * qd;
@@ -284,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1) flash_attn_kernel(FlashArgs f) {
       *reinterpret_cast<float2*>(po + lr1 * D + c) = make_float2(o[i][2], o[i][3]);
     }
     if (qd == 0) {
-      float* pml = f.part_ml + item * kBM * 2;
+      float* pml = f.part_ml + item * BM * 2;
       pml[lr0 * 2] = m0, pml[lr0 * 2 + 1] = l0;
       pml[lr1 * 2] = m1, pml[lr1 * 2 + 1] = l1;
     }
@@ -321,17 +335,17 @@ __global__ void flash_merge_kernel(FlashArgs f) {
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (r >= f.M) return;
-  const int64_t tile = r / kBM, i = r % kBM;
+  const int64_t tile = r / f.bm, i = r % f.bm;
   float m = -INFINITY;
-  for (int s = 0; s < f.nsplit; s++) m = fmaxf(m, f.part_ml[((tile * f.nsplit + s) * kBM + i) * 2]);
+  for (int s = 0; s < f.nsplit; s++) m = fmaxf(m, f.part_ml[((tile * f.nsplit + s) * f.bm + i) * 2]);
   float l = 0.0f, acc[D / 32];
 #pragma unroll
   for (int j = 0; j < D / 32; j++) acc[j] = 0.0f;
   for (int s = 0; s < f.nsplit; s++) {
     const int64_t it = tile * f.nsplit + s;
-    const float ms = f.part_ml[(it * kBM + i) * 2], w = ms == -INFINITY ? 0.0f : ex2(ms - m);
-    l += w * f.part_ml[(it * kBM + i) * 2 + 1];
-    const float* po = f.part_o + (it * kBM + i) * D;
+    const float ms = f.part_ml[(it * f.bm + i) * 2], w = ms == -INFINITY ? 0.0f : ex2(ms - m);
+    l += w * f.part_ml[(it * f.bm + i) * 2 + 1];
+    const float* po = f.part_o + (it * f.bm + i) * D;
 #pragma unroll
     for (int j = 0; j < D / 32; j++) acc[j] += w * po[j * 32 + lane];
   }
@@ -340,12 +354,12 @@ __global__ void flash_merge_kernel(FlashArgs f) {
   store_row<D, ROT>(f, r, lane, acc);
 }
 
-template <int D, bool ROT>
+template <int D, bool ROT, int WARPS, int STAGES>
 void launch_flash(const FlashArgs& f, cudaStream_t st) {
-  constexpr size_t smem = flash_smem_bytes<D>();
-  HKV_CUDA_CHECK(
-      cudaFuncSetAttribute(flash_attn_kernel<D, ROT>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  flash_attn_kernel<D, ROT><<<unsigned(f.tiles * f.nsplit), kThreads, smem, st>>>(f);
+  constexpr size_t smem = flash_smem_bytes<D, WARPS, STAGES>();
+  auto* kern = flash_attn_kernel<D, ROT, WARPS, STAGES>;
+  HKV_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kern<<<unsigned(f.tiles * f.nsplit), WARPS * 32, smem, st>>>(f);
   HKV_CHECK_LAUNCH();
   if (f.nsplit > 1) {
     flash_merge_kernel<D, ROT><<<unsigned((f.M + 7) / 8), 256, 0, st>>>(f);
@@ -354,11 +368,11 @@ void launch_flash(const FlashArgs& f, cudaStream_t st) {
 }
 
 template <int D>
-void launch_flash(const FlashArgs& f, bool rotated, cudaStream_t st) {
-  if (rotated)
-    launch_flash<D, true>(f, st);
+void launch_flash(const FlashArgs& f, bool rotated, bool two_blocks, cudaStream_t st) {
+  if (two_blocks)
+    rotated ? launch_flash<D, true, 4, 1>(f, st) : launch_flash<D, false, 4, 1>(f, st);
   else
-    launch_flash<D, false>(f, st);
+    rotated ? launch_flash<D, true, 8, 2>(f, st) : launch_flash<D, false, 8, 2>(f, st);
 }
 
 }  // namespace
@@ -366,16 +380,26 @@ void launch_flash(const FlashArgs& f, bool rotated, cudaStream_t st) {
 bool fast_attn_head_dim_ok(int D) { return D == 64 || D == 128 || D == 256; }
 
 namespace {
-int g_splits = 0;                                        // set_fast_attn_splits: 0 = chosen per launch
-int64_t max_items() { return 3 * int64_t(sm_count()); }  // (tile, range) blocks the partials are sized for
+int g_splits = 0;  // set_fast_attn_splits: 0 = chosen per launch
+int g_cfg = -1;    // set_fast_attn_two_blocks / HKV_FLASH_CFG: 1 = 4 warps, 1 stage, 2 blocks a multiprocessor
+bool two_blocks() {
+  if (g_cfg < 0) {
+    const char* e = std::getenv("HKV_FLASH_CFG");
+    g_cfg = e && std::string(e) == "4x1";
+  }
+  return g_cfg == 1;
+}
+// The partials' room: 3 · (multiprocessors) · 128 query rows, whatever the rows a tile.
+int64_t part_rows() { return 3 * int64_t(sm_count()) * 128; }
 
 // Ranges a tile's keys are cut in: the fewest, from 1 to 16, for which tiles·n blocks fill at least 90% of
-// their waves of one block a multiprocessor (else the fullest); at most the heaviest tile's key tiles and
-// max_items() blocks. (H200, 2026-11-30: 192 tiles of the 4,096-row passes of the 27B shape on 132 SMs ran
+// their waves of per_sm blocks a multiprocessor (else the fullest); at most the heaviest tile's key tiles and
+// max_items blocks. (H200, 2026-11-30: 192 tiles of the 4,096-row passes of the 27B shape on 132 SMs ran
 // 1.45 waves, the SMs active 71% of the launch; 2 ranges make 384 blocks, 97% of 3 waves.)
-int choose_splits(int64_t tiles, int64_t key_tiles) {
-  const int64_t sms = sm_count(), cap = std::max<int64_t>(1, std::min<int64_t>(key_tiles, max_items() / tiles));
-  if (g_splits > 0) return int(std::min<int64_t>(g_splits, std::max<int64_t>(1, max_items() / tiles)));
+int choose_splits(int64_t tiles, int64_t key_tiles, int per_sm, int64_t max_items) {
+  const int64_t sms = int64_t(sm_count()) * per_sm,
+                cap = std::max<int64_t>(1, std::min<int64_t>(key_tiles, max_items / tiles));
+  if (g_splits > 0) return int(std::min<int64_t>(g_splits, std::max<int64_t>(1, max_items / tiles)));
   int best = 1;
   double best_fill = 0;
   for (int n = 1; n <= 16 && n <= cap; n++) {
@@ -389,10 +413,11 @@ int choose_splits(int64_t tiles, int64_t key_tiles) {
 }  // namespace
 
 void set_fast_attn_splits(int n) { g_splits = n < 0 ? 0 : n; }
+void set_fast_attn_two_blocks(bool on) { g_cfg = on ? 1 : 0; }
 
 size_t fast_attn_scratch_bytes(int64_t max_keys, int D) {
-  return 2 * al256(size_t(max_keys) * size_t(D) * 2) + al256(size_t(max_items()) * kBM * size_t(D) * 4) +
-         al256(size_t(max_items()) * kBM * 2 * 4);
+  return 2 * al256(size_t(max_keys) * size_t(D) * 2) + al256(size_t(part_rows()) * size_t(D) * 4) +
+         al256(size_t(part_rows()) * 2 * 4);
 }
 
 void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
@@ -411,14 +436,16 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   f.a = a;
   f.G = G;
   f.M = a.n * G;
-  f.tiles = (f.M + kBM - 1) / kBM;
-  f.nsplit = choose_splits(f.tiles, (a.p0 + a.n + kBN - 1) / kBN);
+  const bool two = two_blocks();
+  f.bm = two ? 64 : 128;
+  f.tiles = (f.M + f.bm - 1) / f.bm;
+  f.nsplit = choose_splits(f.tiles, (a.p0 + a.n + kBN - 1) / kBN, two ? 2 : 1, part_rows() / f.bm);
   char* p = static_cast<char*>(a.scratch);
   uint16_t* kb = reinterpret_cast<uint16_t*>(p);
   uint16_t* vb = reinterpret_cast<uint16_t*>(p + al256(size_t(a.max_keys) * D * 2));
   f.kb = kb, f.vb = vb;
   f.part_o = reinterpret_cast<float*>(p + 2 * al256(size_t(a.max_keys) * D * 2));
-  f.part_ml = f.part_o + al256(size_t(max_items()) * kBM * size_t(D) * 4) / 4;
+  f.part_ml = f.part_o + al256(size_t(part_rows()) * size_t(D) * 4) / 4;
   f.c = float(1.0 / std::sqrt(double(D)) * 1.4426950408889634);
   const bool rotated = a.kind == KvKind::Q4H;
   for (int kvh = 0; kvh < a.KV; kvh++) {
@@ -441,13 +468,13 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
     f.kvh = kvh;
     switch (D) {
       case 64:
-        launch_flash<64>(f, rotated, st);
+        launch_flash<64>(f, rotated, two, st);
         break;
       case 128:
-        launch_flash<128>(f, rotated, st);
+        launch_flash<128>(f, rotated, two, st);
         break;
       default:
-        launch_flash<256>(f, rotated, st);
+        launch_flash<256>(f, rotated, two, st);
         break;
     }
   }

@@ -191,11 +191,22 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
       a.max_keys = int(npos), a.part = part.p;
       cuda::attention(a, nullptr);
       std::vector<float> want = dexact.get();
-      // the scratch sized exactly and for more keys; each tile's keys in the ranges chosen (0), in one range, in 3
-      for (auto [spare, splits] : {std::pair<int64_t, int>{0, 0}, {333, 0}, {0, 1}, {0, 3}}) {
+      // the scratch sized exactly and for more keys; each tile's keys in the ranges chosen (0), in one range, in 3;
+      // the default blocks (8 warps, 2 stages) and HKV_FLASH_CFG=4x1's (4 warps, 1 stage)
+      struct Run {
+        int64_t spare;
+        int splits;
+        bool two;
+      };
+      for (const Run& run : {Run{0, 0, false}, Run{333, 0, false}, Run{0, 1, false}, Run{0, 3, false}, Run{0, 0, true},
+                             Run{0, 1, true}, Run{0, 3, true}}) {
+        const int64_t spare = run.spare;
+        const int splits = run.splits;
         CAPTURE(spare);
         CAPTURE(splits);
+        CAPTURE(run.two);
         cuda::set_fast_attn_splits(splits);
+        cuda::set_fast_attn_two_blocks(run.two);
         DBuf<uint8_t> scratch(cuda::fast_attn_scratch_bytes(npos + spare, D));
         scratch.poison(0xff);  // NaN: a decoded row read before it is written makes the output NaN
         DBuf<uint16_t> out(size_t(n * H * D));
@@ -207,6 +218,7 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
         fa.max_keys = npos + spare, fa.scratch = scratch.p;
         cuda::fast_attention(fa, nullptr);
         cuda::set_fast_attn_splits(0);
+        cuda::set_fast_attn_two_blocks(false);
         std::vector<uint16_t> got = out.get();
         double worst = 0;
         int64_t worst_at = -1;
@@ -222,7 +234,7 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
             }
           }
         MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << std::string(fname) << " splits " << splits
-                                    << ": worst error / bar " << worst);
+                                    << (run.two ? " 4x1" : "") << ": worst error / bar " << worst);
         CHECK_MESSAGE(worst <= 1.0, "worst error / bar " << worst << " at element " << worst_at);
       }
     }
