@@ -65,7 +65,7 @@ commands:
                [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50]
-  bench-prefill  the fast prefill path's time and peak memory (GPU only)
+  bench-prefill  the fast prefill path's time and peak memory; --attention-only: its attention alone (GPU only)
                [--model builtin:27b-mlx4]  [--tokens 4096,32768]  [--kv-cache q4h]  [--decode N]  [--exact]
                [--embed host|device]  [--limit-gib G (ballast: the card limited to G GiB)]
   hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 
@@ -15,13 +16,100 @@
 #include "compare/gpu_bench.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
+#include "cuda/prefill.h"
+#include "reference/kvformat.h"
 #include "reference/model.h"
 #include "reference/synthetic.h"
 
 namespace hkv {
 
+namespace {
+// hkv bench-prefill --attention-only [--model builtin:27b-mlx4] [--tokens …] [--rows 4096] [--reps 3]
+// The fast path's attention alone (cuda/prefill_attention.cu) at the model's attention layout: for each T, the
+// last pass of a T-token prompt (rows p0 = T − rows … T − 1) over a cache of T positions of one layer (1,024
+// random rows packed in the format, repeated: the time does not depend on the values), timed by CUDA events
+// over --reps calls after one warm-up. TFLOP/s counts 4·D flops a visible (query head, key) pair (Q·Kᵀ and
+// P·V); "all layers, whole prompt" is the prompt's attention flops over the full-attention layers at that rate.
+int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, const std::vector<long long>& lengths) {
+  const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim;
+  const int64_t rows_arg = a.get_int("rows", 4096), reps = a.get_int("reps", 3);
+  if (rows_arg < 1 || reps < 1) throw UsageError("hkv bench-prefill: --rows and --reps must be at least 1");
+  if (!cuda::fast_attn_head_dim_ok(D))
+    throw UsageError("hkv bench-prefill: head_dim " + std::to_string(D) + " has no fast attention");
+  cudaDeviceProp prop;
+  HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const size_t rb = kv_row_bytes(f, D);
+  constexpr int64_t kPattern = 1024;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(D));
+  std::vector<uint8_t> pat(size_t(kPattern) * KV * rb * 2);  // K rows, then V rows
+  for (size_t r = 0; r < size_t(kPattern) * KV * 2; r++) {
+    for (float& v : x) v = nd(rng);
+    kv_pack_row(f, x.data(), D, pat.data() + r * rb);
+  }
+  std::printf(
+      "hkv bench-prefill --attention-only: %s attention (%d heads, %d KV heads, head_dim %d, %d of %d layers) "
+      "on %s, cache %s, HKV_FLASH_CFG=%s\n",
+      a.get("model", "builtin:27b-mlx4").c_str(), H, KV, D, c.n_full_layers(), c.num_hidden_layers, prop.name,
+      f.name().c_str(), std::getenv("HKV_FLASH_CFG") ? std::getenv("HKV_FLASH_CFG") : "8x2");
+  std::printf(
+      "| tokens | rows | p0 | ms a layer | TFLOP/s | all layers, whole prompt, s |\n|---|---|---|---|---|---|\n");
+  for (int64_t T : lengths) {
+    const int64_t n = std::min<int64_t>(rows_arg, T), p0 = T - n;
+    struct Buf {
+      void* p = nullptr;
+      explicit Buf(size_t b) { HKV_CUDA_CHECK(cudaMalloc(&p, b)); }
+      ~Buf() { cudaFree(p); }
+    };
+    const size_t cache_b = size_t(T) * KV * rb;
+    Buf kc(cache_b), vc(cache_b), q(size_t(n) * H * D * 4), gate(size_t(n) * H * D * 4), out(size_t(n) * H * D * 2),
+        scratch(cuda::fast_attn_scratch_bytes(T, D));
+    const size_t blk = size_t(kPattern) * KV * rb;
+    for (int64_t p = 0; p < T; p += kPattern) {
+      const size_t bytes = size_t(std::min<int64_t>(kPattern, T - p)) * KV * rb;
+      HKV_CUDA_CHECK(
+          cudaMemcpy(static_cast<uint8_t*>(kc.p) + size_t(p) * KV * rb, pat.data(), bytes, cudaMemcpyHostToDevice));
+      HKV_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(vc.p) + size_t(p) * KV * rb, pat.data() + blk, bytes,
+                                cudaMemcpyHostToDevice));
+    }
+    std::vector<float> hq(size_t(n) * H * D);
+    for (float& v : hq) v = nd(rng);
+    HKV_CUDA_CHECK(cudaMemcpy(q.p, hq.data(), hq.size() * 4, cudaMemcpyHostToDevice));
+    HKV_CUDA_CHECK(cudaMemcpy(gate.p, hq.data(), hq.size() * 4, cudaMemcpyHostToDevice));
+    cuda::FastAttnArgs fa;
+    fa.kind = f.kind, fa.D = D, fa.H = H, fa.KV = KV, fa.row_bytes = rb;
+    fa.q = static_cast<const float*>(q.p), fa.ldq = int64_t(H) * D;
+    fa.gate = static_cast<const float*>(gate.p), fa.ldg = int64_t(H) * D, fa.gate_stride = D;
+    fa.k_cache = static_cast<const uint8_t*>(kc.p), fa.v_cache = static_cast<const uint8_t*>(vc.p);
+    fa.p0 = p0, fa.n = n, fa.out = static_cast<uint16_t*>(out.p), fa.ldo = int64_t(H) * D;
+    fa.max_keys = T, fa.scratch = scratch.p;
+    cuda::fast_attention(fa, nullptr);  // warm-up
+    cudaEvent_t e0, e1;
+    HKV_CUDA_CHECK(cudaEventCreate(&e0));
+    HKV_CUDA_CHECK(cudaEventCreate(&e1));
+    HKV_CUDA_CHECK(cudaEventRecord(e0));
+    for (int64_t i = 0; i < reps; i++) cuda::fast_attention(fa, nullptr);
+    HKV_CUDA_CHECK(cudaEventRecord(e1));
+    HKV_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    ms /= float(reps);
+    const double pairs = double(H) * (double(n) * double(p0) + double(n) * double(n + 1) / 2);
+    const double tflops = 4.0 * D * pairs / (double(ms) * 1e-3) / 1e12;
+    const double whole = 4.0 * D * double(H) * double(T) * double(T + 1) / 2 * c.n_full_layers() / (tflops * 1e12);
+    std::printf("| %lld | %lld | %lld | %.3f | %.1f | %.1f |\n", (long long)T, (long long)n, (long long)p0, double(ms),
+                tflops, whole);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+}  // namespace
+
 // hkv bench-prefill [--model builtin:27b-mlx4] [--tokens 4096,32768] [--kv-cache q4h] [--decode 4] [--exact]
-//                   [--embed host|device] [--limit-gib G]
+//                   [--embed host|device] [--limit-gib G] [--attention-only [--rows N] [--reps R]]
 // Prints, per prompt length: rows a pass, the scratch's bytes, seconds, tokens/s, device memory in use after
 // it (weights + cache + scratch, which the engine keeps), and the exact decode steps' median ms after it.
 // --exact also times the exact path's prefill of the same prompt (slow at 27B: minutes at 32K).
@@ -45,6 +133,16 @@ int cmd_bench_prefill(const Args& a) {
                          std::to_string(c.max_position_embeddings) + " of " + model + " (use --tokens up to " +
                          std::to_string(c.max_position_embeddings - ndec) + ")");
   };
+  if (a.has("attention-only")) {  // (one layer's cache of T positions: no decode steps, no window beyond T)
+    if (model.rfind("builtin:", 0) != 0) throw UsageError("hkv bench-prefill: --attention-only takes a builtin: model");
+    const Config ac = builtin_spec(model.substr(8)).config;
+    for (int64_t T : lengths)
+      if (T < 1 || T > ac.max_position_embeddings)
+        throw UsageError("hkv bench-prefill: --tokens " + std::to_string(T) + " outside 1.." +
+                         std::to_string(ac.max_position_embeddings) + " for " + model);
+    require_gpu("hkv bench-prefill");
+    return bench_attention_only(a, ac, f, lengths);
+  }
   if (model.rfind("builtin:", 0) == 0) check_window(builtin_spec(model.substr(8)).config);
   require_gpu("hkv bench-prefill");
   cudaDeviceProp prop;

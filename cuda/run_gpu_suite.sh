@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [profile] [profile-prefill] [profile-flash] [stalls] [prefill] [generate] [sass]
+# [peer] [bench-ops] [profile] [profile-prefill] [profile-flash] [prefill-attn] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -193,6 +193,15 @@ for s in $stages; do
         > "$OUT/profile-prefill.log" 2>&1
       echo "profile-prefill: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile-prefill.log" | tee -a "$summary" ;;
+    prefill-attn)  # the fast prefill's attention alone, last pass of each length, TFLOP/s (HKV_VARIANTS as bench)
+      for v in ${HKV_VARIANTS:-default}; do
+        sfx=$(variant_suffix "$v")
+        # shellcheck disable=SC2086,SC2046
+        env $(variant_env "$v") timeout "${HKV_PREFILL_ATTN_LIMIT:-120}" build-gpu/hkv bench-prefill --attention-only \
+          ${HKV_PREFILL_ATTN_ARGS:---tokens 4096,32768,131072,262144} > "$OUT/prefill-attn$sfx.log" 2>&1
+        echo "prefill-attn [$v]: rc=$?" | tee -a "$summary"
+        grep -E "^\||error" "$OUT/prefill-attn$sfx.log" | tee -a "$summary"
+      done ;;
     profile-flash)  # ncu: one fused prefill attention launch of a long prompt (its last pass), stalls and pipes
       # bench-prefill of HKV_FLASH_TOKENS (32768) tokens: 16 full-attention layers x KV heads launches a
       # pass; skip to the last pass's first layer
