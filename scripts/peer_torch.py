@@ -7,6 +7,9 @@ On one CUDA device it measures
   (b) torch.matmul of a [rows, cols] bf16 weight with a [cols] bf16 vector for every matrix shape of the
       27B model (read from reference/synthetic.cpp's builtin "27b" config and laid out as cuda/engine.cu's
       Engine(SyntheticSpec) lays them out), and their sum over one token's layers;
+  (c) F.scaled_dot_product_attention with is_causal=True over a whole prompt of T tokens (the same layout),
+      the peer of the fast prefill's attention (`hkv bench-prefill --attention-only`), in TFLOP/s: 4·D flops
+      a visible (query head, key) pair;
 and a device-to-device copy of a large tensor, whose bandwidth (bytes read plus bytes written, over time) is
 the ceiling every row is put against. Each row: median microseconds per call, the bytes the call must read
 (its cache or weight once, plus its small inputs), GB/s = those bytes over the time, and that as % of the
@@ -237,6 +240,47 @@ def measure_attention(torch, F, device, timer, depths, heads, kv_heads, head_dim
     return rows
 
 
+def causal_reference(torch, q, k, v):
+    """fp32 causal attention of every query row, query head h on KV head h // (H / KV)."""
+    H, KV, T = q.shape[1], k.shape[1], q.shape[2]
+    kk = k.float().repeat_interleave(H // KV, dim=1)
+    vv = v.float().repeat_interleave(H // KV, dim=1)
+    s = (q.float() @ kk.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    return torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ vv
+
+
+def measure_prefill_attention(torch, F, device, timer, lengths, heads, kv_heads, head_dim):
+    rows = []
+    for T in lengths:
+        row = {"kind": "prefill_attention", "tokens": T, "backend": "auto",
+               "flops": 4.0 * head_dim * heads * T * (T + 1) / 2}
+        try:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(2000 + T)
+            q = torch.randn(1, heads, T, head_dim, dtype=torch.bfloat16, device=device, generator=gen)
+            k = torch.randn(1, kv_heads, T, head_dim, dtype=torch.bfloat16, device=device, generator=gen)
+            v = torch.randn(1, kv_heads, T, head_dim, dtype=torch.bfloat16, device=device, generator=gen)
+            call = lambda i: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            out = call(0)
+            if T <= 2048:  # correct first: against fp32 on the same inputs
+                ref = causal_reference(torch, q, k, v)
+                rel = ((out.float() - ref).norm() / ref.norm()).item()
+                row["rel_err_vs_fp32"] = rel
+                if not (rel < 1e-2):
+                    raise RuntimeError(f"relative error {rel:.3g} against fp32: not the attention intended")
+            out = None
+            t, mode, calls = timer(call, 1, graph=False)  # (tens of ms a call: launches do not matter)
+            row.update({"us": t * 1e6, "TFLOPs": row["flops"] / t / 1e12, "mode": mode, "calls": calls})
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+        rows.append(row)
+        q = k = v = call = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 def measure_matvec(torch, device, timer, shapes, rotate_bytes, copy_GBps):
     rows = []
     for name, r, c, per_token in shapes:
@@ -297,6 +341,10 @@ def table(result):
         out.append(row(f"sdpa decode ({r['backend']})", f"depth {r['depth']}", r))
     for r in result["matvec"]:
         out.append(row("matvec " + r["name"], f"{r['rows']}x{r['cols']}", r))
+    for r in result.get("prefill_attention", []):
+        head = f"{'sdpa causal prefill (auto)':<34} {'T ' + str(r['tokens']):>16} {'':>10}"
+        out.append(f"{head}  not run: {r['error']}" if "error" in r else
+                   f"{head} {r['us']:>10.1f} {r['TFLOPs']:>7.1f} TFLOP/s  {r['mode']}")
     tok = result.get("token_weights_bf16")
     if tok:
         out.append(f"{'27B bf16 weights, one token (sum)':<34} {tok['matrices']:>7} matrices {fmt_bytes(tok['bytes_read']):>10} "
@@ -308,6 +356,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the results here (schema hkv-peer-torch-1)")
     ap.add_argument("--depths", default="1024,8192,32768,131072,262144", help="KV cache depths")
+    ap.add_argument("--prefill-tokens", default="4096,32768,65536",
+                    help="prompt lengths of the causal prefill attention (empty: none)")
     ap.add_argument("--backends", default="auto,FLASH_ATTENTION,EFFICIENT_ATTENTION,CUDNN_ATTENTION",
                     help="SDPA backends to time (auto: PyTorch's choice); one that refuses the case is listed")
     ap.add_argument("--copy-mb", type=int, default=2048, help="size of the copied tensor, MB")
@@ -327,6 +377,7 @@ def main():
     device = torch.device("cpu" if cpu else "cuda")
     cfg = read_27b_config(args.model_source)
     depths = [int(d) for d in args.depths.split(",") if d]
+    plens = [int(t) for t in args.prefill_tokens.split(",") if t]
     backends = [b for b in args.backends.split(",") if b]
     shapes = matvec_shapes(cfg)
     heads, kv_heads, head_dim = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
@@ -337,6 +388,7 @@ def main():
     if cpu:  # the smoke test: same code, tiny sizes
         print("peer_torch: no CUDA device (or --cpu): a smoke test on the CPU with tiny sizes; the numbers mean nothing")
         depths = [d // 256 for d in depths[:2]]
+        plens = [min(t, 256) for t in plens[:1]]
         shapes = [(n, max(1, r // 64), max(1, c // 64), k) for n, r, c, k in shapes]
         backends, rotate, copy_bytes, args.min_time = ["auto"], 1 << 20, 8 << 20, 0.02
     timer = Timer(torch, device, args.min_time, args.max_reps)
@@ -363,6 +415,10 @@ def main():
     for r in result["attention"]:
         print(f"attention depth {r['depth']} {r['backend']}: " +
               (r["error"] if "error" in r else f"{r['us']:.2f} us, {r['GBps']:.0f} GB/s"), flush=True)
+    result["prefill_attention"] = measure_prefill_attention(torch, F, device, timer, plens, heads, kv_heads, head_dim)
+    for r in result["prefill_attention"]:
+        print(f"prefill attention T {r['tokens']}: " +
+              (r["error"] if "error" in r else f"{r['us'] / 1e3:.2f} ms, {r['TFLOPs']:.1f} TFLOP/s"), flush=True)
     result["matvec"] = measure_matvec(torch, device, timer, shapes, rotate, copy_GBps)
     for r in result["matvec"]:
         print(f"matvec {r['name']} {r['rows']}x{r['cols']}: " +
@@ -385,7 +441,8 @@ def main():
         os.replace(tmp, args.json)
     # auto must always run; an explicit backend that refuses the case is information, not a failure
     failed = [r for r in result["attention"] if "error" in r and r["backend"] == "auto"] + \
-             [r for r in result["matvec"] if "error" in r]
+             [r for r in result["matvec"] if "error" in r] + \
+             [r for r in result["prefill_attention"] if "error" in r]
     return 1 if failed else 0
 
 
