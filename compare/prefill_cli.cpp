@@ -27,9 +27,10 @@ namespace {
 // hkv bench-prefill --attention-only [--model builtin:27b-mlx4] [--tokens …] [--rows 4096] [--reps 3]
 // The fast path's attention alone (cuda/prefill_attention.cu) at the model's attention layout: for each T, the
 // last pass of a T-token prompt (rows p0 = T − rows … T − 1) over a cache of T positions of one layer (1,024
-// random rows packed in the format, repeated: the time does not depend on the values), timed by CUDA events
-// over --reps calls after one warm-up. TFLOP/s counts 4·D flops a visible (query head, key) pair (Q·Kᵀ and
-// P·V); "all layers, whole prompt" is the prompt's attention flops over the full-attention layers at that rate.
+// random rows packed in the format, repeated: the time does not depend on the values): the median of --reps
+// calls timed one at a time by CUDA events (time_ms) after one warm-up. TFLOP/s counts 4·D flops a visible
+// (query head, key) pair (Q·Kᵀ and P·V); "all layers, whole prompt" is the prompt's attention flops over the
+// full-attention layers at that rate.
 int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, const std::vector<long long>& lengths) {
   const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim;
   const int64_t rows_arg = a.get_int("rows", 4096), reps = a.get_int("reps", 3);
@@ -84,19 +85,7 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
     fa.k_cache = static_cast<const uint8_t*>(kc.p), fa.v_cache = static_cast<const uint8_t*>(vc.p);
     fa.p0 = p0, fa.n = n, fa.out = static_cast<uint16_t*>(out.p), fa.ldo = int64_t(H) * D;
     fa.max_keys = T, fa.scratch = scratch.p;
-    cuda::fast_attention(fa, nullptr);  // warm-up
-    cudaEvent_t e0, e1;
-    HKV_CUDA_CHECK(cudaEventCreate(&e0));
-    HKV_CUDA_CHECK(cudaEventCreate(&e1));
-    HKV_CUDA_CHECK(cudaEventRecord(e0));
-    for (int64_t i = 0; i < reps; i++) cuda::fast_attention(fa, nullptr);
-    HKV_CUDA_CHECK(cudaEventRecord(e1));
-    HKV_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    HKV_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    ms /= float(reps);
+    const double ms = time_ms(nullptr, 1, int(reps), [&] { cuda::fast_attention(fa, nullptr); }).median;
     const double pairs = double(H) * (double(n) * double(p0) + double(n) * double(n + 1) / 2);
     const double tflops = 4.0 * D * pairs / (double(ms) * 1e-3) / 1e12;
     const double whole = 4.0 * D * double(H) * double(T) * double(T + 1) / 2 * c.n_full_layers() / (tflops * 1e12);

@@ -109,11 +109,6 @@ struct CoreArgs {
   float *W, *Bm, *E;  // scratch: [nchunks][nv][kL][dk], [nchunks][nv][kL][kL], [nchunks][nv][2·kL]
 };
 
-// cp.async of 16 bytes, or 16 zero bytes when !valid (the source is then not read).
-__device__ __forceinline__ void cp_async16_zfill(void* smem, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
-               "l"(gmem), "r"(valid ? 16 : 0));
-}
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, const float (&v)[4]) {
   *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);

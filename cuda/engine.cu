@@ -20,7 +20,6 @@ namespace hkv::cuda {
 namespace {
 constexpr int64_t kMaxRows = 64;
 constexpr size_t kReserve = size_t(256) << 20;  // left free for the CUDA context, cuBLAS and launches
-size_t align256(size_t n) { return (n + 255) & ~size_t(255); }
 std::string gib(size_t b) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));

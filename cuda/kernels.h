@@ -25,6 +25,10 @@ struct DMat {
 
 // The current device's multiprocessor count (asked once a process).
 int sm_count();
+// n rounded up to a multiple of 256 (buffers carved from one allocation), and the blocks of `threads` threads
+// that cover n.
+inline size_t align256(size_t n) { return (n + 255) & ~size_t(255); }
+inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 // ---- matvec.cu ----------------------------------------------------------------------------------
 // The MLX4 products' record of a 32-element chunk of x, in words (xq_chunk in device.cuh gives the layout).

@@ -94,8 +94,6 @@ __global__ void silu_mul_bf16_kernel(const float* g, const float* u, int64_t ld,
   out[r * ldo + c] = hkv::bf16_from_f32(hkv::silu_c(g[r * ld + c]) * u[r * ld + c]);
 }
 
-unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
-
 }  // namespace
 
 // MLX4 rows by dequant_mlx4_kernel (a code word a thread) unless HKV_DEQUANT_WORDS=0 or

@@ -3,10 +3,9 @@
 //
 // NOT EXACT. Everything here computes the model's function with other rounding than the oracle
 // (bf16 operands, fp32 accumulation in cuBLAS's or the tensor cores' order, another summation order in the
-// DeltaNet): it is
-// outside the arithmetic contract (docs/ARITHMETIC.md §10) and is compared with the oracle by KL divergence
-// (hkv diff --long, tests/gpu_prefill.cpp), never byte for byte. What it leaves behind is in the exact
-// path's formats, so exact decode continues from it: the cache rows are packed by the exact kv_pack from the
+// DeltaNet): it is outside the arithmetic contract (docs/ARITHMETIC.md §10) and is compared with the oracle by
+// KL divergence (hkv diff --long, tests/gpu_prefill.cpp), never byte for byte. What it leaves behind is in the
+// exact path's formats, so exact decode continues from it: the cache rows are packed by the exact kv_pack from the
 // fast path's K and V, the conv and S states are the recurrence's (with the fast path's rounding), pos
 // advances by the prompt's length.
 //
@@ -121,7 +120,6 @@ struct FastPrefillState {
   uint16_t* wt = nullptr;
   void* kv = nullptr;   // the attention's decoded K and V of one KV head (fast_attn_scratch_bytes)
   int64_t kv_keys = 0;  // the keys it holds
-  size_t kv_bytes = 0;
   ~FastPrefillState();
 };
 

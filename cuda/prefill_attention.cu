@@ -38,9 +38,6 @@ namespace {
 
 constexpr int kBN = 64;  // keys a tile (a block takes 16·WARPS query rows: 128 by default)
 
-size_t al256(size_t n) { return (n + 255) & ~size_t(255); }
-unsigned blocks_for(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
-
 // Keys [0, nkeys) of KV head kvh, K and V, as bf16 rows of D; a thread writes 8 elements (16 bytes).
 template <KvKind F>
 __global__ void kv_decode_rows_kernel(const uint8_t* k_cache, const uint8_t* v_cache, int KV, int kvh, size_t row_bytes,
@@ -171,7 +168,8 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
       if (k0 + j < kend) {
         cp_async16(ks + j * LDS + c, f.kb + (k0 + j) * D + c);
         cp_async16(vs + j * LDS + c, f.vb + (k0 + j) * D + c);
-      } else {
+      } else {  // (keys past the tile's last visible one: zeros; a branch costs the loop less than cp.async's
+                // zero-fill form, which took 81 more instructions a tile and 7 registers)
         *reinterpret_cast<uint4*>(ks + j * LDS + c) = make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4*>(vs + j * LDS + c) = make_uint4(0, 0, 0, 0);
       }
@@ -265,10 +263,11 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
     }
     l0 = al0 * l0 + sum0;
     l1 = al1 * l1 + sum1;
-    if (__any_sync(kFull, al0 != 1.0f || al1 != 1.0f))  // (past the first key tiles the maxima rarely move)
+    if (__any_sync(kFull, al0 != 1.0f || al1 != 1.0f)) {  // (past the first key tiles the maxima rarely move)
 #pragma unroll
       for (int i = 0; i < DT; i++) o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
-        // O += P·V
+    }
+    // O += P·V
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; kk++) {
       const uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
@@ -392,6 +391,16 @@ bool two_blocks() {
 // The partials' room: 3 · (multiprocessors) · 128 query rows, whatever the rows a tile.
 int64_t part_rows() { return 3 * int64_t(sm_count()) * 128; }
 
+// The scratch, in order: K, then V of one KV head ([max_keys][D] bf16 each), the split ranges' O
+// ([part_rows][D] fp32) and their (m, l) ([part_rows][2] fp32); byte offsets and the whole.
+struct ScratchLayout {
+  size_t v, part_o, part_ml, bytes;
+};
+ScratchLayout scratch_layout(int64_t max_keys, int D) {
+  const size_t kv = align256(size_t(max_keys) * size_t(D) * 2), po = align256(size_t(part_rows()) * size_t(D) * 4);
+  return {kv, 2 * kv, 2 * kv + po, 2 * kv + po + align256(size_t(part_rows()) * 2 * 4)};
+}
+
 // Ranges a tile's keys are cut in: the fewest, from 1 to 16, for which tiles·n blocks fill at least 90% of
 // their waves of per_sm blocks a multiprocessor (else the fullest); at most the heaviest tile's key tiles and
 // max_items blocks. (H200, 2026-11-30: 192 tiles of the 4,096-row passes of the 27B shape on 132 SMs ran
@@ -415,10 +424,7 @@ int choose_splits(int64_t tiles, int64_t key_tiles, int per_sm, int64_t max_item
 void set_fast_attn_splits(int n) { g_splits = n < 0 ? 0 : n; }
 void set_fast_attn_two_blocks(bool on) { g_cfg = on ? 1 : 0; }
 
-size_t fast_attn_scratch_bytes(int64_t max_keys, int D) {
-  return 2 * al256(size_t(max_keys) * size_t(D) * 2) + al256(size_t(part_rows()) * size_t(D) * 4) +
-         al256(size_t(part_rows()) * 2 * 4);
-}
+size_t fast_attn_scratch_bytes(int64_t max_keys, int D) { return scratch_layout(max_keys, D).bytes; }
 
 void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   if (a.n <= 0) return;
@@ -441,11 +447,12 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   f.tiles = (f.M + f.bm - 1) / f.bm;
   f.nsplit = choose_splits(f.tiles, (a.p0 + a.n + kBN - 1) / kBN, two ? 2 : 1, part_rows() / f.bm);
   char* p = static_cast<char*>(a.scratch);
+  const ScratchLayout sl = scratch_layout(a.max_keys, D);
   uint16_t* kb = reinterpret_cast<uint16_t*>(p);
-  uint16_t* vb = reinterpret_cast<uint16_t*>(p + al256(size_t(a.max_keys) * D * 2));
+  uint16_t* vb = reinterpret_cast<uint16_t*>(p + sl.v);
   f.kb = kb, f.vb = vb;
-  f.part_o = reinterpret_cast<float*>(p + 2 * al256(size_t(a.max_keys) * D * 2));
-  f.part_ml = f.part_o + al256(size_t(part_rows()) * size_t(D) * 4) / 4;
+  f.part_o = reinterpret_cast<float*>(p + sl.part_o);
+  f.part_ml = reinterpret_cast<float*>(p + sl.part_ml);
   f.c = float(1.0 / std::sqrt(double(D)) * 1.4426950408889634);
   const bool rotated = a.kind == KvKind::Q4H;
   for (int kvh = 0; kvh < a.KV; kvh++) {

@@ -34,8 +34,6 @@ constexpr size_t kWeightTileElems = size_t(64) << 20;  // bf16 weight tile: 128 
 constexpr int64_t kLogitRows = 64;                     // rows a logits batch (the exact path's scratch)
 constexpr size_t kPlanReserve = size_t(256) << 20;     // as Engine::check_fits keeps free
 
-size_t al256(size_t n) { return (n + 255) & ~size_t(255); }
-
 struct Widths {
   int64_t E, XM, F1, F2, mlp_w;
 };
@@ -67,7 +65,7 @@ FastBufs carve(const Config& c, int64_t P, size_t wtile, void* base) {
   size_t off = 0;
   auto take = [&](size_t n) {
     void* r = p ? p + off : nullptr;
-    off += al256(n);
+    off += align256(n);
     return r;
   };
   b.h = static_cast<float*>(take(size_t(P * w.E) * 4));
@@ -183,14 +181,14 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
     if (fast_->kv) {
       HKV_CUDA_CHECK(cudaStreamSynchronize(st));
       device_free(fast_->kv);
-      fast_->kv = nullptr, fast_->kv_keys = 0, fast_->kv_bytes = 0;
+      fast_->kv = nullptr, fast_->kv_keys = 0;
     }
     const size_t kv_need = fast_attn_scratch_bytes(keys, D);
     check_fits(kv_need,
                "the fast prefill attention's decoded K and V of one KV head for " + std::to_string(keys) + " keys");
     fast_->kv =
         device_alloc(kv_need, "the fast prefill attention's decoded K and V (" + std::to_string(keys) + " keys)");
-    fast_->kv_keys = keys, fast_->kv_bytes = kv_need;
+    fast_->kv_keys = keys;
   }
   const int64_t P = fast_prefill_rows(T);
   if (fast_->rows < P) {
