@@ -112,6 +112,9 @@ class Engine {
   size_t embedding_to_host();
   // Capture decode steps (one token per sequence) in CUDA graphs and replay them.
   void set_graphs(bool on) { graphs_ = on; }
+  // Tests: cap the fast prefill's bf16 weight tile at n elements (0: the default 64M), before its first prompt,
+  // so that small models' products go through several row tiles as the 27B shape's do.
+  void set_fast_weight_tile_cap(size_t n) { fast_tile_cap_ = n; }
   // Whether a call of T tokens with these options takes the fast prefill path.
   bool uses_fast_prefill(int64_t T, const ForwardOptions& opt) const;
   // Rows a pass of the fast path would take for a prompt of T tokens in the device memory free now, and the
@@ -173,6 +176,7 @@ class Engine {
   size_t meta_bytes_ = 0;
   int* err_ = nullptr;
   bool graphs_ = false;
+  size_t fast_tile_cap_ = 0;
   std::map<std::string, cudaGraphExec_t> graph_cache_;
   std::shared_ptr<FastPrefillState> fast_;  // cuBLAS handle and scratch of the fast prefill path
 };

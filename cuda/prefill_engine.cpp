@@ -113,7 +113,7 @@ size_t Engine::fast_weight_tile_elems() const {
         most = std::max(most, size_t(m->rows * m->cols));
         widest = std::max(widest, size_t(m->cols));
       }
-  return std::max(std::min(most, kWeightTileElems), widest);
+  return std::max(std::min(most, fast_tile_cap_ ? fast_tile_cap_ : kWeightTileElems), widest);
 }
 
 size_t Engine::fast_prefill_bytes(int64_t rows) const {

@@ -346,6 +346,19 @@ TEST_CASE("fast prefill: the whole model against exact prefill by KL, then exact
   CHECK_THROWS(eng.forward(*s3, {1, 2, 3}, fast));
 }
 
+// The 27B shape's larger products go through several tiles of the bf16 weight tile, evenly sized and rounded to
+// 128 rows (Engine::fast_gemm); the small models' fit one. Capped at 200 rows of 128 columns here: the 1024-row
+// q projection of tiny-mlx4 takes 8 tiles of 128 rows, the 256-column products tiles of fewer than 128 rows
+// (2 × 64 for the down projection), each tile's output at its own offset. A tile skipped or misplaced leaves
+// rows of the products stale, far outside the KL bars.
+TEST_CASE("fast prefill: weight products in several row tiles against exact prefill by KL (tiny-mlx4)") {
+  Model m = load_any_model("builtin:tiny-mlx4");
+  cuda::Engine eng(m);
+  eng.set_fast_weight_tile_cap(200 * 128);
+  const std::vector<int32_t> p = random_tokens(prompt_len(300), m.config.vocab_size, 37);
+  fast_vs_exact("tiny-mlx4, 200-row weight tiles", m, eng, KvFormat::parse("q4h"), p, 2);
+}
+
 TEST_CASE("fast prefill: the transformers fixtures (fixtures/hf) against exact prefill by KL") {
   const auto dirs = hf_fixture_dirs();
   for (const auto& dir : dirs) {
