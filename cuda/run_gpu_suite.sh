@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [profile] [profile-prefill] [profile-flash] [prefill-attn] [stalls] [prefill] [generate] [sass]
+# [peer] [bench-ops] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -193,6 +193,9 @@ for s in $stages; do
         > "$OUT/profile-prefill.log" 2>&1
       echo "profile-prefill: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile-prefill.log" | tee -a "$summary" ;;
+    probe)  # tests/probe_wgmma.cu: which wgmma shared-memory descriptor encodings give the right products (sm_90a)
+      cmake --build build-gpu --target hkv_wgmma_probe > "$OUT/probe-build.log" 2>&1 || tail -20 "$OUT/probe-build.log"
+      timeout 60 build-gpu/tests/hkv_wgmma_probe 2>&1 | tee "$OUT/probe.log" | tee -a "$summary" ;;
     prefill-attn)  # the fast prefill's attention alone, last pass of each length, TFLOP/s (HKV_VARIANTS as bench)
       for v in ${HKV_VARIANTS:-default}; do
         sfx=$(variant_suffix "$v")
