@@ -72,9 +72,12 @@ size_t fast_attn_scratch_bytes(int64_t max_keys, int D);
 void fast_attention(const FastAttnArgs& a, cudaStream_t st);
 // Tests: cut every tile's keys in n ranges (clamped to the partials' room); 0 (the default) chooses per launch.
 void set_fast_attn_splits(int n);
-// An experiment (default off, or HKV_FLASH_CFG=4x1; not yet run on a GPU): blocks of 4 warps (64 query rows) with
-// one key-tile stage, two blocks a multiprocessor, instead of one block of 8 warps with two stages.
-void set_fast_attn_two_blocks(bool on);
+// Experiments (HKV_FLASH_CFG; not yet run on a GPU), for tests: 0 = the default (8 warps, 2 key-tile stages,
+// mma.sync), 1 = 4x1 (blocks of 4 warps and 64 query rows with one stage, two a multiprocessor), 2 = wg (next-s7:
+// the products on wgmma; an sm_90a build).
+void set_fast_attn_config(int cfg);
+// Whether this build's device code has the wgmma kernels (an sm_90a build on an sm_90 card).
+bool fast_attn_wgmma_built();
 
 // ---- deltanet_chunked.cu: the Gated DeltaNet in chunked form ----------------------------------------
 struct FastDeltaArgs {

@@ -32,6 +32,7 @@
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/prefill.h"
+#include "cuda/prefill_attention_wgmma.cuh"
 
 namespace hkv::cuda {
 namespace {
@@ -91,10 +92,13 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 __device__ __forceinline__ float bf16_lo(uint32_t p) { return __uint_as_float(p << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t p) { return __uint_as_float(p & 0xffff0000u); }
 
-template <int D, int WARPS, int STAGES>
+template <int D, int WARPS, int STAGES, bool WG = false>
 constexpr size_t flash_smem_bytes() {
-  constexpr size_t lds = D + 8;  // bf16 a shared row: 16 bytes of padding make ldmatrix's 8 rows hit 8 banks
-  constexpr size_t bm = 16 * WARPS, tiles = (bm + 2 * STAGES * kBN) * lds * 2, staged = bm * (D + 4) * 4;
+  // bf16 a shared row: 16 bytes of padding make ldmatrix's 8 rows hit 8 banks (WG: swizzled atoms, no padding,
+  // and 1024 bytes to align the first atom)
+  constexpr size_t lds = WG ? D : D + 8;
+  constexpr size_t bm = 16 * WARPS, tiles = (bm + 2 * STAGES * kBN) * lds * 2 + (WG ? 1024 : 0),
+                   staged = bm * (D + 4) * 4;
   return tiles > staged ? tiles : staged;
 }
 
@@ -129,13 +133,17 @@ __device__ __forceinline__ void store_row(const FlashArgs& f, int64_t r, int lan
 
 // WARPS 8, STAGES 2 (the default): one block a multiprocessor, the next key tile loaded during this one;
 // WARPS 4, STAGES 1 (HKV_FLASH_CFG=4x1): two blocks a multiprocessor, each loading its tile between barriers.
-template <int D, bool ROT, int WARPS, int STAGES>
+template <int D, bool ROT, int WARPS, int STAGES, bool WG>
 __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_kernel(FlashArgs f) {
-  constexpr int LDS = D + 8, NT = kBN / 8, DT = D / 8, BM = 16 * WARPS, THREADS = 32 * WARPS;
+  static_assert(!WG || (WARPS == 8 && STAGES == 2), "the wgmma form: 2 warpgroups, 2 stages");
+  constexpr int LDS = WG ? D : D + 8, NT = kBN / 8, DT = D / 8, BM = 16 * WARPS, THREADS = 32 * WARPS;
   extern __shared__ __align__(16) unsigned char smem[];
-  uint16_t* Qs = reinterpret_cast<uint16_t*>(smem);
+  unsigned char* base = smem;
+  if constexpr (WG) base += (1024u - (uint32_t(__cvta_generic_to_shared(smem)) & 1023u)) & 1023u;
+  uint16_t* Qs = reinterpret_cast<uint16_t*>(base);
   uint16_t* Ks = Qs + BM * LDS;  // [STAGES][kBN][LDS]
   uint16_t* Vs = Ks + STAGES * kBN * LDS;
+  // (WG: each of them the 128-byte-swizzled image of its rows, wg::sw gives an element's byte offset)
   const FastAttnArgs& a = f.a;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, G = f.G;
   const int64_t item = f.tiles * f.nsplit - 1 - blockIdx.x;  // heaviest tiles first
@@ -156,7 +164,11 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
     for (int j = 0; j < D / 32; j++) {
       float v = ok ? q[j * 32 + lane] : 0.0f;
       if constexpr (ROT) v = warp_wht32(v, lane);
-      Qs[i * LDS + j * 32 + lane] = hkv::bf16_from_f32(v);
+      if constexpr (WG)
+        *reinterpret_cast<uint16_t*>(reinterpret_cast<unsigned char*>(Qs) + wg::sw(BM, i, j * 32 + lane)) =
+            hkv::bf16_from_f32(v);
+      else
+        Qs[i * LDS + j * 32 + lane] = hkv::bf16_from_f32(v);
     }
   }
   auto load_tile = [&](int kt, int stage) {
@@ -165,13 +177,15 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
     uint16_t* vs = Vs + stage * kBN * LDS;
     for (int i = tid; i < kBN * (D / 8); i += THREADS) {
       const int j = i / (D / 8), c = (i % (D / 8)) * 8;
+      void* kd = WG ? static_cast<void*>(reinterpret_cast<unsigned char*>(ks) + wg::sw(kBN, j, c)) : ks + j * LDS + c;
+      void* vd = WG ? static_cast<void*>(reinterpret_cast<unsigned char*>(vs) + wg::sw(kBN, j, c)) : vs + j * LDS + c;
       if (k0 + j < kend) {
-        cp_async16(ks + j * LDS + c, f.kb + (k0 + j) * D + c);
-        cp_async16(vs + j * LDS + c, f.vb + (k0 + j) * D + c);
+        cp_async16(kd, f.kb + (k0 + j) * D + c);
+        cp_async16(vd, f.vb + (k0 + j) * D + c);
       } else {  // (keys past the tile's last visible one: zeros; a branch costs the loop less than cp.async's
                 // zero-fill form, which took 81 more instructions a tile and 7 registers)
-        *reinterpret_cast<uint4*>(ks + j * LDS + c) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(vs + j * LDS + c) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
       }
     }
   };
@@ -202,6 +216,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
       cp_async_commit();
       cp_async_wait<0>();
     }
+    if constexpr (WG) wg::proxy_fence();  // this thread's copies and stores, seen by wgmma's async proxy
     __syncthreads();
     const int stage = STAGES == 2 ? (kt - kt0) & 1 : 0;
     const uint16_t* ks = Ks + stage * kBN * LDS;
@@ -211,16 +226,28 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
     float s[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+    if constexpr (WG) {  // the warpgroup's 64 rows (warp/4) against the tile's 64 keys, k-steps of 16 along d
+      const unsigned char* qb = reinterpret_cast<const unsigned char*>(Qs) + (warp / 4) * 64 * 128;
+      const unsigned char* kb = reinterpret_cast<const unsigned char*>(ks);
+      wg::fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; kk++) {
-      uint32_t qa[4];
-      ldmatrix_x4(qa, Qs + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + kk * 16 + 8 * (lane >> 4));
+      for (int kk = 0; kk < D / 16; kk++)
+        wg::qk_step(reinterpret_cast<float(&)[32]>(s),
+                    wg::desc(qb + (kk / 4) * BM * 128 + (kk % 4) * 32, wg::kKMajorLbo, wg::kKMajorSbo),
+                    wg::desc(kb + (kk / 4) * kBN * 128 + (kk % 4) * 32, wg::kKMajorLbo, wg::kKMajorSbo), kk > 0);
+      wg::commit_wait();
+    } else {
 #pragma unroll
-      for (int np = 0; np < NT / 2; np++) {
-        uint32_t kf[4];
-        ldmatrix_x4(kf, ks + (np * 16 + (lane & 7) + 8 * (lane >> 4)) * LDS + kk * 16 + 8 * ((lane >> 3) & 1));
-        mma_bf16(s[2 * np], qa, kf[0], kf[1]);
-        mma_bf16(s[2 * np + 1], qa, kf[2], kf[3]);
+      for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t qa[4];
+        ldmatrix_x4(qa, Qs + (warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + kk * 16 + 8 * (lane >> 4));
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+          uint32_t kf[4];
+          ldmatrix_x4(kf, ks + (np * 16 + (lane & 7) + 8 * (lane >> 4)) * LDS + kk * 16 + 8 * ((lane >> 3) & 1));
+          mma_bf16(s[2 * np], qa, kf[0], kf[1]);
+          mma_bf16(s[2 * np + 1], qa, kf[2], kf[3]);
+        }
       }
     }
     // scale to base 2, mask, running maximum
@@ -268,15 +295,27 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
       for (int i = 0; i < DT; i++) o[i][0] *= al0, o[i][1] *= al0, o[i][2] *= al1, o[i][3] *= al1;
     }
     // O += P·V
+    if constexpr (WG) {  // the warpgroup's 64 rows × D, k-steps of 16 keys; V MN-major (trans-b)
+      wg::fence();
 #pragma unroll
-    for (int kk = 0; kk < kBN / 16; kk++) {
-      const uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+      for (int kk = 0; kk < kBN / 16; kk++) {
+        const uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+        wg::pv_step<D>(
+            reinterpret_cast<float(&)[D / 2]>(o), pa,
+            wg::desc(reinterpret_cast<const unsigned char*>(vs) + kk * 16 * 128, wg::kMnMajorLbo, wg::kMnMajorSbo));
+      }
+      wg::commit_wait();
+    } else {
 #pragma unroll
-      for (int dp = 0; dp < DT / 2; dp++) {
-        uint32_t vf[4];
-        ldmatrix_x4_trans(vf, vs + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + dp * 16 + 8 * (lane >> 4));
-        mma_bf16(o[2 * dp], pa, vf[0], vf[1]);
-        mma_bf16(o[2 * dp + 1], pa, vf[2], vf[3]);
+      for (int kk = 0; kk < kBN / 16; kk++) {
+        const uint32_t pa[4] = {p[2 * kk][0], p[2 * kk][1], p[2 * kk + 1][0], p[2 * kk + 1][1]};
+#pragma unroll
+        for (int dp = 0; dp < DT / 2; dp++) {
+          uint32_t vf[4];
+          ldmatrix_x4_trans(vf, vs + (kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1)) * LDS + dp * 16 + 8 * (lane >> 4));
+          mma_bf16(o[2 * dp], pa, vf[0], vf[1]);
+          mma_bf16(o[2 * dp + 1], pa, vf[2], vf[3]);
+        }
       }
     }
     __syncthreads();  // every warp is done with this stage before the next iteration loads into it
@@ -353,10 +392,10 @@ __global__ void flash_merge_kernel(FlashArgs f) {
   store_row<D, ROT>(f, r, lane, acc);
 }
 
-template <int D, bool ROT, int WARPS, int STAGES>
+template <int D, bool ROT, int WARPS, int STAGES, bool WG = false>
 void launch_flash(const FlashArgs& f, cudaStream_t st) {
-  constexpr size_t smem = flash_smem_bytes<D, WARPS, STAGES>();
-  auto* kern = flash_attn_kernel<D, ROT, WARPS, STAGES>;
+  constexpr size_t smem = flash_smem_bytes<D, WARPS, STAGES, WG>();
+  auto* kern = flash_attn_kernel<D, ROT, WARPS, STAGES, WG>;
   HKV_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   kern<<<unsigned(f.tiles * f.nsplit), WARPS * 32, smem, st>>>(f);
   HKV_CHECK_LAUNCH();
@@ -367,26 +406,52 @@ void launch_flash(const FlashArgs& f, cudaStream_t st) {
 }
 
 template <int D>
-void launch_flash(const FlashArgs& f, bool rotated, bool two_blocks, cudaStream_t st) {
-  if (two_blocks)
+void launch_flash(const FlashArgs& f, bool rotated, int cfg, cudaStream_t st) {
+  if (cfg == 1)
     rotated ? launch_flash<D, true, 4, 1>(f, st) : launch_flash<D, false, 4, 1>(f, st);
+  else if (cfg == 2)
+    rotated ? launch_flash<D, true, 8, 2, true>(f, st) : launch_flash<D, false, 8, 2, true>(f, st);
   else
     rotated ? launch_flash<D, true, 8, 2>(f, st) : launch_flash<D, false, 8, 2>(f, st);
 }
 
+__global__ void wgmma_built_kernel(int* out) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
 }  // namespace
+
+bool fast_attn_wgmma_built() {
+  static int built = -1;
+  if (built < 0) {
+    int* d = nullptr;
+    HKV_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
+    wgmma_built_kernel<<<1, 1>>>(d);
+    HKV_CHECK_LAUNCH();
+    HKV_CUDA_CHECK(cudaMemcpy(&built, d, sizeof(int), cudaMemcpyDeviceToHost));
+    HKV_CUDA_CHECK(cudaFree(d));
+  }
+  return built == 1;
+}
 
 bool fast_attn_head_dim_ok(int D) { return D == 64 || D == 128 || D == 256; }
 
 namespace {
 int g_splits = 0;  // set_fast_attn_splits: 0 = chosen per launch
-int g_cfg = -1;    // set_fast_attn_two_blocks / HKV_FLASH_CFG: 1 = 4 warps, 1 stage, 2 blocks a multiprocessor
-bool two_blocks() {
+// set_fast_attn_config / HKV_FLASH_CFG: 0 = 8x2 (8 warps, 2 stages, mma.sync), 1 = 4x1 (4 warps, 1 stage,
+// 2 blocks a multiprocessor), 2 = wg (8 warps, 2 stages, wgmma: an sm_90a build only)
+int g_cfg = -1;
+int flash_cfg() {
   if (g_cfg < 0) {
     const char* e = std::getenv("HKV_FLASH_CFG");
-    g_cfg = e && std::string(e) == "4x1";
+    const std::string v = e ? e : "";
+    g_cfg = v == "4x1" ? 1 : v == "wg" ? 2 : 0;
   }
-  return g_cfg == 1;
+  return g_cfg;
 }
 // The partials' room: 3 · (multiprocessors) · 128 query rows, whatever the rows a tile.
 int64_t part_rows() { return 3 * int64_t(sm_count()) * 128; }
@@ -422,7 +487,7 @@ int choose_splits(int64_t tiles, int64_t key_tiles, int per_sm, int64_t max_item
 }  // namespace
 
 void set_fast_attn_splits(int n) { g_splits = n < 0 ? 0 : n; }
-void set_fast_attn_two_blocks(bool on) { g_cfg = on ? 1 : 0; }
+void set_fast_attn_config(int cfg) { g_cfg = cfg < 0 || cfg > 2 ? 0 : cfg; }
 
 size_t fast_attn_scratch_bytes(int64_t max_keys, int D) { return scratch_layout(max_keys, D).bytes; }
 
@@ -442,7 +507,10 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   f.a = a;
   f.G = G;
   f.M = a.n * G;
-  const bool two = two_blocks();
+  const int cfg = flash_cfg();
+  if (cfg == 2 && !fast_attn_wgmma_built())
+    throw std::runtime_error("fast attention: HKV_FLASH_CFG=wg needs an sm_90a build (CMAKE_CUDA_ARCHITECTURES=90a)");
+  const bool two = cfg == 1;
   f.bm = two ? 64 : 128;
   f.tiles = (f.M + f.bm - 1) / f.bm;
   f.nsplit = choose_splits(f.tiles, (a.p0 + a.n + kBN - 1) / kBN, two ? 2 : 1, part_rows() / f.bm);
@@ -475,13 +543,13 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
     f.kvh = kvh;
     switch (D) {
       case 64:
-        launch_flash<64>(f, rotated, two, st);
+        launch_flash<64>(f, rotated, cfg, st);
         break;
       case 128:
-        launch_flash<128>(f, rotated, two, st);
+        launch_flash<128>(f, rotated, cfg, st);
         break;
       default:
-        launch_flash<256>(f, rotated, two, st);
+        launch_flash<256>(f, rotated, cfg, st);
         break;
     }
   }

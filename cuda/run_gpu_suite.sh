@@ -29,7 +29,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 date -u +"date %Y-%m-%dT%H:%M:%SZ" | tee -a "$summary"
 t0=$SECONDS
 # -lineinfo: compute-sanitizer's reports name the source line; it changes no generated instruction.
-cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_STANDARD=17 -DCMAKE_CUDA_FLAGS=-lineinfo "${deps[@]}" > "$OUT/configure.log" 2>&1 \
+cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=${HKV_CUDA_ARCH:-90a} -DCMAKE_CUDA_STANDARD=17 -DCMAKE_CUDA_FLAGS=-lineinfo "${deps[@]}" > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build build-gpu -j16 --target hkv_gpu_tests hkv > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
 echo "build: $((SECONDS - t0)) s" | tee -a "$summary"
