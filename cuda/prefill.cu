@@ -5,7 +5,8 @@
 // rmsnorm_bf16: one block of 256 threads per row; thread i sums x_j² for j = i, i+256, … (fma chain), the
 //   block combines the 256 partial sums by a shared-memory halving tree; r = rsqrt_c(ss/n + eps);
 //   y_j = bf16((x_j·r)·(1 + w_j)).
-// silu_mul_bf16: y = bf16(silu_c(g)·u), elementwise.
+// silu_mul_bf16: y = bf16(silu_c(g)·u), elementwise; four consecutive columns a thread (float4 loads, one 8-byte
+//   store) when the widths and addresses allow it, else one.
 // gemm_bf16_xwt: one cublasGemmEx (bf16 A and B, fp32 C, CUBLAS_COMPUTE_32F): cuBLAS's order.
 // The attention is in prefill_attention.cu.
 #include <algorithm>
@@ -94,6 +95,20 @@ __global__ void silu_mul_bf16_kernel(const float* g, const float* u, int64_t ld,
   out[r * ldo + c] = hkv::bf16_from_f32(hkv::silu_c(g[r * ld + c]) * u[r * ld + c]);
 }
 
+// Columns [4c, 4c + 4) of row blockIdx.y (cols, ld and ldo multiples of 4; g, u 16-byte and out 8-byte aligned).
+__global__ void silu_mul_bf16_x4_kernel(const float* g, const float* u, int64_t ld, int64_t cols, uint16_t* out,
+                                        int64_t ldo) {
+  const int64_t c = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4, r = blockIdx.y;
+  if (c >= cols) return;
+  const float4 gv = *reinterpret_cast<const float4*>(g + r * ld + c);
+  const float4 uv = *reinterpret_cast<const float4*>(u + r * ld + c);
+  const uint32_t lo = uint32_t(hkv::bf16_from_f32(hkv::silu_c(gv.x) * uv.x)) |
+                      uint32_t(hkv::bf16_from_f32(hkv::silu_c(gv.y) * uv.y)) << 16;
+  const uint32_t hi = uint32_t(hkv::bf16_from_f32(hkv::silu_c(gv.z) * uv.z)) |
+                      uint32_t(hkv::bf16_from_f32(hkv::silu_c(gv.w) * uv.w)) << 16;
+  *reinterpret_cast<uint2*>(out + r * ldo + c) = make_uint2(lo, hi);
+}
+
 }  // namespace
 
 // MLX4 rows by dequant_mlx4_kernel (a code word a thread) unless HKV_DEQUANT_WORDS=0 or
@@ -138,7 +153,14 @@ void rmsnorm_bf16(const float* h, int64_t rows, int64_t n, const float* w, float
 void silu_mul_bf16(const float* g, const float* u, int64_t ld_gu, int64_t rows, int64_t cols, uint16_t* out,
                    int64_t ldo, cudaStream_t st) {
   if (rows * cols <= 0) return;
-  silu_mul_bf16_kernel<<<blocks_for(rows * cols, 256), 256, 0, st>>>(g, u, ld_gu, rows, cols, out, ldo);
+  const bool x4 = cols % 4 == 0 && ld_gu % 4 == 0 && ldo % 4 == 0 && rows < 65536 &&
+                  (reinterpret_cast<uintptr_t>(g) & 15) == 0 && (reinterpret_cast<uintptr_t>(u) & 15) == 0 &&
+                  (reinterpret_cast<uintptr_t>(out) & 7) == 0;
+  if (x4)
+    silu_mul_bf16_x4_kernel<<<dim3(blocks_for(cols / 4, 256), unsigned(rows)), 256, 0, st>>>(g, u, ld_gu, cols, out,
+                                                                                             ldo);
+  else
+    silu_mul_bf16_kernel<<<blocks_for(rows * cols, 256), 256, 0, st>>>(g, u, ld_gu, rows, cols, out, ldo);
   HKV_CHECK_LAUNCH();
 }
 

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 
@@ -30,6 +31,31 @@ using namespace hkv::gputest;
 namespace {
 
 // ---- dequantization: exact ------------------------------------------------------------------------
+
+TEST_CASE("fast prefill: silu_mul_bf16 equals bf16(silu_c(g) · u) on the host, both launches") {
+  // widths a multiple of 4 with aligned rows (four columns a thread), then odd ones (one a thread)
+  for (auto [rows, cols, ld, ldo] : {std::array<int64_t, 4>{7, 96, 100, 104}, std::array<int64_t, 4>{5, 33, 35, 37}}) {
+    CAPTURE(cols);
+    std::vector<float> gv = gaussian(size_t(rows * ld), 41, 4.0f), uv = gaussian(size_t(rows * ld), 42);
+    gv[3] = 90.0f, gv[5] = -90.0f, gv[7] = 0.0f;  // saturating and zero arguments of silu_c
+    DBuf<float> dg(gv), du(uv);
+    DBuf<uint16_t> out(size_t(rows * ldo));
+    out.poison();
+    cuda::silu_mul_bf16(dg.p, du.p, ld, rows, cols, out.p, ldo, nullptr);
+    std::vector<uint16_t> got = out.get();
+    int64_t bad = -1;
+    for (int64_t r = 0; r < rows && bad < 0; r++)
+      for (int64_t c = 0; c < ldo; c++) {
+        const uint16_t want = c < cols ? bf16_from_f32(silu_c(gv[size_t(r * ld + c)]) * uv[size_t(r * ld + c)])
+                                       : uint16_t(0xa5a5);  // the padding keeps its poison
+        if (got[size_t(r * ldo + c)] != want) {
+          bad = r * ldo + c;
+          break;
+        }
+      }
+    CHECK_MESSAGE(bad < 0, "first differing element " << bad);
+  }
+}
 
 TEST_CASE("fast prefill: dequant_rows_bf16 equals the oracle's Matrix::at rounded to bf16") {
   const int64_t rows = 37, cols = 256;
