@@ -53,7 +53,7 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
       "hkv bench-prefill --attention-only: %s attention (%d heads, %d KV heads, head_dim %d, %d of %d layers) "
       "on %s, cache %s, HKV_FLASH_CFG=%s\n",
       a.get("model", "builtin:27b-mlx4").c_str(), H, KV, D, c.n_full_layers(), c.num_hidden_layers, prop.name,
-      f.name().c_str(), std::getenv("HKV_FLASH_CFG") ? std::getenv("HKV_FLASH_CFG") : "8x2");
+      f.name().c_str(), cuda::fast_attn_form());
   std::printf(
       "| tokens | rows | p0 | ms a layer | TFLOP/s | all layers, whole prompt, s |\n|---|---|---|---|---|---|\n");
   for (int64_t T : lengths) {
@@ -162,9 +162,9 @@ int cmd_bench_prefill(const Args& a) {
   const size_t moved = a.get("embed", "host") != "device" ? eng->embedding_to_host() : 0;
   std::printf(
       "hkv bench-prefill: %s on %s, weights %.2f GB on the device (embedding table of %.2f GB in host memory), "
-      "cache %s, device memory in use before the engine %.2f GB\n",
+      "cache %s, attention form %s, device memory in use before the engine %.2f GB\n",
       model.c_str(), prop.name, double(eng->weight_bytes()) / 1e9, double(moved) / 1e9, f.name().c_str(),
-      double(base_used) / 1e9);
+      cuda::fast_attn_form(), double(base_used) / 1e9);
   std::printf(
       "| tokens | rows/pass | scratch GB | prefill s | tokens/s | peak GB in use | cache GB | decode ms/token |%s\n",
       exact ? " exact prefill s |" : "");

@@ -72,10 +72,13 @@ size_t fast_attn_scratch_bytes(int64_t max_keys, int D);
 void fast_attention(const FastAttnArgs& a, cudaStream_t st);
 // Tests: cut every tile's keys in n ranges (clamped to the partials' room); 0 (the default) chooses per launch.
 void set_fast_attn_splits(int n);
-// Experiments (HKV_FLASH_CFG; not yet run on a GPU), for tests: 0 = the default (8 warps, 2 key-tile stages,
-// mma.sync), 1 = 4x1 (blocks of 4 warps and 64 query rows with one stage, two a multiprocessor), 2 = wg (next-s7:
-// the products on wgmma; an sm_90a build).
+// The attention's form (HKV_FLASH_CFG), for tests and benches: 0 = 8x2 (mma.sync, 8 warps, 2 key-tile stages),
+// 1 = 4x1 (4 warps and 64 query rows with one stage, two blocks a multiprocessor), 2 = wg (the products on
+// wgmma), 3 = wg2 (wg's arithmetic with bulk copies and the softmax overlapped with P·V); -1 = the default:
+// wg2 where the build has wgmma (sm_90a), else 8x2.
 void set_fast_attn_config(int cfg);
+// The name of the form the next launch takes ("8x2", "4x1", "wg" or "wg2").
+const char* fast_attn_form();
 // Whether this build's device code has the wgmma kernels (an sm_90a build on an sm_90 card).
 bool fast_attn_wgmma_built();
 

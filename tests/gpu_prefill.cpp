@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "compare/stats.h"
@@ -218,17 +219,20 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
       cuda::attention(a, nullptr);
       std::vector<float> want = dexact.get();
       // the scratch sized exactly and for more keys; each tile's keys in the ranges chosen (0), in one range, in 3;
-      // the default blocks (8 warps, 2 stages) and HKV_FLASH_CFG=4x1's (4 warps, 1 stage)
-      // (and next-s7's wgmma form, config 2, where the build has it)
+      // every form: 8x2 (mma.sync, 8 warps, 2 stages), 4x1 (4 warps, 1 stage) and, where the build has wgmma,
+      // wg and wg2. wg2 computes wg's operations in wg's order, so its output must be wg's, byte for byte.
       struct Run {
         int64_t spare;
         int splits;
         int cfg;
       };
+      const char* cfg_name[] = {"8x2", "4x1", "wg", "wg2"};
+      std::vector<uint16_t> wg_out[4];  // wg's output for each split count (0, 1, 3)
       for (const Run& run : {Run{0, 0, 0}, Run{333, 0, 0}, Run{0, 1, 0}, Run{0, 3, 0}, Run{0, 0, 1}, Run{0, 1, 1},
-                             Run{0, 3, 1}, Run{0, 0, 2}, Run{0, 1, 2}, Run{0, 3, 2}}) {
-        if (run.cfg == 2 && !cuda::fast_attn_wgmma_built()) {
-          MESSAGE("the wgmma form is not in this build (sm_90a): not checked");
+                             Run{0, 3, 1}, Run{0, 0, 2}, Run{0, 1, 2}, Run{0, 3, 2}, Run{0, 0, 3}, Run{333, 0, 3},
+                             Run{0, 1, 3}, Run{0, 3, 3}}) {
+        if (run.cfg >= 2 && !cuda::fast_attn_wgmma_built()) {
+          MESSAGE("the wgmma forms are not in this build (sm_90a): not checked");
           continue;
         }
         const int64_t spare = run.spare;
@@ -249,8 +253,14 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
         fa.max_keys = npos + spare, fa.scratch = scratch.p;
         cuda::fast_attention(fa, nullptr);
         cuda::set_fast_attn_splits(0);
-        cuda::set_fast_attn_config(0);
+        cuda::set_fast_attn_config(-1);
         std::vector<uint16_t> got = out.get();
+        if (run.cfg == 2) wg_out[splits] = got;
+        if (run.cfg == 3) {
+          REQUIRE(wg_out[splits].size() == got.size());
+          CHECK_MESSAGE(std::memcmp(wg_out[splits].data(), got.data(), got.size() * 2) == 0,
+                        "wg2's output differs from wg's");
+        }
         double worst = 0;
         int64_t worst_at = -1;
         for (int64_t t = 0; t < n; t++)
@@ -265,10 +275,7 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
             }
           }
         MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << std::string(fname) << " splits " << splits
-                                    << (run.cfg == 1   ? " 4x1"
-                                        : run.cfg == 2 ? " wg"
-                                                       : "")
-                                    << ": worst error / bar " << worst);
+                                    << " " << std::string(cfg_name[run.cfg]) << ": worst error / bar " << worst);
         CHECK_MESSAGE(worst <= 1.0, "worst error / bar " << worst << " at element " << worst_at);
       }
     }
