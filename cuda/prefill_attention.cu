@@ -546,6 +546,10 @@ __global__ void __launch_bounds__(256, 1) flash_attn_wg2_kernel(FlashArgs f) {
     issue_pv(pa, dv);
     wg::wait<0>();
   }
+  // every warpgroup's last P·V is done before finish_tile stages O over the tiles' shared memory (without
+  // this barrier one warpgroup's staging overwrote V while the other's product still read it: a race that
+  // gpu_prefill showed under racecheck's timing, H200, 2026-11-30)
+  __syncthreads();
   finish_tile<D, ROT, BM>(f, w.item, r0, smem, o, m0, m1, l0, l1, warp, lane);
 }
 
