@@ -484,8 +484,8 @@ __global__ void __launch_bounds__(256, 1) flash_attn_wg2_kernel(FlashArgs f) {
   // (one set copied into the other lets ptxas merge them, and it then serializes the wgmmas: warning C7513).
   uint32_t pa_[NT][2] = {}, pb_[NT][2] = {};
   // P·V's operands (A fragments and descriptors) are formed before wgmma.fence, with nothing in flight
-  auto pv_operands = [&](const uint32_t (&pp)[NT][2], const unsigned char* vs, uint32_t (&pa)[kBN / 16][4],
-                         uint64_t (&dv)[kBN / 16]) {
+  auto pv_operands = [&](const uint32_t(&pp)[NT][2], const unsigned char* vs, uint32_t(&pa)[kBN / 16][4],
+                         uint64_t(&dv)[kBN / 16]) {
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; kk++) {
       pa[kk][0] = pp[2 * kk][0], pa[kk][1] = pp[2 * kk][1], pa[kk][2] = pp[2 * kk + 1][0];
@@ -493,15 +493,15 @@ __global__ void __launch_bounds__(256, 1) flash_attn_wg2_kernel(FlashArgs f) {
       dv[kk] = wg::desc(vs + kk * 16 * 128, wg::kMnMajorLbo, wg::kMnMajorSbo);
     }
   };
-  auto issue_pv = [&](const uint32_t (&pa)[kBN / 16][4], const uint64_t (&dv)[kBN / 16]) {
+  auto issue_pv = [&](const uint32_t(&pa)[kBN / 16][4], const uint64_t(&dv)[kBN / 16]) {
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; kk++) wg::pv_step<D>(reinterpret_cast<float(&)[D / 2]>(o), pa[kk], dv[kk]);
     wg::commit();
   };
   // step i: prev = P_{i−1} (zeros at i = 0, against V stage 1's zeros: O stays +0), cur receives P_i
-  auto step = [&](int i, const uint32_t (&prev)[NT][2], uint32_t (&cur)[NT][2]) {
+  auto step = [&](int i, const uint32_t(&prev)[NT][2], uint32_t(&cur)[NT][2]) {
     wg::mbar_wait(&bar[i & 1], uint32_t(i >> 1) & 1u);  // round i: K_i (and V_{i−1})
-    if (tid == 0) {                                      // round i+1: K_{i+1} (if any) and V_i
+    if (tid == 0) {                                     // round i+1: K_{i+1} (if any) and V_i
       uint64_t* b = &bar[(i + 1) & 1];
       wg::mbar_arrive_expect(b, (i + 1 < n ? TILE : 0) + TILE);
       if (i + 1 < n) wg::bulk_copy(Ks + ((i + 1) & 1) * TILE, kimg + size_t(i + 1) * TILE, TILE, b);
@@ -537,8 +537,7 @@ __global__ void __launch_bounds__(256, 1) flash_attn_wg2_kernel(FlashArgs f) {
     wg::mbar_wait(&bar[n & 1], uint32_t(n >> 1) & 1u);
     uint32_t last[NT][2];
 #pragma unroll
-    for (int k = 0; k < NT; k++)
-      last[k][0] = n & 1 ? pa_[k][0] : pb_[k][0], last[k][1] = n & 1 ? pa_[k][1] : pb_[k][1];
+    for (int k = 0; k < NT; k++) last[k][0] = n & 1 ? pa_[k][0] : pb_[k][0], last[k][1] = n & 1 ? pa_[k][1] : pb_[k][1];
     uint32_t pa[kBN / 16][4];
     uint64_t dv[kBN / 16];
     pv_operands(last, Vs + ((n - 1) & 1) * TILE, pa, dv);
@@ -654,11 +653,16 @@ int flash_cfg() {
   if (g_cfg < 0) {
     const char* e = std::getenv("HKV_FLASH_CFG");
     const std::string v = e ? e : "";
-    if (v == "8x2") g_cfg = 0;
-    else if (v == "4x1") g_cfg = 1;
-    else if (v == "wg") g_cfg = 2;
-    else if (v == "wg2") g_cfg = 3;
-    else if (v.empty() || v == "auto") g_cfg = fast_attn_wgmma_built() ? 3 : 0;
+    if (v == "8x2")
+      g_cfg = 0;
+    else if (v == "4x1")
+      g_cfg = 1;
+    else if (v == "wg")
+      g_cfg = 2;
+    else if (v == "wg2")
+      g_cfg = 3;
+    else if (v.empty() || v == "auto")
+      g_cfg = fast_attn_wgmma_built() ? 3 : 0;
     else
       throw std::runtime_error("HKV_FLASH_CFG=" + v + ": expected auto, 8x2, 4x1, wg or wg2");
   }
@@ -726,8 +730,9 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   f.M = a.n * G;
   const int cfg = flash_cfg();
   if (cfg >= 2 && !fast_attn_wgmma_built())
-    throw std::runtime_error("fast attention: HKV_FLASH_CFG=wg and wg2 need an sm_90a build on an sm_90 card "
-                             "(CMAKE_CUDA_ARCHITECTURES=90a)");
+    throw std::runtime_error(
+        "fast attention: HKV_FLASH_CFG=wg and wg2 need an sm_90a build on an sm_90 card "
+        "(CMAKE_CUDA_ARCHITECTURES=90a)");
   const bool two = cfg == 1;
   f.bm = two ? 64 : 128;
   f.tiles = (f.M + f.bm - 1) / f.bm;

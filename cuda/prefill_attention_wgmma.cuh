@@ -127,39 +127,54 @@ __device__ __forceinline__ void commit_wait() {
   commit();
   wait<0>();
 }
-__device__ __forceinline__ void proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void proxy_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
 
 // ---- mbarriers and bulk copies (sm_90), for the wg2 form -------------------------------------------------
+// (Like the wgmma helpers above, empty outside an sm_90a build, so that the file builds for any card; the
+// kernels that use them are launched only where fast_attn_wgmma_built() is true.)
 // An mbarrier in shared memory counts arrivals and bytes of copies in flight (tx); its phase completes when
 // both reach zero, and waiters poll the parity of the phase they wait for.
 __device__ __forceinline__ uint32_t saddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(saddr(bar)), "r"(count) : "memory");
+#endif
 }
 // The initialized barriers, visible to the async proxy (the bulk copies that complete on them).
 __device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
 }
 // This thread's arrival, and `bytes` more expected from copies in this phase.
 __device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(saddr(bar)), "r"(bytes) : "memory");
+#endif
 }
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   uint32_t done = 0;
   while (!done)
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(saddr(bar)), "r"(parity)
-        : "memory");
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(saddr(bar)), "r"(parity)
+                 : "memory");
+#endif
 }
 // `bytes` (a multiple of 16, both addresses 16-aligned) from global to this block's shared memory by the copy
 // engine; its completion counts the bytes off bar's tx.
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   saddr(dst)),
-               "l"(src), "r"(bytes), "r"(saddr(bar))
-               : "memory");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(saddr(dst)),
+      "l"(src), "r"(bytes), "r"(saddr(bar))
+      : "memory");
+#endif
 }
 
 }  // namespace wg

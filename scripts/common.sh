@@ -47,7 +47,20 @@ fi
 jobs="${HKV_JOBS:-$(nproc)}"
 cmake_args=(-S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DHKV_CUDA="${HKV_CUDA:-AUTO}" -DHKV_SANITIZE="$sanitize")
 [ -n "$deps_prefix" ] && cmake_args+=(-DHKV_DEPS_PREFIX="$deps_prefix")
-if [ ! -f "$build_dir/CMakeCache.txt" ] || [ -n "$deps_prefix" ]; then
+# The CUDA architecture: HKV_CUDA_ARCH, else this machine's card (nvidia-smi's compute capability; 9.0 builds
+# 90a, Hopper's own instructions, which the fast prefill's attention uses; another card its own number), else
+# CMake's default (90a, CMakeLists.txt). A build for the wrong card would not load its kernels.
+cuda_arch="${HKV_CUDA_ARCH:-}"
+if [ -z "$cuda_arch" ] && command -v nvidia-smi >/dev/null; then
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .' || true)
+  case "$cc" in
+    90) cuda_arch=90a ;;
+    [1-9][0-9] | [1-9][0-9][0-9]) cuda_arch=$cc ;;
+  esac
+fi
+[ -n "$cuda_arch" ] && cmake_args+=(-DCMAKE_CUDA_ARCHITECTURES="$cuda_arch")
+if [ ! -f "$build_dir/CMakeCache.txt" ] || [ -n "$deps_prefix" ] ||
+  { [ -n "$cuda_arch" ] && ! grep -q "^CMAKE_CUDA_ARCHITECTURES:.*=$cuda_arch\$" "$build_dir/CMakeCache.txt"; }; then
   cmake "${cmake_args[@]}" >/dev/null
 fi
 cmake --build "$build_dir" -j "$jobs"

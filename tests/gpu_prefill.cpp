@@ -228,9 +228,9 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
       };
       const char* cfg_name[] = {"8x2", "4x1", "wg", "wg2"};
       std::vector<uint16_t> wg_out[4];  // wg's output for each split count (0, 1, 3)
-      for (const Run& run : {Run{0, 0, 0}, Run{333, 0, 0}, Run{0, 1, 0}, Run{0, 3, 0}, Run{0, 0, 1}, Run{0, 1, 1},
-                             Run{0, 3, 1}, Run{0, 0, 2}, Run{0, 1, 2}, Run{0, 3, 2}, Run{0, 0, 3}, Run{333, 0, 3},
-                             Run{0, 1, 3}, Run{0, 3, 3}}) {
+      for (const Run& run :
+           {Run{0, 0, 0}, Run{333, 0, 0}, Run{0, 1, 0}, Run{0, 3, 0}, Run{0, 0, 1}, Run{0, 1, 1}, Run{0, 3, 1},
+            Run{0, 0, 2}, Run{0, 1, 2}, Run{0, 3, 2}, Run{0, 0, 3}, Run{333, 0, 3}, Run{0, 1, 3}, Run{0, 3, 3}}) {
         if (run.cfg >= 2 && !cuda::fast_attn_wgmma_built()) {
           MESSAGE("the wgmma forms are not in this build (sm_90a): not checked");
           continue;
@@ -274,8 +274,8 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
               if (!(e <= worst)) worst = e, worst_at = int64_t(base) + d;  // NaN lands here too
             }
           }
-        MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << std::string(fname) << " splits " << splits
-                                    << " " << std::string(cfg_name[run.cfg]) << ": worst error / bar " << worst);
+        MESSAGE("fast attention D=" << D << " G=" << H / KV << " " << std::string(fname) << " splits " << splits << " "
+                                    << std::string(cfg_name[run.cfg]) << ": worst error / bar " << worst);
         CHECK_MESSAGE(worst <= 1.0, "worst error / bar " << worst << " at element " << worst_at);
       }
     }
