@@ -4,7 +4,12 @@
 // fast_attention, per KV head kvh (the G = H/KV query heads that share it):
 //   1. kv_decode_rows: cache rows [0, p0 + n) of kvh, K and V, decoded to bf16 [keys][D] in the scratch
 //      (the stored value s_g·u_d of value_at, rounded once to nearest even).
-//   2. flash_attn_kernel: the M = n·G query rows r = t·G + g (pass row t, head kvh·G + g, position p0 + t) in
+//      (wg2: written as the shared-memory images of 64-key tiles, kv_decode_rows_kernel's TILED form)
+//   2. the attention kernel of the form HKV_FLASH_CFG picks (set_fast_attn_config; auto: wg2 where the build
+//      has wgmma, else 8x2). All forms compute the steps below; 8x2 and 4x1 (flash_attn_kernel on mma.sync)
+//      and wg (the same kernel on wgmma) in this order, wg2 (flash_attn_wg2_kernel) in wg's order with the
+//      next tile's Q·Kᵀ and the softmax overlapping P·V, byte for byte wg's output.
+//      flash_attn_kernel: the M = n·G query rows r = t·G + g (pass row t, head kvh·G + g, position p0 + t) in
 //      tiles of 128 rows, one block of 8 warps a tile (HKV_FLASH_CFG=4x1: 64 rows, 4 warps, one key-tile stage, 2
 //      blocks a multiprocessor), warp w owning rows 16w … 16w+15 of it:
 //      - the tile's queries into shared memory as bf16 (q4h: each 32-group rotated first by warp_wht32, so the
@@ -435,7 +440,9 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
 // Shared memory: Q (128 rows), K stages 0 and 1, V stages 0 and 1, each a swizzled image. Step i waits for round
 // i of the copies (K_i into K stage i&1, V_{i−1} into V stage (i−1)&1, on mbarrier i&1), then issues round i+1
 // (K_{i+1}, V_i) into the stages that K_{i−1} and V_{i−2} left: every warp finished those products in step i−1,
-// before its closing barrier. After the loop, round n brings V_{n−1} for the last P·V.
+// before its closing barrier. After the loop, round n brings V_{n−1} for the last P·V, and a barrier before the
+// epilogue's staging (which writes over the tiles). H200, the 27B layout, the last 4,096-row pass of a 262,144-
+// token prompt: 586 TFLOP/s, against 386 for wg and 256 for 8x2 (docs/RESULTS.md §13).
 template <int D, bool ROT>
 __global__ void __launch_bounds__(256, 1) flash_attn_wg2_kernel(FlashArgs f) {
   constexpr int NT = kBN / 8, DT = D / 8, BM = 128;

@@ -1,24 +1,21 @@
-// The fast prefill attention on Hopper's warpgroup MMA (an experiment of next-s7, HKV_FLASH_CFG=wg; NOT YET RUN
-// ON A GPU; needs the sm_90a build, CMAKE_CUDA_ARCHITECTURES=90a). Included by prefill_attention.cu, whose
-// FlashArgs, split ranges, merge kernel and store_row it shares; it computes what flash_attn_kernel computes, in
-// the same order of key tiles, with the products on wgmma instead of mma.sync:
-//   a block = 2 warpgroups × 64 query rows (128 rows, 256 threads); Q, K and V in shared memory as bf16 in the
-//   128-byte swizzle (atoms of 64 columns, each [rows][128 bytes], row r's 16-byte chunk j at chunk j ^ (r % 8));
-//   per 64-key tile (cp.async, double-buffered, then fence.proxy.async so that wgmma's async proxy sees them):
-//     S = Q·Kᵀ: D/16 wgmma m64n64k16 (A and B from shared memory, K-major), committed and waited;
-//     the online softmax on S in registers exactly as flash_attn_kernel (base 2, masks on diagonal tiles, P to
-//     bf16 pairs in the A-fragment layout, l from the rounded P, O rescaled when an α of the warp moved);
-//     O += P·V: 4 wgmma m64nDk16 (A = P from registers, B = V MN-major: trans-b), committed and waited.
-// The descriptor's LBO and SBO for each operand are constants below; tests/probe_wgmma.cu checks the candidates
-// on the card first (next session: set them from its MATCH lines, then gpu_prefill with HKV_FLASH_CFG=wg).
+// Hopper's warpgroup MMA (wgmma) for the fast prefill attention's wg and wg2 forms (prefill_attention.cu, which
+// includes this file); sm_90a only: every helper is empty in another build, where those forms are never
+// launched (fast_attn_wgmma_built). What the forms compute and in which order is written at their kernels.
+//   Operands: Q, K and V in shared memory as bf16 in the 128-byte swizzle (atoms of 64 columns, each
+//   [rows][128 bytes], row r's 16-byte chunk j at chunk j ^ (r % 8); wg::sw gives an element's byte offset).
+//   qk_step: S[64][64] += Q·Kᵀ over 16 of d, m64n64k16, A and B from shared memory, both K-major.
+//   pv_step: O[64][D] += P·V over 16 keys, m64nDk16, A = P from registers (bf16 pairs in the m16n8k16
+//   A-fragment layout), B = V MN-major (trans-b).
+//   Descriptors: the constants below, settled on the H200 by tests/probe_wgmma.cu (session 7, run 1: both QK
+//   candidates and the first PV candidate match a float64 product; the swapped PV encoding does not).
+// Also the mbarrier and bulk-copy (cp.async.bulk) helpers of the wg2 form.
 #pragma once
 
 namespace wg {
 
 // K-major operands (Q, K): 8-row groups 1024 bytes apart (SBO); LBO unused inside one 128-byte atom.
 constexpr uint32_t kKMajorLbo = 16, kKMajorSbo = 1024;
-// MN-major V: 8-key groups 1024 bytes apart, 64-column atoms 64 keys × 128 bytes = 8192 apart; which field
-// takes which is what the probe decides (candidate 1: LBO = 8192, SBO = 1024).
+// MN-major V: 8-key groups 1024 bytes apart (SBO), 64-column atoms 64 keys × 128 bytes = 8192 apart (LBO).
 constexpr uint32_t kMnMajorLbo = 8192, kMnMajorSbo = 1024;
 
 __device__ __forceinline__ uint64_t desc(const void* smem, uint32_t lbo, uint32_t sbo) {

@@ -1,5 +1,7 @@
-// A probe of Hopper's warpgroup MMA (wgmma) for the fast prefill's next attention kernel (next-s7; not a test
-// of hkv's results, and not built into hkv): which shared-memory descriptor encodings give the right products.
+// A probe of Hopper's warpgroup MMA (wgmma) for the fast prefill attention's wg forms (not a test of hkv's
+// results, and not built into hkv): which shared-memory descriptor encodings give the right products. On the
+// H200 (session 7) both QK candidates and the first PV candidate matched: the constants in
+// cuda/prefill_attention_wgmma.cuh.
 // Built for sm_90a only (wgmma needs it), as its own executable: build-gpu/tests/hkv_wgmma_probe.
 //
 // Two products, each the attention's shape, each against a float64 reference on the host:
