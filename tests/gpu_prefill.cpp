@@ -59,54 +59,60 @@ TEST_CASE("fast prefill: silu_mul_bf16 equals bf16(silu_c(g) · u) on the host, 
 }
 
 TEST_CASE("fast prefill: dequant_rows_bf16 equals the oracle's Matrix::at rounded to bf16") {
-  const int64_t rows = 37, cols = 256;
-  std::mt19937_64 g(5);
-  std::vector<uint32_t> q(size_t(rows * cols / 8));
-  for (auto& w : q) w = uint32_t(g());
-  std::vector<float> f32 = gaussian(size_t(rows * cols), 6);
-  std::vector<uint16_t> f16(f32.size()), bf(f32.size());
-  for (size_t i = 0; i < f32.size(); i++) f16[i] = f16_from_f32(f32[i]), bf[i] = bf16_from_f32(f32[i]);
-  for (int group : {32, 64, 128})
-    for (WType t : {WType::MLX4, WType::F32, WType::F16, WType::BF16}) {
-      if (t != WType::MLX4 && group != 64) continue;
-      CAPTURE(wtype_name(t));
-      CAPTURE(group);
-      const int64_t ng = rows * (cols / group);
-      std::vector<uint16_t> sc(static_cast<size_t>(ng)), bi(static_cast<size_t>(ng));
-      for (int64_t i = 0; i < ng; i++)
-        sc[size_t(i)] = bf16_from_f32(0.01f * float(i % 13 + 1)), bi[size_t(i)] = bf16_from_f32(-0.05f * float(i % 7));
-      Matrix W;
-      W.type = t, W.rows = rows, W.cols = cols, W.group = t == WType::MLX4 ? group : 0;
-      W.data = t == WType::MLX4  ? static_cast<const void*>(q.data())
-               : t == WType::F32 ? static_cast<const void*>(f32.data())
-               : t == WType::F16 ? static_cast<const void*>(f16.data())
-                                 : static_cast<const void*>(bf.data());
-      W.scales = sc.data(), W.biases = bi.data();
-      DBuf<uint8_t> dw(W.nbytes());
-      HKV_CUDA_CHECK(cudaMemcpy(dw.p, W.data, t == WType::MLX4 ? q.size() * 4 : W.nbytes(), cudaMemcpyHostToDevice));
-      DBuf<uint16_t> ds(sc), db(bi);
-      cuda::DMat D;
-      D.type = t, D.rows = rows, D.cols = cols, D.group = W.group, D.data = dw.p, D.scales = ds.p, D.biases = db.p;
-      const int64_t r0 = 3, n = 30;
-      for (bool words : {false, true}) {  // the element kernel, then (MLX4) the code-word kernel
-        if (words && t != WType::MLX4) continue;
-        CAPTURE(words);
-        cuda::set_dequant_mlx4_words(words);
-        DBuf<uint16_t> out(size_t(n * cols));
-        out.poison();
-        cuda::dequant_rows_bf16(D, r0, n, out.p, nullptr);
-        cuda::set_dequant_mlx4_words(true);  // back to the default
-        std::vector<uint16_t> got = out.get();
-        int64_t bad = -1;
-        for (int64_t r = 0; r < n && bad < 0; r++)
-          for (int64_t c = 0; c < cols; c++)
-            if (got[size_t(r * cols + c)] != bf16_from_f32(W.at(r0 + r, c))) {
-              bad = r * cols + c;
-              break;
-            }
-        CHECK_MESSAGE(bad < 0, "first differing element " << bad);
+  // 256 columns: the MLX4 kernel's 4 words a thread; 264 with groups of 8: one word a thread
+  for (auto [cols, mlx_group] : {std::array<int64_t, 2>{256, 0}, std::array<int64_t, 2>{264, 8}}) {
+    const int64_t rows = 37;
+    CAPTURE(cols);
+    std::mt19937_64 g(5);
+    std::vector<uint32_t> q(size_t(rows * cols / 8));
+    for (auto& w : q) w = uint32_t(g());
+    std::vector<float> f32 = gaussian(size_t(rows * cols), 6);
+    std::vector<uint16_t> f16(f32.size()), bf(f32.size());
+    for (size_t i = 0; i < f32.size(); i++) f16[i] = f16_from_f32(f32[i]), bf[i] = bf16_from_f32(f32[i]);
+    for (int group : {32, 64, 128, 8})
+      for (WType t : {WType::MLX4, WType::F32, WType::F16, WType::BF16}) {
+        if (mlx_group ? (t != WType::MLX4 || group != mlx_group) : (group == 8 || (t != WType::MLX4 && group != 64)))
+          continue;
+        CAPTURE(wtype_name(t));
+        CAPTURE(group);
+        const int64_t ng = rows * (cols / group);
+        std::vector<uint16_t> sc(static_cast<size_t>(ng)), bi(static_cast<size_t>(ng));
+        for (int64_t i = 0; i < ng; i++)
+          sc[size_t(i)] = bf16_from_f32(0.01f * float(i % 13 + 1)),
+          bi[size_t(i)] = bf16_from_f32(-0.05f * float(i % 7));
+        Matrix W;
+        W.type = t, W.rows = rows, W.cols = cols, W.group = t == WType::MLX4 ? group : 0;
+        W.data = t == WType::MLX4  ? static_cast<const void*>(q.data())
+                 : t == WType::F32 ? static_cast<const void*>(f32.data())
+                 : t == WType::F16 ? static_cast<const void*>(f16.data())
+                                   : static_cast<const void*>(bf.data());
+        W.scales = sc.data(), W.biases = bi.data();
+        DBuf<uint8_t> dw(W.nbytes());
+        HKV_CUDA_CHECK(cudaMemcpy(dw.p, W.data, t == WType::MLX4 ? q.size() * 4 : W.nbytes(), cudaMemcpyHostToDevice));
+        DBuf<uint16_t> ds(sc), db(bi);
+        cuda::DMat D;
+        D.type = t, D.rows = rows, D.cols = cols, D.group = W.group, D.data = dw.p, D.scales = ds.p, D.biases = db.p;
+        const int64_t r0 = 3, n = 30;
+        for (bool words : {false, true}) {  // the element kernel, then (MLX4) the code-word kernel
+          if (words && t != WType::MLX4) continue;
+          CAPTURE(words);
+          cuda::set_dequant_mlx4_words(words);
+          DBuf<uint16_t> out(size_t(n * cols));
+          out.poison();
+          cuda::dequant_rows_bf16(D, r0, n, out.p, nullptr);
+          cuda::set_dequant_mlx4_words(true);  // back to the default
+          std::vector<uint16_t> got = out.get();
+          int64_t bad = -1;
+          for (int64_t r = 0; r < n && bad < 0; r++)
+            for (int64_t c = 0; c < cols; c++)
+              if (got[size_t(r * cols + c)] != bf16_from_f32(W.at(r0 + r, c))) {
+                bad = r * cols + c;
+                break;
+              }
+          CHECK_MESSAGE(bad < 0, "first differing element " << bad);
+        }
       }
-    }
+  }
 }
 
 // ---- the chunked gated delta rule against the recurrence -----------------------------------------------
