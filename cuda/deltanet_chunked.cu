@@ -77,18 +77,8 @@ __global__ void conv_segments_kernel(FastDeltaArgs a, int64_t nseg) {
     s[j] = j < W ? a.bnd[(seg * a.C + ch) * W + j] : 0.0f;
     wr[j] = j < K ? a.conv_w[ch * K + j] : 0.0f;
   }
-  // rows in batches of kB: the batch's inputs loaded together, then conv_step in row order (one load at a
-  // time took 14 ms of a 4,096-token prefill on the H200, session 6, each row's load waiting on the last store)
-  constexpr int kB = 16;
   const int64_t r1 = a.n < (seg + 1) * kSeg ? a.n : (seg + 1) * kSeg;
-  for (int64_t r = seg * kSeg; r < r1; r += kB) {
-    float x[kB];
-#pragma unroll
-    for (int i = 0; i < kB; i++) x[i] = r + i < r1 ? a.qkv[(r + i) * a.C + ch] : 0.0f;
-#pragma unroll
-    for (int i = 0; i < kB; i++)
-      if (r + i < r1) a.qkv[(r + i) * a.C + ch] = conv_step(s, wr, K, x[i]);
-  }
+  for (int64_t r = seg * kSeg; r < r1; r++) a.qkv[r * a.C + ch] = conv_step(s, wr, K, a.qkv[r * a.C + ch]);
   if (seg == 0)
     for (int j = 0; j < W; j++) a.conv_state[ch * W + j] = a.bnd[(nseg * a.C + ch) * W + j];
 }

@@ -33,41 +33,26 @@ __global__ void dequant_kernel(DMat W, int64_t r0, int64_t n, uint16_t* out) {
     out[i] = hkv::bf16_from_f32(dmat_at(W, r, c));
 }
 
-// MLX4 rows r0 … r0 + n − 1 (the default since session 5; gpu_prefill checks its bytes): one thread WPT
-// consecutive 32-bit code words (4: one 16-byte load, when a row is a multiple of 32 elements; else 1), each
-// word's 8 elements (one group: the group is a multiple of 8) each fma(scale, q, bias) in fp32 as dmat_at, then
-// bf16_from_f32, stored as one 16-byte write a word. Threads run over the rows' words flat (no idle lanes at a
-// row's end). (H200, session 6: one word a thread, 27.3 ms of a 4,096-token prefill's 410.)
-template <int WPT>
-__global__ void dequant_mlx4_kernel(DMat W, int64_t r0, int64_t n, uint16_t* out) {
-  const int wpr = int(W.cols / 8), tpr = wpr / WPT;  // words, threads a row
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n * tpr) return;
-  const int64_t r = i / tpr, row = r0 + r;
-  const int w0 = int(i - r * tpr) * WPT;
-  const int group = int(W.group), gpr = int(W.cols) / group;  // 32-bit divisions
-  const uint32_t* src = static_cast<const uint32_t*>(W.data) + row * wpr + w0;
-  uint32_t word[WPT];
-  if constexpr (WPT == 4) {
-    const uint4 u = *reinterpret_cast<const uint4*>(src);
-    word[0] = u.x, word[1] = u.y, word[2] = u.z, word[3] = u.w;
-  } else {
-    word[0] = src[0];
-  }
+// MLX4 rows r0 … r0 + gridDim.y − 1 (the default since session 5; gpu_prefill checks its bytes): one thread a 32-bit
+// code word, its 8 elements (one group: the group is a multiple of 8) each fma(scale, q, bias) in fp32 as
+// dmat_at, then bf16_from_f32, stored as one 16-byte write. No 64-bit division an element (dequant_kernel has
+// three), and one scale and bias load for 8 elements.
+__global__ void dequant_mlx4_kernel(DMat W, int64_t r0, uint16_t* out) {
+  const int64_t r = blockIdx.y, cols = W.cols;
+  const int wpr = int(cols / 8), w = int(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w >= wpr) return;
+  const int group = int(W.group), gpr = int(cols) / group;  // 32-bit divisions, one a word
+  const int64_t row = r0 + r, gi = row * gpr + (w * 8) / group;
+  const uint32_t word = static_cast<const uint32_t*>(W.data)[row * wpr + w];
+  const float sc = hkv::f32_from_bf16(W.scales[gi]), bi = hkv::f32_from_bf16(W.biases[gi]);
+  uint32_t o[4];
 #pragma unroll
-  for (int j = 0; j < WPT; j++) {
-    const int w = w0 + j;
-    const int64_t gi = row * gpr + (w * 8) / group;
-    const float sc = hkv::f32_from_bf16(W.scales[gi]), bi = hkv::f32_from_bf16(W.biases[gi]);
-    uint32_t o[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const uint32_t lo = hkv::bf16_from_f32(hkv::fma_rn(sc, float((word[j] >> (8 * k)) & 0xfu), bi));
-      const uint32_t hi = hkv::bf16_from_f32(hkv::fma_rn(sc, float((word[j] >> (8 * k + 4)) & 0xfu), bi));
-      o[k] = lo | hi << 16;
-    }
-    reinterpret_cast<uint4*>(out + r * W.cols)[w] = make_uint4(o[0], o[1], o[2], o[3]);
+  for (int k = 0; k < 4; k++) {
+    const uint32_t lo = hkv::bf16_from_f32(hkv::fma_rn(sc, float((word >> (8 * k)) & 0xfu), bi));
+    const uint32_t hi = hkv::bf16_from_f32(hkv::fma_rn(sc, float((word >> (8 * k + 4)) & 0xfu), bi));
+    o[k] = lo | hi << 16;
   }
+  reinterpret_cast<uint4*>(out + r * cols)[w] = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 __global__ void f32_to_bf16_kernel(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint16_t* out,
@@ -126,7 +111,7 @@ __global__ void silu_mul_bf16_x4_kernel(const float* g, const float* u, int64_t 
 
 }  // namespace
 
-// MLX4 rows by dequant_mlx4_kernel (code words a thread) unless HKV_DEQUANT_WORDS=0 or
+// MLX4 rows by dequant_mlx4_kernel (a code word a thread) unless HKV_DEQUANT_WORDS=0 or
 // set_dequant_mlx4_words(false) (then the element kernel; gpu_prefill checks both give the same bytes).
 namespace {
 int g_dequant_words = -1;
@@ -146,11 +131,7 @@ void dequant_rows_bf16(const DMat& W, int64_t r0, int64_t n, uint16_t* out, cuda
   if (W.type == WType::MLX4 && (W.group <= 0 || W.cols % W.group != 0 || W.cols % 8 != 0))
     throw std::runtime_error("dequant_rows_bf16: MLX4 columns must be a multiple of the group and of 8");
   if (W.type == WType::MLX4 && dequant_mlx4_words() && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
-    const int64_t words = W.cols / 8;
-    if (words % 4 == 0 && (reinterpret_cast<uintptr_t>(W.data) & 15) == 0)
-      dequant_mlx4_kernel<4><<<blocks_for(n * words / 4, 256), 256, 0, st>>>(W, r0, n, out);
-    else
-      dequant_mlx4_kernel<1><<<blocks_for(n * words, 256), 256, 0, st>>>(W, r0, n, out);
+    dequant_mlx4_kernel<<<dim3(blocks_for(W.cols / 8, 256), unsigned(n)), 256, 0, st>>>(W, r0, out);
   } else {
     dequant_kernel<<<blocks_for(n * W.cols, 256), 256, 0, st>>>(W, r0, n, out);
   }
