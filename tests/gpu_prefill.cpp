@@ -59,7 +59,7 @@ TEST_CASE("fast prefill: silu_mul_bf16 equals bf16(silu_c(g) · u) on the host, 
 }
 
 TEST_CASE("fast prefill: dequant_rows_bf16 equals the oracle's Matrix::at rounded to bf16") {
-  // 256 columns: the MLX4 kernel's 4 words a thread; 264 with groups of 8: one word a thread
+  // 256 columns in groups of 32, 64 and 128 (and the other types); 264 in groups of 8 (33 code words a row)
   for (auto [cols, mlx_group] : {std::array<int64_t, 2>{256, 0}, std::array<int64_t, 2>{264, 8}}) {
     const int64_t rows = 37;
     CAPTURE(cols);
