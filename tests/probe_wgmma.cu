@@ -14,7 +14,7 @@
 //       d, each [64 keys][128 bytes], key k's chunk j at j ^ (k % 8); 4 wgmma m64n128k16 (k-steps of 16 keys),
 //       the descriptor of k-step kk at 2048·kk bytes. Candidates: (LBO, SBO) = (8192, 1024) and (1024, 8192).
 // The host writes each operand's shared-memory image; the kernel copies it in as bytes, fences the async
-// proxy, runs the products and stores the accumulators by the documented fragment layout (warp w: rows 16w + g
+// proxy, runs the products with the attention's own helpers (wg::desc, wg::qk_step, wg::pv_step<128>) and stores the accumulators by the documented fragment layout (warp w: rows 16w + g
 // and 16w + g + 8, columns 8i + 2c, +1 of each 8-column block i; g = lane/4, c = lane%4).
 #include <cuda_runtime.h>
 
@@ -25,13 +25,9 @@
 #include <random>
 #include <vector>
 
-namespace {
+#include "cuda/prefill_attention_wgmma.cuh"  // wg::desc, qk_step, pv_step: the helpers the attention uses
 
-__device__ __forceinline__ uint64_t desc(const void* smem, uint32_t lbo, uint32_t sbo) {
-  const uint64_t a = uint32_t(__cvta_generic_to_shared(smem));
-  return ((a & 0x3ffff) >> 4) | (uint64_t((lbo >> 4) & 0x3fff) << 16) | (uint64_t((sbo >> 4) & 0x3fff) << 32) |
-         (uint64_t(1) << 62);  // 128-byte swizzle
-}
+namespace {
 
 // The dynamic shared memory rounded up to 1024 bytes: the swizzle is of address bits, so an atom must start at
 // a multiple of 1024 (launches ask for 1024 bytes more than they use).
@@ -52,27 +48,15 @@ __global__ void qk_probe(const unsigned char* qimg, const unsigned char* kimg, f
   unsigned char* ks = qs + 32768;
   copy_in(qs, qimg, 32768);
   copy_in(ks, kimg, 32768);
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  wg::proxy_fence();
   __syncthreads();
   float d[32];
   for (int i = 0; i < 32; i++) d[i] = 0.0f;
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-  for (int kk = 0; kk < 16; kk++) {
-    const uint64_t da = desc(qs + (kk / 4) * 8192 + (kk % 4) * 32, lbo, sbo);
-    const uint64_t db = desc(ks + (kk / 4) * 8192 + (kk % 4) * 32, lbo, sbo);
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, "
-        "1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(da), "l"(db), "r"(1));
-  }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wg::fence();
+  for (int kk = 0; kk < 16; kk++)
+    wg::qk_step(d, wg::desc(qs + (kk / 4) * 8192 + (kk % 4) * 32, lbo, sbo),
+                wg::desc(ks + (kk / 4) * 8192 + (kk % 4) * 32, lbo, sbo), kk > 0);
+  wg::commit_wait();
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   for (int i = 0; i < 8; i++) {
     S[(16 * w + g) * 64 + 8 * i + 2 * c] = d[4 * i];
@@ -89,35 +73,19 @@ __global__ void pv_probe(const uint16_t* P, const unsigned char* vimg, float* O,
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* sm = aligned_smem(smem_raw);
   copy_in(sm, vimg, 16384);
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  wg::proxy_fence();
   __syncthreads();
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
   auto pair = [&](int r, int k) { return uint32_t(P[r * 64 + k]) | uint32_t(P[r * 64 + k + 1]) << 16; };
   float d[64];
   for (int i = 0; i < 64; i++) d[i] = 0.0f;
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  wg::fence();
   for (int kk = 0; kk < 4; kk++) {
     const int r = 16 * w + g, k = 16 * kk + 2 * c;
-    const uint32_t a0 = pair(r, k), a1 = pair(r + 8, k), a2 = pair(r, k + 8), a3 = pair(r + 8, k + 8);
-    const uint64_t db = desc(sm + 2048 * kk, lbo, sbo);
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, "
-        "%13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, "
-        "%35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, "
-        "%57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]),
-          "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
-          "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
-          "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
-          "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1));
+    const uint32_t a[4] = {pair(r, k), pair(r + 8, k), pair(r, k + 8), pair(r + 8, k + 8)};
+    wg::pv_step<128>(d, a, wg::desc(sm + 2048 * kk, lbo, sbo));
   }
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  wg::commit_wait();
   for (int i = 0; i < 16; i++) {
     O[(16 * w + g) * 128 + 8 * i + 2 * c] = d[4 * i];
     O[(16 * w + g) * 128 + 8 * i + 2 * c + 1] = d[4 * i + 1];
