@@ -14,8 +14,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
 
 #include "compare/stats.h"
 #include "cuda/engine.h"
@@ -285,6 +288,43 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
         CHECK_MESSAGE(worst <= 1.0, "worst error / bar " << worst << " at element " << worst_at);
       }
     }
+}
+
+// HKV_FLASH_CFG: each name picks its form (wg and wg2 only where the build has wgmma), auto the default, and
+// any other value is refused with the variable's name and the accepted values (not a silent default).
+TEST_CASE("fast prefill: HKV_FLASH_CFG picks the attention form and refuses unknown values") {
+  const char* old = std::getenv("HKV_FLASH_CFG");
+  const std::string saved = old ? old : "";
+  const bool wg = cuda::fast_attn_wgmma_built();
+  for (auto [value, form] :
+       {std::array<const char*, 2>{"8x2", "8x2"}, std::array<const char*, 2>{"4x1", "4x1"},
+        std::array<const char*, 2>{"auto", wg ? "wg2" : "8x2"}, std::array<const char*, 2>{"", wg ? "wg2" : "8x2"}}) {
+    CAPTURE(value);
+    setenv("HKV_FLASH_CFG", value, 1);
+    cuda::set_fast_attn_config(-1);  // read the variable again
+    CHECK(std::string(cuda::fast_attn_form()) == form);
+  }
+  if (wg)
+    for (const char* v : {"wg", "wg2"}) {
+      setenv("HKV_FLASH_CFG", v, 1);
+      cuda::set_fast_attn_config(-1);
+      CHECK(std::string(cuda::fast_attn_form()) == v);
+    }
+  setenv("HKV_FLASH_CFG", "wg3", 1);
+  cuda::set_fast_attn_config(-1);
+  try {
+    cuda::fast_attn_form();
+    FAIL("HKV_FLASH_CFG=wg3 was accepted");
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    CHECK_MESSAGE(m.find("HKV_FLASH_CFG=wg3") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("auto, 8x2, 4x1, wg or wg2") != std::string::npos, m);
+  }
+  if (old)
+    setenv("HKV_FLASH_CFG", saved.c_str(), 1);
+  else
+    unsetenv("HKV_FLASH_CFG");
+  cuda::set_fast_attn_config(-1);
 }
 
 // ---- the whole model: fast prefill against exact prefill, then decode ------------------------------------
