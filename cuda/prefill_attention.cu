@@ -586,12 +586,11 @@ __global__ void flash_merge_kernel(FlashArgs f) {
   store_row<D, ROT>(f, r, lane, acc);
 }
 
-template <int D, bool ROT, int WARPS, int STAGES, bool WG = false>
-void launch_flash(const FlashArgs& f, cudaStream_t st) {
-  constexpr size_t smem = flash_smem_bytes<D, WARPS, STAGES, WG>();
-  auto* kern = flash_attn_kernel<D, ROT, WARPS, STAGES, WG>;
+// One attention launch (a block a tile and key range), then, with split ranges, the merge.
+template <int D, bool ROT>
+void launch_attn(void (*kern)(FlashArgs), size_t smem, int threads, const FlashArgs& f, cudaStream_t st) {
   HKV_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kern<<<unsigned(f.tiles * f.nsplit), WARPS * 32, smem, st>>>(f);
+  kern<<<unsigned(f.tiles * f.nsplit), unsigned(threads), smem, st>>>(f);
   HKV_CHECK_LAUNCH();
   if (f.nsplit > 1) {
     flash_merge_kernel<D, ROT><<<unsigned((f.M + 7) / 8), 256, 0, st>>>(f);
@@ -599,17 +598,16 @@ void launch_flash(const FlashArgs& f, cudaStream_t st) {
   }
 }
 
+template <int D, bool ROT, int WARPS, int STAGES, bool WG = false>
+void launch_flash(const FlashArgs& f, cudaStream_t st) {
+  launch_attn<D, ROT>(flash_attn_kernel<D, ROT, WARPS, STAGES, WG>, flash_smem_bytes<D, WARPS, STAGES, WG>(),
+                      WARPS * 32, f, st);
+}
+
 template <int D, bool ROT>
 void launch_flash_wg2(const FlashArgs& f, cudaStream_t st) {
-  constexpr size_t smem = flash_smem_bytes<D, 8, 2, true>();  // (the wg form's: Q, two K and two V stages)
-  auto* kern = flash_attn_wg2_kernel<D, ROT>;
-  HKV_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kern<<<unsigned(f.tiles * f.nsplit), 256, smem, st>>>(f);
-  HKV_CHECK_LAUNCH();
-  if (f.nsplit > 1) {
-    flash_merge_kernel<D, ROT><<<unsigned((f.M + 7) / 8), 256, 0, st>>>(f);
-    HKV_CHECK_LAUNCH();
-  }
+  // (the wg form's shared memory: Q, two K and two V stages)
+  launch_attn<D, ROT>(flash_attn_wg2_kernel<D, ROT>, flash_smem_bytes<D, 8, 2, true>(), 256, f, st);
 }
 
 template <int D>
