@@ -171,9 +171,16 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
   if (formats.empty()) throw std::runtime_error(f.path + ": field 'formats': no formats to compare");
   const int64_t V = m.config.vocab_size;
 
+  // A depth up to the model's window runs; where its scored rows would pass the window's last position
+  // (d − 1 + rows > max_position_embeddings), it runs at the deepest depth whose rows fit, max − rows + 1,
+  // and the result says both (the fixture's 262,144 on a 262,144-position model runs at 261,889).
+  const int64_t max_pos = m.config.max_position_embeddings;
+  auto fitted = [&](int64_t d) { return d <= max_pos ? std::min(d, max_pos - rows + 1) : d; };
   auto skip = [&](int64_t d, const std::string& fmt) -> std::string {
-    if (d - 1 + rows > m.config.max_position_embeddings)
-      return "beyond max_position_embeddings " + std::to_string(m.config.max_position_embeddings);
+    if (d < 2) return "a depth of at least 2 is needed";
+    if (d > max_pos) return "beyond max_position_embeddings " + std::to_string(max_pos);
+    d = fitted(d);
+    if (d < 2) return "max_position_embeddings " + std::to_string(max_pos) + " leaves no room for the rows";
     if (int64_t(text.size()) < d + rows) return "the token file holds " + std::to_string(text.size()) + " tokens";
     if (!f.plant.empty() &&
         (d / 2 + int64_t(f.plant.size()) > d - int64_t(f.ask.size()) || int64_t(f.answer.size()) > rows))
@@ -195,15 +202,17 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
         continue;
       }
       g.results.push_back(
-          gate_depth(f, text, d, rows, runners, KvFormat::bf16(), runners, KvFormat::parse(fmt), V, opt));
+          gate_depth(f, text, fitted(d), rows, runners, KvFormat::bf16(), runners, KvFormat::parse(fmt), V, opt));
+      g.results.back().requested_depth = d;
       g.pass = g.pass && g.results.back().pass;
     }
   if (opt.noise_floor) {
     RunnerFactory wide = oracle_runners(m, true);
     for (int64_t d : depths) {
       if (!skip(d, "bf16").empty()) continue;
-      g.floor.push_back(
-          gate_depth(f, text, d, rows, wide, KvFormat::bf16(), runners, KvFormat::bf16(), V, opt, "noise floor"));
+      g.floor.push_back(gate_depth(f, text, fitted(d), rows, wide, KvFormat::bf16(), runners, KvFormat::bf16(), V, opt,
+                                   "noise floor"));
+      g.floor.back().requested_depth = d;
     }
   }
   return g;

@@ -45,8 +45,9 @@ struct TopDiff {
 };
 
 struct DepthResult {
-  int64_t depth = 0;
-  std::string format;  // compared format ("bf16-f64" for the noise floor)
+  int64_t depth = 0;            // the context depth d that ran
+  int64_t requested_depth = 0;  // the fixture's depth: d, or above d where d's rows had to fit the window
+  std::string format;           // compared format ("bf16-f64" for the noise floor)
   bool skipped = false;
   std::string skip_reason;
   int64_t rows = 0;

@@ -18,6 +18,19 @@ static std::string sci(double x) { return x == 0 ? "0" : fmt("%.2e", x); }
 static std::string recall(int r) { return r < 0 ? "-" : r ? "yes" : "no"; }
 static std::string depth_name(int64_t d) { return d % 1024 == 0 ? std::to_string(d / 1024) + "K" : std::to_string(d); }
 
+// A line for each fixture depth that ran shallower so that its scored rows fit the model's window.
+static std::string fitted_note(const GateReport& g) {
+  std::set<std::pair<int64_t, int64_t>> seen;
+  std::string s;
+  for (const auto& r : g.results)
+    if (!r.skipped && r.requested_depth && r.requested_depth != r.depth &&
+        seen.insert({r.requested_depth, r.depth}).second)
+      s += "depth " + std::to_string(r.depth) + " stands for the fixture's " + std::to_string(r.requested_depth) +
+           ": its " + std::to_string(r.rows) +
+           " scored rows end at the model's last position (max_position_embeddings)\n";
+  return s;
+}
+
 std::string gate_table(const GateReport& g) {
   std::string s = "gate: fixture " + g.fixture + ", model " + g.model + ", backend " + g.backend + "\n";
   s += "bar: KL mean <= " + fmt("%g", g.bar_kl_mean) + " and worst <= " + fmt("%g", g.bar_kl_max) +
@@ -43,6 +56,8 @@ std::string gate_table(const GateReport& g) {
   };
   for (const auto& r : g.results) row(r, false);
   for (const auto& r : g.floor) row(r, true);
+  const std::string note = fitted_note(g);
+  if (!note.empty()) s += "\n" + note;
   s += "\nfloor: the bf16 cache with the contract's fp32 arithmetic against the same with float64 accumulation:\n"
        "       KL below it is rounding, not the cache format.\n";
   size_t ndiff = 0;
@@ -63,6 +78,7 @@ std::string gate_table(const GateReport& g) {
 
 static nlohmann::json depth_json(const DepthResult& r) {
   nlohmann::json j = {{"depth", r.depth}, {"format", r.format}, {"skipped", r.skipped}};
+  if (r.requested_depth && r.requested_depth != r.depth) j["requested_depth"] = r.requested_depth;
   if (r.skipped) {
     j["skip_reason"] = r.skip_reason;
     return j;
@@ -128,6 +144,8 @@ std::string gate_markdown(const GateReport& g) {
   };
   for (const auto& r : g.results) row(r, r.format, false);
   for (const auto& r : g.floor) row(r, "fp32 vs f64", true);
+  const std::string note = fitted_note(g);
+  if (!note.empty()) s += "\n" + note;
   size_t ndiff = 0;
   for (const auto& r : g.results) ndiff += r.diffs.size();
   s += "\nTop-token differences: " + std::to_string(ndiff) + ".\n";
@@ -333,6 +351,8 @@ std::string gate_html(const GateReport& g) {
   for (const auto& r : g.results) row(r, r.format, false);
   for (const auto& r : g.floor) row(r, "fp32 vs f64 (bf16)", true);
   table += "</table>";
+  const std::string note = fitted_note(g);
+  if (!note.empty()) table += "<p class='legend'>" + note + "</p>";
   (void)md;
   return std::string("<!doctype html><html><head><meta charset='utf-8'><title>hkv gate: ") + g.fixture +
          "</title><style>body{font-family:sans-serif;max-width:980px;margin:2em auto;color:#222}"

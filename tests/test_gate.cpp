@@ -153,6 +153,40 @@ TEST_CASE("the gate report: values and schema") {
   CHECK(html.find("</html>") != std::string::npos);
 }
 
+TEST_CASE("a depth at the model's window runs where its scored rows fit; a deeper one is skipped") {
+  const fs::path dir = fs::temp_directory_path() / "hkv_gate_window_test";
+  fs::create_directories(dir);
+  std::vector<uint32_t> toks(300);
+  for (size_t i = 0; i < toks.size(); i++) toks[i] = uint32_t(synth_bits(3, 4, i) % 256);
+  write_file_atomic((dir / "t.u32").string(), toks.data(), toks.size() * 4);
+  Fixture f =
+      parse_fixture(tiny_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
+  Model m = build_synthetic(builtin_spec("tiny"));
+  m.config.max_position_embeddings = 100;  // a 100-position window: depth 100 with 16 rows needs positions to 114
+  GateOptions opt;
+  opt.depths = {96, 100, 101};
+  opt.noise_floor = false;
+  GateReport g = run_gate(f, m, load_fixture_tokens(f, 256), oracle_runners(m), "oracle (CPU)", opt);
+  REQUIRE(g.results.size() == 3);
+  // 96 does not fit either (96 − 1 + 16 > 100): both run at 100 − 16 + 1 = 85, the last row at position 99
+  for (int i = 0; i < 2; i++) {
+    CAPTURE(i);
+    CHECK_FALSE(g.results[size_t(i)].skipped);
+    CHECK(g.results[size_t(i)].depth == 85);
+    CHECK(g.results[size_t(i)].rows == 16);
+  }
+  CHECK(g.results[0].requested_depth == 96);
+  CHECK(g.results[1].requested_depth == 100);
+  CHECK(g.results[0].kl_mean == g.results[1].kl_mean);  // the same context, the same rows
+  CHECK(g.results[2].skipped);
+  CHECK(g.results[2].skip_reason.find("max_position_embeddings 100") != std::string::npos);
+  const auto j = nlohmann::json::parse(gate_json(g));
+  CHECK(j["results"][1]["depth"] == 85);
+  CHECK(j["results"][1]["requested_depth"] == 100);
+  CHECK(gate_table(g).find("depth 85 stands for the fixture's 100") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a gate that must fail: a format far from bf16 fails the bar") {
   // The unrotated 4-bit grid on K with outlier channels (the tiny model's k_norm) costs more than q4h.
   // With the bar set between the two, q4h passes and the unrotated grid FAILS: the gate can fail.
