@@ -542,15 +542,52 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   };
   uint32_t* const xs_E = E % 32 == 0 ? xq : nullptr;  // x_'s records, for whichever reader is MLX4
   const bool taps = topt && topt->tap;
+  // The decode fusion (N ≤ 2 rows, no taps): the o, out and down launches add their products into h in their
+  // store (h = h + y, the same fp32 addition add_rmsnorm_rows makes), and a launch whose matrices are all MLX4
+  // of one width makes its x's records itself (matvec_multi's XSource): x = rmsnorm(h) after a norm, or the
+  // attention / DeltaNet output, so the add_rmsnorm and xq_records launches between them go. The same bytes.
+  const bool fuse = !taps && N <= 2 && decode_fusion_enabled();
+  const float* pending = nullptr;  // a residual y_ not yet added into h_ (added by the next norm)
+  // x = rmsnorm(h + pending) with weight w, then the matrices that read x
+  auto norm_mv = [&](const float* w, std::initializer_list<MatTask> tasks) {
+    const std::vector<MatTask> ts(tasks);
+    if (fuse && !pending && matvec_fuses_records(ts.data(), int(ts.size()), N, true)) {
+      XSource src;
+      src.x = h_, src.ldx = E, src.norm_w = w, src.eps = eps;
+      matvec_multi(ts.data(), int(ts.size()), nullptr, 0, N, nullptr, st, &src);
+      return;
+    }
+    add_rmsnorm_rows(h_, pending, w, E, eps, N, x_, xs_E, st);
+    pending = nullptr;
+    mv(tasks, x_, E, N);
+  };
+  // h = h + W·x (fused), or y_ = W·x left pending for the next norm; xrec: make x's records (x is not a
+  // SwiGLU output, whose records silu_mul_xq made)
+  auto residual_mv = [&](const DMat& W, const float* x, int64_t ldx, bool xrec) {
+    if (fuse) {
+      const MatTask t{W, h_, E, true};
+      if (xrec && matvec_fuses_records(&t, 1, N, false)) {
+        XSource src;
+        src.x = x, src.ldx = ldx;
+        matvec_multi(&t, 1, nullptr, 0, N, nullptr, st, &src);
+      } else {
+        if (xrec && W.type == WType::MLX4) xq_records(x, ldx, N, W.cols, xq, st);
+        mv({t}, x, ldx, N);
+      }
+      return;
+    }
+    if (xrec && W.type == WType::MLX4) xq_records(x, ldx, N, W.cols, xq, st);
+    mv({{W, y_, E}}, x, ldx, N);
+    pending = y_;
+  };
 
   embed_rows(embed_, r.d_tok, N, h_, st);
   int fi = 0, li = 0;
-  const float* pending = nullptr;  // a residual y_ not yet added into h_ (added by the next norm)
   for (int l = 0; l < c.num_hidden_layers; l++) {
     const Layer& L = layers_[size_t(l)];
-    add_rmsnorm_rows(h_, pending, L.input_norm, E, eps, N, x_, xs_E, st);
     if (L.kind == LayerKind::Full) {
-      mv({{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}}, x_, E, N);
+      norm_mv(L.input_norm,
+              {{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}});
       attn_prep(big_, qbuf_, kbuf_, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps, st);
       kv_pack(r.kind, kbuf_, int64_t(KV) * D, vbuf_, int64_t(KV) * D, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N,
               r.d_pos, N, KV, D, err_, st);
@@ -571,11 +608,10 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.part = part_;
       attention(a, st);
       tap(l, "attn", att_, int64_t(H) * D);
-      if (L.o.type == WType::MLX4) xq_records(att_, int64_t(H) * D, N, int64_t(H) * D, xq, st);
-      mv({{L.o, y_, E}}, att_, int64_t(H) * D, N);
+      residual_mv(L.o, att_, int64_t(H) * D, true);
       fi++;
     } else {
-      mv({{L.qkv, big_, C}, {L.z, zbuf_, int64_t(nv) * dv}, {L.b, bbuf_, nv}, {L.a, abuf_, nv}}, x_, E, N);
+      norm_mv(L.input_norm, {{L.qkv, big_, C}, {L.z, zbuf_, int64_t(nv) * dv}, {L.b, bbuf_, nv}, {L.a, abuf_, nv}});
       DeltaArgs d;
       d.nk = nk, d.nv = nv, d.dk = dk, d.dv = dv, d.K = c.linear_conv_kernel_dim, d.C = C;
       d.eps = eps;
@@ -589,23 +625,19 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       d.N = N;
       deltanet(d, st);
       tap(l, "deltanet", core_, int64_t(nv) * dv);
-      if (L.out.type == WType::MLX4) xq_records(core_, int64_t(nv) * dv, N, int64_t(nv) * dv, xq, st);
-      mv({{L.out, y_, E}}, core_, int64_t(nv) * dv, N);
+      residual_mv(L.out, core_, int64_t(nv) * dv, true);
       li++;
     }
-    add_rmsnorm_rows(h_, y_, L.post_norm, E, eps, N, x_, xs_E, st);
-    mv({{L.gate, big_, I}, {L.up, big2_, I}}, x_, E, N);
+    norm_mv(L.post_norm, {{L.gate, big_, I}, {L.up, big2_, I}});
     if (L.down.type == WType::MLX4)
       silu_mul_xq(big_, big2_, N * I, xq, st);
     else
       silu_mul(big_, big2_, N * I, st);
-    mv({{L.down, y_, E}}, big_, I, N);
+    residual_mv(L.down, big_, I, false);
     if (taps) {
       add_inplace(h_, y_, N * E, st);
       tap(l, "hidden", h_, E);
       pending = nullptr;
-    } else {
-      pending = y_;
     }
   }
   if (r.logit_rows.empty()) {

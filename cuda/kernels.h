@@ -37,18 +37,34 @@ constexpr int kXqWords = 32;
 // words (MLX4: the records of X). Each (n, r) is computed alone: batch-invariant.
 void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq,
             cudaStream_t st);
-// One matrix of a fused launch and where its rows go: Y[n][r] at y[n·ldy + r].
+// One matrix of a fused launch and where its rows go: Y[n][r] at y[n·ldy + r]; with add, the residual add
+// y[n·ldy + r] = y[n·ldy + r] + product (one fp32 addition, the engine's h = h + y in the matvec's store).
 struct MatTask {
   DMat W;
   float* y = nullptr;
   int64_t ldy = 0;
+  bool add = false;
 };
 constexpr int kMaxTasks = 4;
+// Where a decode MLX4 launch gets its x's records when it makes them itself (matvec_multi's src): from the
+// rows x[n·ldx …] as they are, or, with norm_w, from rmsnorm(x[n]) (1+w, or w when plain; eps), the same
+// values and records add_rmsnorm_rows and xq_records would give. Each block makes them in its prologue.
+struct XSource {
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  const float* norm_w = nullptr;
+  bool plain = false;
+  float eps = 0.0f;
+};
 // Up to kMaxTasks matrices of one type, width and group that read the same X, in one launch (q|k|v,
 // gate|up, …); each row's bytes are those of matvec. xq: xq_records of X (MLX4 reads only these; ignored
-// for dense).
+// for dense). src (only where matvec_fuses_records says so): the launch makes X's records from src itself
+// and reads neither X nor xq.
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
-                  cudaStream_t st);
+                  cudaStream_t st, const XSource* src = nullptr);
+// Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
+// (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
+bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that
@@ -66,6 +82,11 @@ void set_mlx4_big_blocks(bool on);
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
 // programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.
 void set_pdl_all(bool on);
+// On by default (HKV_DECODE_FUSE=0 or set_decode_fusion(false) turns it off): the engine's decode fusion of
+// rounds of 1 or 2 rows (Engine::launch_layers): the residual adds in the o, out and down launches' stores, and
+// x's records (and x = rmsnorm(h)) made by the launches that read them. The same bytes.
+bool decode_fusion_enabled();
+void set_decode_fusion(bool on);
 // xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);
 

@@ -163,7 +163,10 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_dense_kernel(Tasks ts, con
 #pragma unroll
   for (int b = 0; b < NB; b++) {
     float v = warp_tree_sum(acc[b]);
-    if (lane == 0) task.y[b * task.ldy + r] = v;
+    if (lane == 0) {
+      float* y = task.y + b * task.ldy + r;
+      *y = task.add ? *y + v : v;
+    }
   }
 }
 
@@ -251,7 +254,10 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
 #pragma unroll
     for (int n = 0; n < NB; n++) {
       const float v = warp_tree_sum(acc[r][n]);
-      if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = v;
+      if (lane == 0 && r0 + r < W.rows) {
+        float* y = task.y + n * task.ldy + r0 + r;
+        *y = task.add ? *y + v : v;  // the residual add h = h + y, one fp32 addition
+      }
     }
 }
 
@@ -282,9 +288,104 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // against 9.4 ms a token (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through
 // shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
 
-// WARPS warps a block, MINB blocks a multiprocessor at least (the register cap).
+// The records of chunk c (32 values, element j at v[j·vstride]) into its 7 used 16-byte units (unit u at
+// dst[u ^ sw]), the bytes xq_chunk writes (device.cuh): the sum in index order, the largest |v| as bits
+// (finite values order as floats), X_j = xq_int(v_j, e); unit u < 6 holds plane u/2 of elements 16·(u%2) …,
+// word (8p + 2k + par) byte b being byte p of X_{8k + 2b + par}; unit 6 the sum, the unit and two zeros. One
+// thread a chunk.
+__device__ __forceinline__ void record_of_chunk(const float* v, int vstride, uint4* dst, int sw) {
+  float s = 0.0f;
+  uint32_t mb = 0u;
+#pragma unroll 8
+  for (int j = 0; j < 32; j++) {
+    const float x = v[j * vstride];
+    s = s + x;
+    mb = max(mb, hkv::f32_bits(x) & 0x7fffffffu);
+  }
+  const bool bad = mb >= 0x7f800000u;  // an inf or NaN: X = 0, the sum and the unit the one NaN
+  const bool live = !bad && mb != 0u;  // else X = 0
+  const int e = live ? hkv::xq_exponent(mb) : 0;
+  // xq_int(x, e) with its steps taken once a chunk: k = 21 − e; x · 2^127 first where k > 127 (else x · 1, the
+  // same float), then · 2^k'; round_even_small's (y + 1.5·2^23) holds the integer in its low bits, as
+  // bits(y + 1.5·2^23) − bits(1.5·2^23) for |y| ≤ 2^22 (the binade [2^23, 2^24) has unit 1), no conversion.
+  const int k = 21 - e;
+  const float s1 = k > 127 ? hkv::exp2i(127) : 1.0f, s2 = hkv::exp2i(k > 127 ? k - 127 : k);
+#pragma unroll
+  for (int half = 0; half < 2; half++) {  // elements 16·half … 16·half + 15: units half, 2 + half, 4 + half
+    int32_t X[16];
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      const float y = (v[(16 * half + j) * vstride] * s1) * s2 + 12582912.0f;
+      X[j] = live ? int32_t(hkv::f32_bits(y) - 0x4b400000u) : 0;
+    }
+#pragma unroll
+    for (int p = 0; p < 3; p++) {
+      uint32_t w[4];  // words 8p + 2k + par for k = 2·half, 2·half + 1
+#pragma unroll
+      for (int q = 0; q < 4; q++) {
+        const int k = q >> 1, par = q & 1;  // elements 8k + par + 2b, b = 0..3, of this half
+        const unsigned sel = unsigned(p) | unsigned(4 + p) << 4;
+        const uint32_t lo = __byte_perm(uint32_t(X[8 * k + par]), uint32_t(X[8 * k + par + 2]), sel);
+        const uint32_t hi = __byte_perm(uint32_t(X[8 * k + par + 4]), uint32_t(X[8 * k + par + 6]), sel);
+        w[q] = __byte_perm(lo, hi, 0x5410u);
+      }
+      dst[(2 * p + half) ^ sw] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+  const uint32_t unit = bad ? 0x7fc00000u : mb == 0 ? 0u : hkv::f32_bits(hkv::xq_unit(e));
+  dst[6 ^ sw] = make_uint4(bad ? 0x7fc00000u : hkv::f32_bits(s), unit, 0u, 0u);
+}
+
+// The prologue of a launch that makes its x's records (XSource): for each input n, the block stages x[n] (or
+// h = x[n] for the norm: warp 0 takes the sum of squares in sum_squares' order, r = rsqrt_c(ss / cols + eps),
+// and every element (h·r)·(1 + w), or (h·r)·w when plain, as add_rmsnorm_kernel), the values transposed
+// (element 32c + j at vt[j·(nch + 1) + c], so that thread c reads chunk c without bank conflicts), then thread c
+// makes chunk c's record into the swizzled records xs4. hs: cols floats (the norm only); vt: 32·(nch + 1).
+template <int NB, int T>
+__device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs, float* vt) {
+  const int nch = cols / 32, tp = nch + 1, tid = threadIdx.x;
+  __shared__ float r_s;
+  for (int n = 0; n < NB; n++) {
+    const float* x = src.x + int64_t(n) * src.ldx;
+    if (src.norm_w) {
+      for (int i = tid; i < cols; i += T) hs[i] = x[i];
+      __syncthreads();
+      if (tid < 32) {
+        const float4* h4 = reinterpret_cast<const float4*>(hs);
+        float acc = 0.0f;
+#pragma unroll 8
+        for (int c = tid; 4 * c < cols; c += 32) {  // cols is a multiple of 32: whole 4-element chunks
+          const float4 v = h4[c];
+          acc = hkv::fma_rn(v.x, v.x, acc);
+          acc = hkv::fma_rn(v.y, v.y, acc);
+          acc = hkv::fma_rn(v.z, v.z, acc);
+          acc = hkv::fma_rn(v.w, v.w, acc);
+        }
+        acc = warp_tree_sum(acc);
+        if (tid == 0) r_s = hkv::rsqrt_c(acc / float(cols) + src.eps);
+      }
+      __syncthreads();
+      const float r = r_s;
+      for (int i = tid; i < cols; i += T) {
+        const float w = src.norm_w[i];
+        vt[(i & 31) * tp + (i >> 5)] = src.plain ? (hs[i] * r) * w : (hs[i] * r) * (1.0f + w);
+      }
+    } else {
+      for (int i = tid; i < cols; i += T) vt[(i & 31) * tp + (i >> 5)] = x[i];
+    }
+    __syncthreads();
+    for (int c = tid; c < nch; c += T) {
+      const int cc = n * nch + c;
+      record_of_chunk(vt + c, tp, xs4 + 8 * cc, cc & 7);
+    }
+    __syncthreads();  // vt and hs are reused by the next input
+  }
+}
+
+// WARPS warps a block, MINB blocks a multiprocessor at least (the register cap). src.x null: the records come
+// from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
 template <int NB, int RW, int U, bool PDL, int MINB, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq) {
+__global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src) {
   extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
@@ -302,11 +403,16 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
     }
     pdl_wait();
   }
-  for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
-    const int c = i >> 3, v = i & 7;  // c counts the chunks of all NB inputs
-    xs4[8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const uint4*>(xq) + i);
+  if (src.x) {
+    float* hs = reinterpret_cast<float*>(xs4 + NB * nch * 8);
+    make_records<NB, WARPS * 32>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0));
+  } else {
+    for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
+      const int c = i >> 3, v = i & 7;  // c counts the chunks of all NB inputs
+      xs4[8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const uint4*>(xq) + i);
+    }
+    __syncthreads();
   }
-  __syncthreads();
   for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
@@ -325,7 +431,7 @@ Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
   Tasks ts{};
   ts.n = n;
   int64_t b = 0;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && i < kMaxTasks; i++) {  // (n ≤ kMaxTasks: matvec_multi checks)
     ts.t[i] = tasks[i];
     ts.block_start[i] = b;
     b += (tasks[i].W.rows + rows_per_block - 1) / rows_per_block;
@@ -368,21 +474,29 @@ bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
 int g_big = -1;
 bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
 
+// The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (src.x), the
+// staged values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
+size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
+  size_t b = size_t(nb) * size_t(cols) * 4;
+  if (src.x) b += (src.norm_w ? size_t(cols) * 4 : 0) + size_t(32) * size_t(cols / 32 + 1) * 4;
+  return b;
+}
+
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
-void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
+void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
-  const size_t smem = size_t(NB) * size_t(tasks[0].W.cols) * 4;
+  const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
-    launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq);
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src);
     return;
   }
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS>;
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
-  kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq);
+  kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src);
   HKV_CHECK_LAUNCH();
 }
 
@@ -399,36 +513,38 @@ void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t s
 // N = 1 or 2 with x in shared memory (the decode path): RW rows a warp and U chunks in flight a lane for
 // a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
 template <int NB>
-void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const uint32_t* xq, cudaStream_t st) {
-  if (size_t(NB) * size_t(cols) * 4 > size_t(kSmemMax)) {
+void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const uint32_t* xq, const XSource& src,
+                   cudaStream_t st) {
+  if (smem_bytes(NB, cols, src) > size_t(kSmemMax)) {  // (matvec_fuses_records refuses src here)
     launch_mlx4<NB, 1, 2>(tasks, n, xq, st);
     return;
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
     if (rows >= 16384) {
-      per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, st) : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, st);
+      per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
+                    : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
       return;
     }
     if (occ3_enabled() && big_blocks_enabled()) {  // the experiment: one block of 24 warps
-      launch_mlx4_smem<NB, 2, 2, 1, 24>(tasks, n, xq, st);
+      launch_mlx4_smem<NB, 2, 2, 1, 24>(tasks, n, xq, src, st);
       return;
     }
     if (occ3_enabled()) {  // 3 blocks a multiprocessor (see occ3_enabled)
-      launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, st);
+      launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, src, st);
       return;
     }
   }
-  per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, st) : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, st);
+  per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, src, st) : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, src, st);
 }
 
 template <int NB>
 void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint32_t* xq, bool vec, int64_t rows,
-            cudaStream_t st) {
+            const XSource& src, cudaStream_t st) {
   const WType type = tasks[0].W.type;
   if (type == WType::MLX4) {
     if constexpr (NB <= 2)
-      dispatch_mlx4<NB>(tasks, n, rows, tasks[0].W.cols, xq, st);
+      dispatch_mlx4<NB>(tasks, n, rows, tasks[0].W.cols, xq, src, st);
     else {  // several inputs: one row a warp, fewer chunks in flight (the inputs' accumulators use registers)
       launch_mlx4<NB, 1, 2>(tasks, n, xq, st);
     }
@@ -463,6 +579,11 @@ int g_pdl_all = -1;
 }
 bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", true); }
 void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
+namespace {
+int g_fuse = -1;
+}
+bool decode_fusion_enabled() { return env_switch(g_fuse, "HKV_DECODE_FUSE", true); }
+void set_decode_fusion(bool on) { g_fuse = on ? 1 : 0; }
 void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 
@@ -472,10 +593,41 @@ void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* 
   launch_k(xq_records_kernel, dim3(unsigned((nch + 7) / 8), unsigned(N)), dim3(256), 0, st, X, ldx, nch, xq);
 }
 
+bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm) {
+  if (ntasks <= 0 || ntasks > kMaxTasks || N < 1 || N > 2) return false;
+  const DMat& W0 = tasks[0].W;
+  for (int i = 0; i < ntasks; i++) {
+    const DMat& W = tasks[i].W;
+    if (W.type != WType::MLX4 || W.cols != W0.cols || W.group != W0.group) return false;
+  }
+  if (W0.cols % 32 != 0 || W0.cols <= 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128)) return false;
+  XSource probe;
+  probe.x = reinterpret_cast<const float*>(16);  // only its being set and norm_w's matter to the size
+  probe.norm_w = norm ? probe.x : nullptr;
+  return smem_bytes(int(N), W0.cols, probe) <= size_t(kSmemMax);
+}
+
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
-                  cudaStream_t st) {
+                  cudaStream_t st, const XSource* src) {
   if (N <= 0 || ntasks <= 0) return;
   if (ntasks > kMaxTasks) throw std::runtime_error("matvec_multi: more than 4 matrices in one launch");
+  if (src) {  // the launch makes X's records itself (the decode kernel's prologue)
+    if (!src->x || !matvec_fuses_records(tasks, ntasks, N, src->norm_w != nullptr))
+      throw std::runtime_error(
+          "matvec_multi: records made in the launch need MLX4 matrices of one width and group, "
+          "N <= 2 and a source x (matvec_fuses_records)");
+    int64_t rows = 0;
+    for (int i = 0; i < ntasks; i++) {
+      if (!aligned16(tasks[i].W.data)) throw std::runtime_error("matvec: MLX4 needs 16-byte aligned rows");
+      rows += tasks[i].W.rows;
+    }
+    if (N == 2)
+      dispatch_mlx4<2>(tasks, ntasks, rows, tasks[0].W.cols, nullptr, *src, st);
+    else
+      dispatch_mlx4<1>(tasks, ntasks, rows, tasks[0].W.cols, nullptr, *src, st);
+    return;
+  }
+  const XSource none;
   const DMat& W0 = tasks[0].W;
   int64_t rows = 0;
   bool rows16 = true;  // every matrix's rows 16-byte aligned
@@ -507,16 +659,16 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
     const uint32_t* xs = W0.type == WType::MLX4 ? xq + n0 * nch * kXqWords : nullptr;
     switch (nb) {
       case 8:
-        launch<8>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        launch<8>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
         break;
       case 4:
-        launch<4>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        launch<4>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
         break;
       case 2:
-        launch<2>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        launch<2>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
         break;
       default:
-        launch<1>(shifted, ntasks, x, ldx, xs, vec, rows, st);
+        launch<1>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
         break;
     }
     n0 += nb;

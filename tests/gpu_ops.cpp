@@ -269,6 +269,114 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
   std::printf("matvec_multi: %d/%d cases passed\n", passed, total);
 }
 
+TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x), with the residual add") {
+  // The decode launch that makes x's records in its prologue (and, with norm_w, x itself as rmsnorm) must give
+  // the bytes of add_rmsnorm_rows / xq_records followed by the launch that reads them: the oracle's norm, then
+  // matmul, then (add) y + product. x has chunks of every kind the norm lets through: one whose squares are
+  // subnormal, tiny and huge ones, zeros, an element 2^-40 of its chunk, values just under a power of two.
+  struct Shape {
+    std::vector<int64_t> rows;
+    int64_t cols;
+    int group;
+  };
+  const std::vector<Shape> shapes = {{{5120}, 6144, 64}, {{16500, 37}, 5120, 64}, {{70, 9, 1}, 1024, 32}};
+  int passed = 0, total = 0;
+  for (size_t si = 0; si < shapes.size(); si++) {
+    const Shape& sh = shapes[si];
+    std::vector<std::unique_ptr<HostMatrix>> hms;
+    std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
+    std::vector<cuda::DMat> dms;
+    for (size_t m = 0; m < sh.rows.size(); m++) {
+      hms.push_back(random_matrix(WType::MLX4, sh.rows[m], sh.cols, sh.group, 1700 + si * 10 + m));
+      dms.push_back(to_device(hms.back()->m, keep));
+    }
+    const std::vector<float> w = gaussian(size_t(sh.cols), 41 + si, 0.3f);
+    DBuf<float> dw(w);
+    for (int64_t N : {1, 2}) {
+      std::vector<float> X = gaussian(size_t(N * sh.cols), 51 + si * 7 + size_t(N), 1.5f);
+      const float scale[7] = {1e-25f, 1e-3f, 0.0f, 1.0f, 40.0f, 1e3f, 1.0f};
+      for (int64_t n = 0; n < N; n++) {
+        float* x = X.data() + n * sh.cols;
+        for (int c = 0; c < 7; c++)
+          for (int j = 0; j < 32; j++) x[32 * c + j] *= scale[c];
+        x[32 * 6 + 5] = std::ldexp(x[32 * 6 + 5], -40);
+        for (int j = 0; j < 32; j++) x[32 * 7 + j] = (j % 3 ? -1.0f : 1.0f) * std::nextafter(4.0f, 0.0f);
+      }
+      DBuf<float> dx(X);
+      // mode 0: x as it is; 1: rmsnorm (1 + w); 2: rmsnorm plain (w)
+      for (int mode = 0; mode < 3; mode++) {
+        std::vector<float> xin(X.size());
+        for (int64_t n = 0; n < N; n++) {
+          const float* x = X.data() + n * sh.cols;
+          float* o = xin.data() + n * sh.cols;
+          if (mode == 0) std::copy(x, x + sh.cols, o);
+          if (mode == 1) rmsnorm_1pw(x, w.data(), sh.cols, 1e-6f, o);
+          if (mode == 2) rmsnorm_plain(x, w.data(), sh.cols, 1e-6f, o);
+        }
+        cuda::XSource src;
+        src.x = dx.p, src.ldx = sh.cols, src.eps = 1e-6f;
+        src.norm_w = mode ? dw.p : nullptr, src.plain = mode == 2;
+        for (int add = 0; add < 2; add++)
+          for (int cfg : {1, 0, 2, 3}) {  // launches as in the test above: pdl, plain, 2 blocks, 3 blocks of 8 warps
+            static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps"};
+            std::vector<std::unique_ptr<DBuf<float>>> outs;
+            std::vector<std::vector<float>> y0;
+            std::vector<cuda::MatTask> tasks;
+            for (size_t m = 0; m < dms.size(); m++) {
+              const int64_t ldy = sh.rows[m] + 3;
+              y0.push_back(gaussian(size_t(N * ldy), 61 + m, 1.0f));
+              outs.push_back(std::make_unique<DBuf<float>>(y0.back()));
+              tasks.push_back({dms[m], outs.back()->p, ldy, add == 1});
+            }
+            REQUIRE(cuda::matvec_fuses_records(tasks.data(), int(tasks.size()), N, mode != 0));
+            cuda::set_pdl(cfg != 0);
+            cuda::set_mlx4_occ3(cfg != 2);
+            cuda::set_mlx4_big_blocks(cfg != 3);
+            cuda::matvec_multi(tasks.data(), int(tasks.size()), nullptr, 0, N, nullptr, nullptr, &src);
+            cuda::set_pdl(true);
+            cuda::set_mlx4_occ3(true);
+            cuda::set_mlx4_big_blocks(true);
+            for (size_t m = 0; m < dms.size(); m++) {
+              const int64_t R = sh.rows[m], ldy = R + 3;
+              std::vector<float> prod(size_t(N * R)), want = y0[m];
+              matmul(hms[m]->m, xin.data(), N, prod.data());
+              for (int64_t n = 0; n < N; n++)
+                for (int64_t r = 0; r < R; r++) {
+                  float& t = want[size_t(n * ldy + r)];
+                  t = add ? t + prod[size_t(n * R + r)] : prod[size_t(n * R + r)];
+                }
+              const std::string d = first_diff(outs[m]->get(), want);  // the padding too: never written
+              std::printf(
+                  "matvec_multi+records(cols=%lld,group=%d,matrix %zu of %zu,rows=%lld,N=%lld,x=%s,add=%d,"
+                  "launch=%s): %s\n",
+                  (long long)sh.cols, sh.group, m + 1, dms.size(), (long long)R, (long long)N,
+                  mode == 0   ? "as-is"
+                  : mode == 1 ? "rmsnorm"
+                              : "rmsnorm-plain",
+                  add, kLaunch[cfg], d.empty() ? "OK" : ("FAIL " + d).c_str());
+              CHECK_MESSAGE(d.empty(), d);
+              passed += d.empty();
+              total++;
+            }
+          }
+      }
+    }
+  }
+  std::printf("matvec_multi+records: %d/%d cases passed\n", passed, total);
+  // where the records do not fit the decode kernel's shared memory, or the matrices are not all MLX4, the
+  // launch refuses the source
+  std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
+  auto wide = random_matrix(WType::MLX4, 8, 17408, 64, 1790);
+  auto dense = random_matrix(WType::BF16, 8, 1024, 0, 1791);
+  const cuda::MatTask tw{to_device(wide->m, keep), nullptr, 8}, td{to_device(dense->m, keep), nullptr, 8};
+  CHECK_FALSE(cuda::matvec_fuses_records(&tw, 1, 2, true));
+  CHECK_FALSE(cuda::matvec_fuses_records(&td, 1, 1, false));
+  CHECK(cuda::matvec_fuses_records(&tw, 1, 1, false) == (17408 * 4 + 32 * 545 * 4 <= 2 * 17408 * 4));
+  cuda::XSource src;
+  src.x = reinterpret_cast<const float*>(keep.back()->p);
+  CHECK_THROWS_AS(cuda::matvec_multi(&td, 1, nullptr, 0, 1, nullptr, nullptr, &src), std::runtime_error);
+}
+
 TEST_CASE("add_rmsnorm_rows and silu_mul_xq: the fused decode steps and their records, byte for byte") {
   for (int64_t n : {5120, 256, 96, 40}) {
     const int64_t rows = 3;
