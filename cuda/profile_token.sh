@@ -7,8 +7,10 @@ bin=${1:-build-gpu/hkv}
 kv=${2:-bf16}
 depth=${3:-1024}
 out=${OUT:-/tmp}/ncu-token.csv
-# Skip the weight generator and the cache filler, then about one warm-up token; profile about two tokens.
+# Every launch of the bench's tokens (its warm-up ones too) but the weight generator's and the cache filler's,
+# divided by the tokens (embed_kernel launches): whole tokens, whatever a token's launch count (a window of
+# launches cut tokens short once the decode fusion changed it).
 ncu --clock-control none --metrics gpu__time_duration.sum --csv -k 'regex:^(?!bf16_kernel|mlx4_kernel|kv_fill)' \
-  --launch-skip 700 --launch-count 1400 "$bin" bench --depths "$depth" --kv-cache "$kv" --tokens 2 --graphs off \
+  "$bin" bench --depths "$depth" --kv-cache "$kv" --tokens 2 --graphs off \
   > "$out" 2> "${out%.csv}.err" || { tail -5 "${out%.csv}.err"; exit 1; }
 python3 "$(dirname "$0")/../scripts/ncu_by_kernel.py" "$out" --per embed_kernel --what "decode token"
