@@ -327,8 +327,8 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
-template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, int MINB = 1>
-__global__ void __launch_bounds__(T, MINB) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1>
+__global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
   extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
   __shared__ __align__(16) float q_s[NG * kMaxD];     // [head][D]
@@ -394,15 +394,13 @@ __global__ void __launch_bounds__(T, MINB) attn_chunk_kernel(AttnArgs a, int qbl
       cp_async_wait<0>();
       __syncthreads();
     }
-    if constexpr (VP == 2) {  // narrow-v2: elements 2·tid and 2·tid + 1, V rows staged (narrow-v2g: read via L1)
+    if constexpr (VP == 2) {  // narrow-v2: elements 2·tid and 2·tid + 1, staged V rows
+      static_assert(STAGE > 0, "narrow-v2 reads staged V rows");
       for (int d = 2 * tid; d < D; d += 2 * T) {
         float oc[NG][2];
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h][0] = oc[h][1] = 0.0f;
-        if constexpr (STAGE > 0)
-          value_loop2<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
-        else
-          value_loop2<F, NG, false>(vbase, stride, D, d, len, e_s, oc);
+        value_loop2<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
 #pragma unroll
         for (int h = 0; h < NG; h++)
           if (h < ng) part[h * head_stride + 2 + d] = oc[h][0], part[h * head_stride + 3 + d] = oc[h][1];
@@ -578,8 +576,8 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (shape == AttnShape::Wide) {
     launch_k(attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
-  } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && shape != AttnShape::NarrowV2G &&
-             F != KvKind::BF16 && a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
+  } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
+             a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
     // K and V staged (q4h at head_dim 256: 144 KB)
     launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2>>(grid, 2 * kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
                                                        scale);
@@ -588,9 +586,6 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
     // V staged, two elements a thread
     launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
                                                           scale);
-  } else if (shape == AttnShape::NarrowV2G && F != KvKind::BF16) {
-    // nothing staged, two elements a thread
-    launch_k(attn_chunk_kernel<F, NG, 256, 1, 0, 2, 3>, grid, dim3(256), 0, st, a, qblocks, hpb, maxch, scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
     // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
     launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
@@ -620,8 +615,8 @@ size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
 }
 
 namespace {
-constexpr const char* kShapeNames[] = {"auto",      "narrow",    "wide",      "narrow-v",
-                                       "narrow-h2", "narrow-v2", "narrow-v2g"};  // AttnShape's order
+constexpr const char* kShapeNames[] = {"auto",     "narrow",    "wide",
+                                       "narrow-v", "narrow-h2", "narrow-v2"};  // AttnShape's order
 }
 
 const char* attn_shape_name(AttnShape s) { return kShapeNames[int(s)]; }

@@ -132,11 +132,8 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // NarrowV2: NarrowV with two elements a thread in the value phase (128 threads), so that each key's weights,
 // scale and q4h code byte serve two elements; bf16 takes Narrow. Auto's choice where it took NarrowV (faster
 // at every depth in q4h and fp8, session 5 run 1, RESULTS §12).
-// NarrowV2G: NarrowV2 with nothing staged (V read through L1 in the value phase): 22 KB of shared memory a
-// block instead of 94, so more blocks a multiprocessor hide the loads' latency.
-enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowV2G };
-// The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
-// "narrow-v2g"),
+enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2 };
+// The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2"),
 // and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
 const char* attn_shape_name(AttnShape s);
 AttnShape parse_attn_shape(const std::string& name);
