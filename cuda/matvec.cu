@@ -473,6 +473,12 @@ bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
 // at 1K 7.58 against 7.91 ms, at 32K 8.15 against 8.48 ms.
 int g_big = -1;
 bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
+// Off by default (HKV_MV_U3=1 or set_mlx4_u3(true) turns it on), to be measured: those shapes with 3 chunks a round
+// (2 rounds for 6144 columns instead of 3; the down_proj's 17 chunks a lane in 6 rounds instead of 9) in one block
+// of 20 warps a multiprocessor (the 2,560 row groups of a 5120-row launch on 128 multiprocessors, one group a warp,
+// where the 24-warp blocks left 25 of 132 idle), at up to 102 registers.
+int g_u3 = -1;
+bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", false); }
 
 // The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (src.x), the
 // staged values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
@@ -526,7 +532,11 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
       return;
     }
-    if (occ3_enabled() && big_blocks_enabled()) {  // the experiment: one block of 24 warps
+    if (u3_enabled()) {  // the experiment: 3 chunks a round, one block of 20 warps
+      launch_mlx4_smem<NB, 2, 3, 1, 20>(tasks, n, xq, src, st);
+      return;
+    }
+    if (occ3_enabled() && big_blocks_enabled()) {  // one block of 24 warps
       launch_mlx4_smem<NB, 2, 2, 1, 24>(tasks, n, xq, src, st);
       return;
     }
@@ -586,6 +596,7 @@ bool decode_fusion_enabled() { return env_switch(g_fuse, "HKV_DECODE_FUSE", true
 void set_decode_fusion(bool on) { g_fuse = on ? 1 : 0; }
 void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
+void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {
   const int64_t nch = cols / 32;
