@@ -78,8 +78,9 @@ void set_mlx4_occ3(bool on);
 // launches as one block of 24 warps a multiprocessor instead of three of 8 (x's records staged once a
 // multiprocessor). The same bytes.
 void set_mlx4_big_blocks(bool on);
-// Off by default (HKV_MV_U3=1 turns it on; to be measured): those launches with 3 chunks a round in one block of 20
-// warps a multiprocessor. The same bytes.
+// On by default (HKV_MV_U3=0 or set_mlx4_u3(false) gives the 24-warp block of 2 chunks a round above; H200,
+// 2026-11-30: a token's matvecs 5.80 against 5.89 ms): those launches with 3 chunks a round in one block of 20 warps
+// a multiprocessor. The same bytes.
 void set_mlx4_u3(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as

@@ -473,12 +473,14 @@ bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
 // at 1K 7.58 against 7.91 ms, at 32K 8.15 against 8.48 ms.
 int g_big = -1;
 bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
-// Off by default (HKV_MV_U3=1 or set_mlx4_u3(true) turns it on), to be measured: those shapes with 3 chunks a round
-// (2 rounds for 6144 columns instead of 3; the down_proj's 17 chunks a lane in 6 rounds instead of 9) in one block
-// of 20 warps a multiprocessor (the 2,560 row groups of a 5120-row launch on 128 multiprocessors, one group a warp,
-// where the 24-warp blocks left 25 of 132 idle), at up to 102 registers.
+// On by default (HKV_MV_U3=0 or set_mlx4_u3(false) gives the 24-warp launch above): those shapes with 3 chunks a
+// round (2 rounds for 6144 columns instead of 3; the down_proj's 17 chunks a lane in 6 rounds instead of 9) in one
+// block of 20 warps a multiprocessor (the 2,560 row groups of a 5120-row launch on 128 multiprocessors, one group a
+// warp, where the 24-warp blocks left 25 of 132 idle), 96 registers. Measured (H200, 2026-11-30, session 8 run 5,
+// RESULTS §11): a token's matvecs 5.80 against 5.89 ms (q|k|v 20.1 against 21.6 us, down 21.3 against 22.4); q4h
+// decode 7.63 against 7.67 ms at 1K, 8.20 against 8.27 at 32K.
 int g_u3 = -1;
-bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", false); }
+bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 
 // The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (src.x), the
 // staged values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
@@ -532,7 +534,7 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
       return;
     }
-    if (u3_enabled()) {  // the experiment: 3 chunks a round, one block of 20 warps
+    if (u3_enabled()) {  // 3 chunks a round, one block of 20 warps (see u3_enabled)
       launch_mlx4_smem<NB, 2, 3, 1, 20>(tasks, n, xq, src, st);
       return;
     }

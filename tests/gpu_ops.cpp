@@ -225,24 +225,24 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
         tasks.push_back({dms[m], outs.back()->p, ldy});
       }
       // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
-      // ordinary one (HKV_PDL=0); then (cfg 2) the shapes under 16K rows at 2 blocks a multiprocessor
-      // instead of 3 (HKV_MV_OCC3=0), and (cfg 3) their 3 blocks of 8 warps instead of the default one block of
-      // 24 warps (HKV_MV_BIG=0), and (cfg 4) 3 chunks a round in one block of 20 warps (HKV_MV_U3=1); other types
-      // and widths have one launch
+      // ordinary one (HKV_PDL=0), whose shapes under 16K rows take 3 chunks a round in one block of 20 warps; then
+      // with 2 chunks a round (HKV_MV_U3=0): (cfg 4) one block of 24 warps, (cfg 3) 3 blocks of 8 warps
+      // (HKV_MV_BIG=0), (cfg 2) 2 blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); other types and
+      // widths have one launch
       static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps",
-                                            "pdl,3-chunks-20-warps"};
+                                            "pdl,2-chunks-24-warps"};
       for (int cfg : {1, 0, 2, 3, 4}) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         cuda::set_pdl(cfg != 0);
         cuda::set_mlx4_occ3(cfg != 2);
         cuda::set_mlx4_big_blocks(cfg != 3);
-        cuda::set_mlx4_u3(cfg == 4);
+        cuda::set_mlx4_u3(cfg < 2);
         for (auto& o : outs) o->poison();
         cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
         cuda::set_pdl(true);
         cuda::set_mlx4_occ3(true);
         cuda::set_mlx4_big_blocks(true);
-        cuda::set_mlx4_u3(false);
+        cuda::set_mlx4_u3(true);
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -323,7 +323,7 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
         for (int add = 0; add < 2; add++)
           for (int cfg : {1, 0, 2, 3, 4}) {  // launches as in the test above: pdl, plain, 2 blocks, 3 blocks of 8 warps
             static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps",
-                                                  "pdl,3-chunks-20-warps"};
+                                                  "pdl,2-chunks-24-warps"};
             std::vector<std::unique_ptr<DBuf<float>>> outs;
             std::vector<std::vector<float>> y0;
             std::vector<cuda::MatTask> tasks;
@@ -337,12 +337,12 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
             cuda::set_pdl(cfg != 0);
             cuda::set_mlx4_occ3(cfg != 2);
             cuda::set_mlx4_big_blocks(cfg != 3);
-            cuda::set_mlx4_u3(cfg == 4);
+            cuda::set_mlx4_u3(cfg < 2);
             cuda::matvec_multi(tasks.data(), int(tasks.size()), nullptr, 0, N, nullptr, nullptr, &src);
             cuda::set_pdl(true);
             cuda::set_mlx4_occ3(true);
             cuda::set_mlx4_big_blocks(true);
-            cuda::set_mlx4_u3(false);
+            cuda::set_mlx4_u3(true);
             for (size_t m = 0; m < dms.size(); m++) {
               const int64_t R = sh.rows[m], ldy = R + 3;
               std::vector<float> prod(size_t(N * R)), want = y0[m];
