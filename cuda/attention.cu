@@ -328,6 +328,8 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
 template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1>
+// (__launch_bounds__(T) alone: with a min-blocks hint of 1 added, ptxas gave the narrow-v2 shape 160 registers
+// instead of 112, one block a multiprocessor instead of two, and q4h at 262K took 8.6 ms instead of 6.3; RESULTS §12.)
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
   extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
