@@ -124,6 +124,27 @@ __device__ __forceinline__ void xq_chunk(float v, const float4* c4, uint32_t* re
   if (lane >= 24) rec[lane] = lane == 24 ? (bad ? 0x7fc00000u : hkv::f32_bits(s)) : lane == 25 ? unit : 0u;
 }
 
+// warp_sum_squares (below) of n floats in shared memory, 16-byte aligned: the whole 4-float chunks as 16-byte loads
+// (unrolled by 8), then, with TAIL, a last short chunk element by element (TAIL false: n a multiple of 4); the same
+// chains and tree. Called by a whole warp.
+template <bool TAIL = true>
+__device__ __forceinline__ float warp_sum_squares_smem(const float* x, int n, int lane) {
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  float acc = 0.0f;
+  int c = lane;
+#pragma unroll 8
+  for (; TAIL ? 4 * c + 3 < n : 4 * c < n; c += 32) {
+    const float4 v = x4[c];
+    acc = hkv::fma_rn(v.x, v.x, acc);
+    acc = hkv::fma_rn(v.y, v.y, acc);
+    acc = hkv::fma_rn(v.z, v.z, acc);
+    acc = hkv::fma_rn(v.w, v.w, acc);
+  }
+  if constexpr (TAIL)
+    for (int j = 4 * c; j < n; j++) acc = hkv::fma_rn(x[j], x[j], acc);  // a last short chunk (n % 4 != 0)
+  return warp_tree_sum(acc);
+}
+
 // sum_squares (reference/weights.cpp): lane l takes 4-float chunks l, l+32, …, an fma chain in index
 // order, then the lane tree. Called by a whole warp; every lane gets the result.
 __device__ __forceinline__ float warp_sum_squares(const float* x, int64_t n, int lane) {

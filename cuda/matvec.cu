@@ -351,17 +351,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
       for (int i = tid; i < cols; i += T) hs[i] = x[i];
       __syncthreads();
       if (tid < 32) {
-        const float4* h4 = reinterpret_cast<const float4*>(hs);
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int c = tid; 4 * c < cols; c += 32) {  // cols is a multiple of 32: whole 4-element chunks
-          const float4 v = h4[c];
-          acc = hkv::fma_rn(v.x, v.x, acc);
-          acc = hkv::fma_rn(v.y, v.y, acc);
-          acc = hkv::fma_rn(v.z, v.z, acc);
-          acc = hkv::fma_rn(v.w, v.w, acc);
-        }
-        acc = warp_tree_sum(acc);
+        const float acc = warp_sum_squares_smem<false>(hs, cols, tid);  // cols is a multiple of 32
         if (tid == 0) r_s = hkv::rsqrt_c(acc / float(cols) + src.eps);
       }
       __syncthreads();

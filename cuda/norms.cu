@@ -62,20 +62,8 @@ __global__ void __launch_bounds__(1024)
   }
   __syncthreads();
   if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    float acc = 0.0f;
-    int c = lane;
-#pragma unroll 8
-    for (; 4 * c + 3 < n; c += 32) {
-      const float4 v = hs4[c];
-      acc = hkv::fma_rn(v.x, v.x, acc);
-      acc = hkv::fma_rn(v.y, v.y, acc);
-      acc = hkv::fma_rn(v.z, v.z, acc);
-      acc = hkv::fma_rn(v.w, v.w, acc);
-    }
-    for (int j = 4 * c; j < n; j++) acc = hkv::fma_rn(hs[j], hs[j], acc);  // a last short chunk (n % 4 != 0)
-    acc = warp_tree_sum(acc);
-    if (lane == 0) r_s = hkv::rsqrt_c(acc / float(n) + eps);
+    const float acc = warp_sum_squares_smem(hs, n, int(threadIdx.x));
+    if (threadIdx.x == 0) r_s = hkv::rsqrt_c(acc / float(n) + eps);
   }
   __syncthreads();
   const float r = r_s;

@@ -185,6 +185,28 @@ TEST_CASE("matvec: every weight type, odd shapes, 1..11 input rows, byte for byt
   std::printf("matvec: %d/%zu cases passed\n", passed, cases.size() * 4);
 }
 
+namespace {
+// The decode MLX4 kernel's launch configurations, by index: (1) the programmatic dependent launch (the default)
+// and (0) the ordinary one (HKV_PDL=0), whose shapes under 16K rows take 3 chunks a round in one block of 20 warps;
+// then with 2 chunks a round (HKV_MV_U3=0): (4) one block of 24 warps, (3) 3 blocks of 8 warps (HKV_MV_BIG=0), (2) 2
+// blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0).
+const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps", "pdl,2-chunks-24-warps"};
+const int kLaunches[] = {1, 0, 2, 3, 4};
+// f() under launch configuration cfg, then the defaults back.
+template <class F>
+void in_launch(int cfg, F&& f) {
+  cuda::set_pdl(cfg != 0);
+  cuda::set_mlx4_occ3(cfg != 2);
+  cuda::set_mlx4_big_blocks(cfg != 3);
+  cuda::set_mlx4_u3(cfg < 2);
+  f();
+  cuda::set_pdl(true);
+  cuda::set_mlx4_occ3(true);
+  cuda::set_mlx4_big_blocks(true);
+  cuda::set_mlx4_u3(true);
+}
+}  // namespace
+
 TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths, byte for byte") {
   // Row counts ≥ 8192 take the two-rows-a-warp MLX4 path; odd counts leave a warp with one row. Widths
   // 1024 / 2048 / 5120 / 17408 take 2, 4 and 6 chunks in flight a lane (17408: three rounds, the last short).
@@ -224,25 +246,11 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
         outs.back()->poison();
         tasks.push_back({dms[m], outs.back()->p, ldy});
       }
-      // both launches of the decode MLX4 kernel: the programmatic dependent launch (the default) and the
-      // ordinary one (HKV_PDL=0), whose shapes under 16K rows take 3 chunks a round in one block of 20 warps; then
-      // with 2 chunks a round (HKV_MV_U3=0): (cfg 4) one block of 24 warps, (cfg 3) 3 blocks of 8 warps
-      // (HKV_MV_BIG=0), (cfg 2) 2 blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); other types and
-      // widths have one launch
-      static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps",
-                                            "pdl,2-chunks-24-warps"};
-      for (int cfg : {1, 0, 2, 3, 4}) {
+      // every launch configuration of the decode MLX4 kernel (kLaunch); other types and widths have one launch
+      for (int cfg : kLaunches) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
-        cuda::set_pdl(cfg != 0);
-        cuda::set_mlx4_occ3(cfg != 2);
-        cuda::set_mlx4_big_blocks(cfg != 3);
-        cuda::set_mlx4_u3(cfg < 2);
         for (auto& o : outs) o->poison();
-        cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr);
-        cuda::set_pdl(true);
-        cuda::set_mlx4_occ3(true);
-        cuda::set_mlx4_big_blocks(true);
-        cuda::set_mlx4_u3(true);
+        in_launch(cfg, [&] { cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr); });
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -321,9 +329,7 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
         src.x = dx.p, src.ldx = sh.cols, src.eps = 1e-6f;
         src.norm_w = mode ? dw.p : nullptr, src.plain = mode == 2;
         for (int add = 0; add < 2; add++)
-          for (int cfg : {1, 0, 2, 3, 4}) {  // launches as in the test above: pdl, plain, 2 blocks, 3 blocks of 8 warps
-            static const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps",
-                                                  "pdl,2-chunks-24-warps"};
+          for (int cfg : kLaunches) {  // every launch configuration (kLaunch)
             std::vector<std::unique_ptr<DBuf<float>>> outs;
             std::vector<std::vector<float>> y0;
             std::vector<cuda::MatTask> tasks;
@@ -334,15 +340,9 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
               tasks.push_back({dms[m], outs.back()->p, ldy, add == 1});
             }
             REQUIRE(cuda::matvec_fuses_records(tasks.data(), int(tasks.size()), N, mode != 0));
-            cuda::set_pdl(cfg != 0);
-            cuda::set_mlx4_occ3(cfg != 2);
-            cuda::set_mlx4_big_blocks(cfg != 3);
-            cuda::set_mlx4_u3(cfg < 2);
-            cuda::matvec_multi(tasks.data(), int(tasks.size()), nullptr, 0, N, nullptr, nullptr, &src);
-            cuda::set_pdl(true);
-            cuda::set_mlx4_occ3(true);
-            cuda::set_mlx4_big_blocks(true);
-            cuda::set_mlx4_u3(true);
+            in_launch(cfg, [&] {
+              cuda::matvec_multi(tasks.data(), int(tasks.size()), nullptr, 0, N, nullptr, nullptr, &src);
+            });
             for (size_t m = 0; m < dms.size(); m++) {
               const int64_t R = sh.rows[m], ldy = R + 3;
               std::vector<float> prod(size_t(N * R)), want = y0[m];

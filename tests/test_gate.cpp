@@ -108,14 +108,18 @@ TEST_CASE("the gate's context plants the passphrase at d/2 and asks it just befo
   CHECK_THROWS(gate_context(f, text, 190, 16));  // does not fit the text
 }
 
-static GateReport small_gate(const std::string& candidate_format, double bar_mean = 0.01, double bar_max = 0.1) {
-  const fs::path dir = fs::temp_directory_path() / "hkv_gate_test";
+// The tiny fixture over 300 pseudo-random byte tokens written into temp/name.
+static Fixture small_fixture(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / name;
   fs::create_directories(dir);
   std::vector<uint32_t> toks(300);
   for (size_t i = 0; i < toks.size(); i++) toks[i] = uint32_t(synth_bits(3, 4, i) % 256);
   write_file_atomic((dir / "t.u32").string(), toks.data(), toks.size() * 4);
-  Fixture f =
-      parse_fixture(tiny_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
+  return parse_fixture(tiny_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
+}
+
+static GateReport small_gate(const std::string& candidate_format, double bar_mean = 0.01, double bar_max = 0.1) {
+  Fixture f = small_fixture("hkv_gate_test");
   f.bar_kl_mean = bar_mean;
   f.bar_kl_max = bar_max;
   static Model m = build_synthetic(builtin_spec("tiny"));
@@ -154,13 +158,7 @@ TEST_CASE("the gate report: values and schema") {
 }
 
 TEST_CASE("a depth at the model's window runs where its scored rows fit; a deeper one is skipped") {
-  const fs::path dir = fs::temp_directory_path() / "hkv_gate_window_test";
-  fs::create_directories(dir);
-  std::vector<uint32_t> toks(300);
-  for (size_t i = 0; i < toks.size(); i++) toks[i] = uint32_t(synth_bits(3, 4, i) % 256);
-  write_file_atomic((dir / "t.u32").string(), toks.data(), toks.size() * 4);
-  Fixture f =
-      parse_fixture(tiny_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
+  const Fixture f = small_fixture("hkv_gate_window_test");
   Model m = build_synthetic(builtin_spec("tiny"));
   m.config.max_position_embeddings = 100;  // a 100-position window: depth 100 with 16 rows needs positions to 114
   GateOptions opt;
@@ -184,7 +182,7 @@ TEST_CASE("a depth at the model's window runs where its scored rows fit; a deepe
   CHECK(j["results"][1]["depth"] == 85);
   CHECK(j["results"][1]["requested_depth"] == 100);
   CHECK(gate_table(g).find("depth 85 stands for the fixture's 100") != std::string::npos);
-  fs::remove_all(dir);
+  fs::remove_all(fs::temp_directory_path() / "hkv_gate_window_test");
 }
 
 TEST_CASE("a gate that must fail: a format far from bf16 fails the bar") {
