@@ -70,84 +70,98 @@ std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& 
 
 // ---- one depth -------------------------------------------------------------------------------------
 
-DepthResult gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows,
-                       const RunnerFactory& ref, const KvFormat& ref_fmt, const RunnerFactory& cand,
-                       const KvFormat& cand_fmt, int64_t vocab, const GateOptions& opt, const std::string& label) {
+std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows,
+                                    const std::vector<GateSide>& sides, const std::vector<GatePair>& pairs,
+                                    int64_t vocab, const GateOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  DepthResult r;
-  r.depth = depth;
-  r.rows = rows;
-  r.format = label.empty() ? cand_fmt.name() : label;
   std::vector<int32_t> ctx = gate_context(f, text, depth, rows);
   // rows predict tokens depth … depth+rows−1: the logits at positions depth−1 … depth+rows−2
   const int64_t first = depth - 1, capacity = depth - 1 + rows;
-  auto a = ref(ref_fmt, capacity), b = cand(cand_fmt, capacity);
+  std::vector<std::unique_ptr<SequenceRunner>> run;
+  for (const GateSide& sd : sides) run.push_back((*sd.make)(sd.fmt, capacity));
 
-  // prefill [0, depth−1) in pieces, without logits
+  // prefill [0, depth−1) in pieces, without logits, each side fed once
   const int64_t piece = 4096;
   for (int64_t p = 0; p < first; p += piece) {
     std::vector<int32_t> part(ctx.begin() + p, ctx.begin() + std::min(first, p + piece));
     if (opt.progress)
-      opt.progress("depth " + std::to_string(depth) + " " + r.format + ": prefill " + std::to_string(p) + "/" +
-                   std::to_string(first));
-    a->feed(part, nullptr);
-    b->feed(part, nullptr);
+      opt.progress("depth " + std::to_string(depth) + ": prefill " + std::to_string(p) + "/" + std::to_string(first));
+    for (auto& r : run) r->feed(part, nullptr);
   }
 
-  StreamingSummary kl;
-  int64_t agree = 0;
-  double nll_a = 0, nll_b = 0;
-  bool answer_a = true, answer_b = true;
-  std::vector<float> la, lb;
-  std::vector<double> lpa, lpb;
+  struct Tally {  // one pair's running scores
+    StreamingSummary kl;
+    int64_t agree = 0;
+    double nll_a = 0, nll_b = 0;
+    bool answer_a = true, answer_b = true;
+    std::vector<TopDiff> diffs;
+  };
+  std::vector<Tally> tally(pairs.size());
+  std::vector<std::vector<float>> logits(sides.size());
+  std::vector<std::vector<double>> lp(sides.size());
+  std::vector<int32_t> top(sides.size());
   for (int64_t c = 0; c < rows; c += opt.chunk) {
     const int64_t n = std::min(opt.chunk, rows - c);
     std::vector<int32_t> part(ctx.begin() + first + c, ctx.begin() + first + c + n);
     if (opt.progress)
-      opt.progress("depth " + std::to_string(depth) + " " + r.format + ": rows " + std::to_string(c) + "/" +
-                   std::to_string(rows));
-    a->feed(part, &la);
-    b->feed(part, &lb);
+      opt.progress("depth " + std::to_string(depth) + ": rows " + std::to_string(c) + "/" + std::to_string(rows));
+    for (size_t s = 0; s < sides.size(); s++) run[s]->feed(part, &logits[s]);
     for (int64_t i = 0; i < n; i++) {
       const int64_t row = c + i;
-      const float* pa = la.data() + size_t(i * vocab);
-      const float* pb = lb.data() + size_t(i * vocab);
-      log_softmax(pa, vocab, lpa);
-      log_softmax(pb, vocab, lpb);
-      double k = 0;
-      for (int64_t v = 0; v < vocab; v++) k += std::exp(lpa[size_t(v)]) * (lpa[size_t(v)] - lpb[size_t(v)]);
-      kl.add(std::max(k, 0.0));
-      const int32_t ta = argmax(pa, vocab), tb = argmax(pb, vocab);
-      if (ta == tb)
-        agree++;
-      else
-        r.diffs.push_back({row, ta, tb, lpa[size_t(ta)] - lpa[size_t(tb)], lpb[size_t(tb)] - lpb[size_t(ta)]});
+      for (size_t s = 0; s < sides.size(); s++) {
+        const float* l = logits[s].data() + size_t(i * vocab);
+        log_softmax(l, vocab, lp[s]);
+        top[s] = argmax(l, vocab);
+      }
       const int32_t next = ctx[size_t(depth + row)];
-      nll_a -= lpa[size_t(next)];
-      nll_b -= lpb[size_t(next)];
-      if (row < int64_t(f.answer.size())) {
-        answer_a = answer_a && ta == next;
-        answer_b = answer_b && tb == next;
+      for (size_t k = 0; k < pairs.size(); k++) {
+        const std::vector<double>&la = lp[size_t(pairs[k].a)], &lb = lp[size_t(pairs[k].b)];
+        const int32_t ta = top[size_t(pairs[k].a)], tb = top[size_t(pairs[k].b)];
+        Tally& t = tally[k];
+        double kl = 0;
+        for (int64_t v = 0; v < vocab; v++) kl += std::exp(la[size_t(v)]) * (la[size_t(v)] - lb[size_t(v)]);
+        t.kl.add(std::max(kl, 0.0));
+        if (ta == tb)
+          t.agree++;
+        else
+          t.diffs.push_back({row, ta, tb, la[size_t(ta)] - la[size_t(tb)], lb[size_t(tb)] - lb[size_t(ta)]});
+        t.nll_a -= la[size_t(next)];
+        t.nll_b -= lb[size_t(next)];
+        if (row < int64_t(f.answer.size())) {
+          t.answer_a = t.answer_a && ta == next;
+          t.answer_b = t.answer_b && tb == next;
+        }
       }
     }
   }
-  r.kl_mean = kl.mean();
-  r.kl_max = kl.max();
-  r.p999 = kl.quantile(0.999);
-  r.p99 = kl.quantile(0.99);
-  r.p90 = kl.quantile(0.90);
-  r.p50 = kl.quantile(0.5);
-  r.histogram = kl.bins();
-  r.top1_agree = double(agree) / double(rows);
-  r.ppl_ref = std::exp(nll_a / double(rows));
-  r.ppl_fmt = std::exp(nll_b / double(rows));
-  if (!f.answer.empty()) {
-    r.recall_ref = answer_a ? 1 : 0;
-    r.recall_fmt = answer_b ? 1 : 0;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<DepthResult> out;
+  for (size_t k = 0; k < pairs.size(); k++) {
+    const Tally& t = tally[k];
+    DepthResult r;
+    r.depth = depth;
+    r.rows = rows;
+    r.format = pairs[k].label;
+    r.kl_mean = t.kl.mean();
+    r.kl_max = t.kl.max();
+    r.p999 = t.kl.quantile(0.999);
+    r.p99 = t.kl.quantile(0.99);
+    r.p90 = t.kl.quantile(0.90);
+    r.p50 = t.kl.quantile(0.5);
+    r.histogram = t.kl.bins();
+    r.diffs = t.diffs;
+    r.top1_agree = double(t.agree) / double(rows);
+    r.ppl_ref = std::exp(t.nll_a / double(rows));
+    r.ppl_fmt = std::exp(t.nll_b / double(rows));
+    if (!f.answer.empty()) {
+      r.recall_ref = t.answer_a ? 1 : 0;
+      r.recall_fmt = t.answer_b ? 1 : 0;
+    }
+    r.pass = r.kl_mean <= f.bar_kl_mean && r.kl_max <= f.bar_kl_max;
+    r.seconds = seconds;
+    out.push_back(std::move(r));
   }
-  r.pass = r.kl_mean <= f.bar_kl_mean && r.kl_max <= f.bar_kl_max;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return out;
 }
 
 // ---- the whole gate --------------------------------------------------------------------------------
@@ -176,7 +190,7 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
   // and the result says both (the fixture's 262,144 on a 262,144-position model runs at 261,889).
   const int64_t max_pos = m.config.max_position_embeddings;
   auto fitted = [&](int64_t d) { return d <= max_pos ? std::min(d, max_pos - rows + 1) : d; };
-  auto skip = [&](int64_t d, const std::string& fmt) -> std::string {
+  auto skip = [&](int64_t d, const std::string&) -> std::string {
     if (d < 2) return "a depth of at least 2 is needed";
     if (d > max_pos) return "beyond max_position_embeddings " + std::to_string(max_pos);
     d = fitted(d);
@@ -185,36 +199,46 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
     if (!f.plant.empty() &&
         (d / 2 + int64_t(f.plant.size()) > d - int64_t(f.ask.size()) || int64_t(f.answer.size()) > rows))
       return "too short for the passphrase";
-    (void)fmt;
     return "";
   };
   g.pass = true;
-  for (const std::string& fmt : formats)
-    for (int64_t d : depths) {
-      std::string why = skip(d, fmt);
-      if (!why.empty()) {
+  // Each depth feeds every side once: the bf16 cache (the reference of every format and the candidate of the
+  // noise floor), each format's cache, and the float64-accumulating bf16 cache of the floor.
+  std::vector<std::vector<DepthResult>> by_format(formats.size());
+  RunnerFactory wide = opt.noise_floor ? oracle_runners(m, true) : RunnerFactory();
+  for (int64_t d : depths) {
+    const std::string why = skip(d, "");
+    if (!why.empty()) {
+      for (size_t i = 0; i < formats.size(); i++) {
         DepthResult r;
         r.depth = d;
-        r.format = fmt;
+        r.format = formats[i];
         r.skipped = true;
         r.skip_reason = why;
-        g.results.push_back(r);
-        continue;
+        by_format[i].push_back(r);
       }
-      g.results.push_back(
-          gate_depth(f, text, fitted(d), rows, runners, KvFormat::bf16(), runners, KvFormat::parse(fmt), V, opt));
-      g.results.back().requested_depth = d;
-      g.pass = g.pass && g.results.back().pass;
+      continue;
     }
-  if (opt.noise_floor) {
-    RunnerFactory wide = oracle_runners(m, true);
-    for (int64_t d : depths) {
-      if (!skip(d, "bf16").empty()) continue;
-      g.floor.push_back(gate_depth(f, text, fitted(d), rows, wide, KvFormat::bf16(), runners, KvFormat::bf16(), V, opt,
-                                   "noise floor"));
-      g.floor.back().requested_depth = d;
+    std::vector<GateSide> sides = {{&runners, KvFormat::bf16()}};
+    std::vector<GatePair> pairs;
+    for (const std::string& fmt : formats) {
+      pairs.push_back({0, int(sides.size()), fmt});
+      sides.push_back({&runners, KvFormat::parse(fmt)});
     }
+    if (opt.noise_floor) {
+      pairs.push_back({int(sides.size()), 0, "noise floor"});
+      sides.push_back({&wide, KvFormat::bf16()});
+    }
+    std::vector<DepthResult> rs = gate_depth(f, text, fitted(d), rows, sides, pairs, V, opt);
+    for (auto& r : rs) r.requested_depth = d;
+    for (size_t i = 0; i < formats.size(); i++) {
+      g.pass = g.pass && rs[i].pass;
+      by_format[i].push_back(std::move(rs[i]));
+    }
+    if (opt.noise_floor) g.floor.push_back(std::move(rs.back()));
   }
+  for (auto& v : by_format)  // results format by format, each in depth order
+    for (auto& r : v) g.results.push_back(std::move(r));
   return g;
 }
 

@@ -81,11 +81,21 @@ struct GateOptions {
 // The context for depth d: the text with the passphrase planted and asked. Throws if it does not fit.
 std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows);
 
-// Runs one comparison: reference runner vs candidate runner on the depth-d context.
-DepthResult gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows,
-                       const RunnerFactory& ref, const KvFormat& ref_fmt, const RunnerFactory& cand,
-                       const KvFormat& cand_fmt, int64_t vocab, const GateOptions& opt,
-                       const std::string& label = "");  // the result's name ("" = the candidate format's)
+// One side of a depth's comparisons: a runner made by `make` with the cache format `fmt`.
+struct GateSide {
+  const RunnerFactory* make;
+  KvFormat fmt;
+};
+// A comparison of two sides (indices into the sides), scored as KL(a ‖ b); label names the result.
+struct GatePair {
+  int a, b;
+  std::string label;
+};
+// The comparisons of one depth on its context: every side is fed the same tokens once, each pair is scored
+// from their logits; a result per pair, in order, each with the depth's wall time.
+std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows,
+                                    const std::vector<GateSide>& sides, const std::vector<GatePair>& pairs,
+                                    int64_t vocab, const GateOptions& opt);
 
 GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>& text, const RunnerFactory& runners,
                     const std::string& backend, const GateOptions& opt);

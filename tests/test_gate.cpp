@@ -185,6 +185,37 @@ TEST_CASE("a depth at the model's window runs where its scored rows fit; a deepe
   fs::remove_all(fs::temp_directory_path() / "hkv_gate_window_test");
 }
 
+TEST_CASE("a depth's comparisons share their feeds: each result equals the one run alone") {
+  const Fixture f = small_fixture("hkv_gate_shared_test");
+  static Model m = build_synthetic(builtin_spec("tiny"));
+  auto run = [&](std::vector<std::string> formats, bool floor) {
+    GateOptions opt;
+    opt.formats = formats;
+    opt.noise_floor = floor;
+    opt.chunk = 5;
+    return run_gate(f, m, load_fixture_tokens(f, 256), oracle_runners(m), "oracle (CPU)", opt);
+  };
+  const GateReport both = run({"fp8", "q4h"}, true), q4 = run({"q4h"}, false), f8 = run({"fp8"}, true);
+  REQUIRE(both.results.size() == 2);
+  REQUIRE(both.floor.size() == 1);
+  auto same = [](const DepthResult& a, const DepthResult& b) {
+    CHECK(a.format == b.format);
+    CHECK(a.kl_mean == b.kl_mean);
+    CHECK(a.kl_max == b.kl_max);
+    CHECK(a.p99 == b.p99);
+    CHECK(a.top1_agree == b.top1_agree);
+    CHECK(a.ppl_ref == b.ppl_ref);
+    CHECK(a.ppl_fmt == b.ppl_fmt);
+    CHECK(a.diffs.size() == b.diffs.size());
+    CHECK(a.histogram == b.histogram);
+  };
+  same(both.results[0], f8.results[0]);
+  same(both.results[1], q4.results[0]);
+  same(both.floor[0], f8.floor[0]);
+  CHECK(both.results[0].kl_mean != both.results[1].kl_mean);  // two formats, two different results
+  fs::remove_all(fs::temp_directory_path() / "hkv_gate_shared_test");
+}
+
 TEST_CASE("a gate that must fail: a format far from bf16 fails the bar") {
   // The unrotated 4-bit grid on K with outlier channels (the tiny model's k_norm) costs more than q4h.
   // With the bar set between the two, q4h passes and the unrotated grid FAILS: the gate can fail.
