@@ -18,11 +18,12 @@ ncu --clock-control none --metrics "$metrics" --csv -k 'regex:matvec_mlx4' "$bin
 ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" bench --attention-only \
   --depths 1024,32768 --kv-cache q4h,bf16 --attn-shape auto --reps 1 \
   > "$out/ncu-stalls-attn.csv" 2> "$out/ncu-stalls-attn.err" || { tail -5 "$out/ncu-stalls-attn.err"; exit 1; }
-# the small kernels of a decode token (1K, q4h): the norms, the DeltaNet, the records, SwiGLU, packing (each
-# 2.5–9 µs a launch under ncu, 2.4 ms of a token together; docs/RESULTS.md §2)
+# the small kernels of a decode token (1K, q4h): the DeltaNet, SwiGLU and its records, packing (each 1.5–10 µs a
+# launch under ncu, 1.6 ms of a token together; docs/RESULTS.md §2); 120 launches, about half a token's (240 ran
+# past a 240-second limit after the two parts above, H200, 2026-11-30)
 ncu --clock-control none --metrics "$metrics" --csv \
   -k 'regex:add_rmsnorm|recurrence|conv_kernel|silu_mul_xq|xq_records|l2norm_heads|kv_pack|attn_prep' \
-  --launch-skip 400 --launch-count 240 "$bin" bench --depths 1024 --kv-cache q4h --tokens 2 --graphs off \
+  --launch-skip 400 --launch-count 120 "$bin" bench --depths 1024 --kv-cache q4h --tokens 2 --graphs off \
   > "$out/ncu-stalls-small.csv" 2> "$out/ncu-stalls-small.err" || { tail -5 "$out/ncu-stalls-small.err"; exit 1; }
 python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv" \
   "$out/ncu-stalls-small.csv"
