@@ -20,7 +20,7 @@ ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" benc
   > "$out/ncu-stalls-attn.csv" 2> "$out/ncu-stalls-attn.err" || { tail -5 "$out/ncu-stalls-attn.err"; exit 1; }
 # the small kernels of a decode token (1K, q4h): the DeltaNet, SwiGLU and its records, packing (each 1.5–10 µs a
 # launch under ncu, 1.6 ms of a token together; docs/RESULTS.md §2); 120 launches, about half a token's (240 ran
-# past a 240-second limit after the two parts above, H200, 2026-11-30)
+# past 3 minutes, after the two parts above had taken one, H200, 2026-11-30)
 ncu --clock-control none --metrics "$metrics" --csv \
   -k 'regex:add_rmsnorm|recurrence|conv_kernel|silu_mul_xq|xq_records|l2norm_heads|kv_pack|attn_prep' \
   --launch-skip 400 --launch-count 120 "$bin" bench --depths 1024 --kv-cache q4h --tokens 2 --graphs off \
