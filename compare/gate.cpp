@@ -190,7 +190,7 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
   // and the result says both (the fixture's 262,144 on a 262,144-position model runs at 261,889).
   const int64_t max_pos = m.config.max_position_embeddings;
   auto fitted = [&](int64_t d) { return d <= max_pos ? std::min(d, max_pos - rows + 1) : d; };
-  auto skip = [&](int64_t d, const std::string&) -> std::string {
+  auto skip = [&](int64_t d) -> std::string {
     if (d < 2) return "a depth of at least 2 is needed";
     if (d > max_pos) return "beyond max_position_embeddings " + std::to_string(max_pos);
     d = fitted(d);
@@ -207,7 +207,7 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
   std::vector<std::vector<DepthResult>> by_format(formats.size());
   RunnerFactory wide = opt.noise_floor ? oracle_runners(m, true) : RunnerFactory();
   for (int64_t d : depths) {
-    const std::string why = skip(d, "");
+    const std::string why = skip(d);
     if (!why.empty()) {
       for (size_t i = 0; i < formats.size(); i++) {
         DepthResult r;

@@ -564,21 +564,16 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   // h = h + W·x (fused), or y_ = W·x left pending for the next norm; xrec: make x's records (x is not a
   // SwiGLU output, whose records silu_mul_xq made)
   auto residual_mv = [&](const DMat& W, const float* x, int64_t ldx, bool xrec) {
-    if (fuse) {
-      const MatTask t{W, h_, E, true};
-      if (xrec && matvec_fuses_records(&t, 1, N, false)) {
-        XSource src;
-        src.x = x, src.ldx = ldx;
-        matvec_multi(&t, 1, nullptr, 0, N, nullptr, st, &src);
-      } else {
-        if (xrec && W.type == WType::MLX4) xq_records(x, ldx, N, W.cols, xq, st);
-        mv({t}, x, ldx, N);
-      }
+    const MatTask t = fuse ? MatTask{W, h_, E, true} : MatTask{W, y_, E};
+    if (fuse && xrec && matvec_fuses_records(&t, 1, N, false)) {
+      XSource src;
+      src.x = x, src.ldx = ldx;
+      matvec_multi(&t, 1, nullptr, 0, N, nullptr, st, &src);
       return;
     }
     if (xrec && W.type == WType::MLX4) xq_records(x, ldx, N, W.cols, xq, st);
-    mv({{W, y_, E}}, x, ldx, N);
-    pending = y_;
+    mv({t}, x, ldx, N);
+    if (!fuse) pending = y_;
   };
 
   embed_rows(embed_, r.d_tok, N, h_, st);

@@ -472,12 +472,15 @@ bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
 int g_u3 = -1;
 bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 
-// The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (src.x), the
-// staged values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
-size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
+// The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
+// values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
+size_t smem_bytes(int nb, int64_t cols, bool made, bool norm) {
   size_t b = size_t(nb) * size_t(cols) * 4;
-  if (src.x) b += (src.norm_w ? size_t(cols) * 4 : 0) + size_t(32) * size_t(cols / 32 + 1) * 4;
+  if (made) b += (norm ? size_t(cols) * 4 : 0) + size_t(32) * size_t(cols / 32 + 1) * 4;
   return b;
+}
+size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
+  return smem_bytes(nb, cols, src.x != nullptr, src.norm_w != nullptr);
 }
 
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
@@ -604,10 +607,7 @@ bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm
     if (W.type != WType::MLX4 || W.cols != W0.cols || W.group != W0.group) return false;
   }
   if (W0.cols % 32 != 0 || W0.cols <= 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128)) return false;
-  XSource probe;
-  probe.x = reinterpret_cast<const float*>(16);  // only its being set and norm_w's matter to the size
-  probe.norm_w = norm ? probe.x : nullptr;
-  return smem_bytes(int(N), W0.cols, probe) <= size_t(kSmemMax);
+  return smem_bytes(int(N), W0.cols, true, norm) <= size_t(kSmemMax);
 }
 
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,

@@ -78,6 +78,22 @@ cuda::DMat to_device(const Matrix& m, std::vector<std::unique_ptr<DBuf<uint8_t>>
   return d;
 }
 
+// The matrices of a fused launch: host copies (for the oracle's matmul) and their device images; matrix m has
+// rows[m] rows and seed seed + m.
+struct MatSet {
+  std::vector<std::unique_ptr<HostMatrix>> host;
+  std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
+  std::vector<cuda::DMat> dev;
+};
+MatSet random_matrices(WType t, const std::vector<int64_t>& rows, int64_t cols, int group, uint64_t seed) {
+  MatSet ms;
+  for (size_t m = 0; m < rows.size(); m++) {
+    ms.host.push_back(random_matrix(t, rows[m], cols, group, seed + m));
+    ms.dev.push_back(to_device(ms.host.back()->m, ms.keep));
+  }
+  return ms;
+}
+
 // The records (cuda::kXqWords words a 32-element chunk; xq_chunk in cuda/device.cuh) that the engine must
 // make of x [rows][n], built here from the oracle's x_chunks.
 std::vector<uint32_t> expected_records(const float* x, int64_t rows, int64_t n) {
@@ -226,13 +242,9 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
   int passed = 0, total = 0;
   for (size_t si = 0; si < shapes.size(); si++) {
     const Shape& sh = shapes[si];
-    std::vector<std::unique_ptr<HostMatrix>> hms;
-    std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
-    std::vector<cuda::DMat> dms;
-    for (size_t m = 0; m < sh.rows.size(); m++) {
-      hms.push_back(random_matrix(sh.t, sh.rows[m], sh.cols, sh.group, 900 + si * 10 + m));
-      dms.push_back(to_device(hms.back()->m, keep));
-    }
+    const MatSet ms = random_matrices(sh.t, sh.rows, sh.cols, sh.group, 900 + si * 10);
+    const std::vector<std::unique_ptr<HostMatrix>>& hms = ms.host;
+    const std::vector<cuda::DMat>& dms = ms.dev;
     for (int64_t N : {1, 2, 5, 9}) {
       std::vector<float> X = gaussian(size_t(N * sh.cols), 77 + si * 13 + size_t(N), 1.0f);
       DBuf<float> dx(X);
@@ -284,8 +296,9 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
 TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x), with the residual add") {
   // The decode launch that makes x's records in its prologue (and, with norm_w, x itself as rmsnorm) must give
   // the bytes of add_rmsnorm_rows / xq_records followed by the launch that reads them: the oracle's norm, then
-  // matmul, then (add) y + product. x has chunks of every kind the norm lets through: one whose squares are
-  // subnormal, tiny and huge ones, zeros, an element 2^-40 of its chunk, values just under a power of two.
+  // matmul, then (add) y + product. x has chunks of every kind the norm lets through: a subnormal one, one whose
+  // squares are subnormal, tiny and huge ones, zeros, an element 2^-40 of its chunk, values just under a power of
+  // two.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
@@ -295,24 +308,21 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
   int passed = 0, total = 0;
   for (size_t si = 0; si < shapes.size(); si++) {
     const Shape& sh = shapes[si];
-    std::vector<std::unique_ptr<HostMatrix>> hms;
-    std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
-    std::vector<cuda::DMat> dms;
-    for (size_t m = 0; m < sh.rows.size(); m++) {
-      hms.push_back(random_matrix(WType::MLX4, sh.rows[m], sh.cols, sh.group, 1700 + si * 10 + m));
-      dms.push_back(to_device(hms.back()->m, keep));
-    }
+    const MatSet ms = random_matrices(WType::MLX4, sh.rows, sh.cols, sh.group, 1700 + si * 10);
+    const std::vector<std::unique_ptr<HostMatrix>>& hms = ms.host;
+    const std::vector<cuda::DMat>& dms = ms.dev;
     const std::vector<float> w = gaussian(size_t(sh.cols), 41 + si, 0.3f);
     DBuf<float> dw(w);
     for (int64_t N : {1, 2}) {
       std::vector<float> X = gaussian(size_t(N * sh.cols), 51 + si * 7 + size_t(N), 1.5f);
-      const float scale[7] = {1e-25f, 1e-3f, 0.0f, 1.0f, 40.0f, 1e3f, 1.0f};
+      // 1e-41: subnormal, its largest below 2^-106, so that X_j takes the two-step scaling (× 2^127 first)
+      const float scale[8] = {1e-41f, 1e-25f, 1e-3f, 0.0f, 1.0f, 40.0f, 1e3f, 1.0f};
       for (int64_t n = 0; n < N; n++) {
         float* x = X.data() + n * sh.cols;
-        for (int c = 0; c < 7; c++)
+        for (int c = 0; c < 8; c++)
           for (int j = 0; j < 32; j++) x[32 * c + j] *= scale[c];
-        x[32 * 6 + 5] = std::ldexp(x[32 * 6 + 5], -40);
-        for (int j = 0; j < 32; j++) x[32 * 7 + j] = (j % 3 ? -1.0f : 1.0f) * std::nextafter(4.0f, 0.0f);
+        x[32 * 7 + 5] = std::ldexp(x[32 * 7 + 5], -40);
+        for (int j = 0; j < 32; j++) x[32 * 8 + j] = (j % 3 ? -1.0f : 1.0f) * std::nextafter(4.0f, 0.0f);
       }
       DBuf<float> dx(X);
       // mode 0: x as it is; 1: rmsnorm (1 + w); 2: rmsnorm plain (w)
@@ -378,7 +388,12 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
   const cuda::MatTask tw{to_device(wide->m, keep), nullptr, 8}, td{to_device(dense->m, keep), nullptr, 8};
   CHECK_FALSE(cuda::matvec_fuses_records(&tw, 1, 2, true));
   CHECK_FALSE(cuda::matvec_fuses_records(&td, 1, 1, false));
-  CHECK(cuda::matvec_fuses_records(&tw, 1, 1, false) == (17408 * 4 + 32 * 545 * 4 <= 2 * 17408 * 4));
+  // one 17408-column input: records 69,632 bytes and their transpose 69,760, past the 139,264 the kernel takes
+  CHECK_FALSE(cuda::matvec_fuses_records(&tw, 1, 1, false));
+  CHECK_FALSE(cuda::matvec_fuses_records(&tw, 1, 2, false));
+  const cuda::MatTask t5{to_device(random_matrix(WType::MLX4, 8, 5120, 64, 1792)->m, keep), nullptr, 8};
+  CHECK(cuda::matvec_fuses_records(&t5, 1, 2, true));        // the decode shapes fit: 2 inputs of 5120 with the norm
+  CHECK_FALSE(cuda::matvec_fuses_records(&t5, 1, 3, true));  // rounds of more than 2 rows take the records launch
   cuda::XSource src;
   src.x = reinterpret_cast<const float*>(keep.back()->p);
   CHECK_THROWS_AS(cuda::matvec_multi(&td, 1, nullptr, 0, 1, nullptr, nullptr, &src), std::runtime_error);

@@ -44,6 +44,19 @@ __device__ __forceinline__ void copy_in(unsigned char* dst, const unsigned char*
     *reinterpret_cast<uint4*>(dst + i) = *reinterpret_cast<const uint4*>(src + i);
 }
 
+// A warpgroup's m64nN accumulator (d: N/2 floats a thread, the m16n8 C-fragment layout per warp and 8 columns) into
+// row-major out [64][N].
+template <int N>
+__device__ __forceinline__ void store_acc(const float* d, float* out) {
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  for (int i = 0; i < N / 8; i++) {
+    out[(16 * w + g) * N + 8 * i + 2 * c] = d[4 * i];
+    out[(16 * w + g) * N + 8 * i + 2 * c + 1] = d[4 * i + 1];
+    out[(16 * w + g + 8) * N + 8 * i + 2 * c] = d[4 * i + 2];
+    out[(16 * w + g + 8) * N + 8 * i + 2 * c + 1] = d[4 * i + 3];
+  }
+}
+
 __global__ void qk_probe(const unsigned char* qimg, const unsigned char* kimg, float* S, uint32_t lbo, uint32_t sbo) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -60,13 +73,7 @@ __global__ void qk_probe(const unsigned char* qimg, const unsigned char* kimg, f
     wg::qk_step(d, wg::desc(qs + (kk / 4) * 8192 + (kk % 4) * 32, lbo, sbo),
                 wg::desc(ks + (kk / 4) * 8192 + (kk % 4) * 32, lbo, sbo), kk > 0);
   wg::commit_wait();
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-  for (int i = 0; i < 8; i++) {
-    S[(16 * w + g) * 64 + 8 * i + 2 * c] = d[4 * i];
-    S[(16 * w + g) * 64 + 8 * i + 2 * c + 1] = d[4 * i + 1];
-    S[(16 * w + g + 8) * 64 + 8 * i + 2 * c] = d[4 * i + 2];
-    S[(16 * w + g + 8) * 64 + 8 * i + 2 * c + 1] = d[4 * i + 3];
-  }
+  store_acc<64>(d, S);
 #endif
 }
 
@@ -89,12 +96,7 @@ __global__ void pv_probe(const uint16_t* P, const unsigned char* vimg, float* O,
     wg::pv_step<128>(d, a, wg::desc(sm + 2048 * kk, lbo, sbo));
   }
   wg::commit_wait();
-  for (int i = 0; i < 16; i++) {
-    O[(16 * w + g) * 128 + 8 * i + 2 * c] = d[4 * i];
-    O[(16 * w + g) * 128 + 8 * i + 2 * c + 1] = d[4 * i + 1];
-    O[(16 * w + g + 8) * 128 + 8 * i + 2 * c] = d[4 * i + 2];
-    O[(16 * w + g + 8) * 128 + 8 * i + 2 * c + 1] = d[4 * i + 3];
-  }
+  store_acc<128>(d, O);
 #endif
 }
 
