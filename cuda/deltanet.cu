@@ -10,7 +10,11 @@
 // tokens of the step; only the chains over i are sequential, exactly as in the oracle.
 // Launch: conv one thread per (channel, sequence); recurrence one block of dv threads per (sequence,
 // value head), dk a template parameter (32, 64, 128).
+#include <cooperative_groups.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/check.h"
 #include "cuda/device.cuh"
@@ -106,6 +110,130 @@ __global__ void recurrence_kernel(DeltaArgs a) {
   for (int i = 0; i < DK; i++) S[int64_t(i) * dv + j] = s[i];
 }
 
+// recurrence_kernel with each (sequence, value head) split over the CL blocks of a cluster, and each column of S
+// over TPC threads (adjacent lanes). Block r owns columns r·dv/CL … (r+1)·dv/CL − 1, so that a head's state is read
+// and written by CL multiprocessors instead of one; thread p of a column holds rows p·DK/TPC … of it in registers
+// (DK/TPC of them: recurrence_kernel<128> holds 128 and spills). The column's two chains over i (m, then o) run in
+// order across its threads: thread p continues the chain thread p − 1 ended, passed by a shuffle. Every block loads
+// q and k itself. The gated norm's sum of squares is warp_sum_squares over the head's dv outputs (dv ≤ 128: lane l
+// takes elements 4l … 4l+3, a chain of 4 fmas from 0, the lanes past dv/4 nothing, then the lane tree): each block
+// makes the chains of the lanes whose elements it owns, and warp 0 of every block takes the 32 lane values from
+// their owners' shared memory (distributed shared memory) and runs the tree. The same operations in the same order
+// as recurrence_kernel. Needs dv ≤ 128 and dv/CL·TPC a multiple of 32, dv/CL a multiple of 4.
+template <int DK, int CL, int TPC>
+__global__ void recurrence_split_kernel(DeltaArgs a) {
+  namespace cg = cooperative_groups;
+  constexpr int DP = DK / TPC;  // rows of the column a thread holds
+  const cg::cluster_group cluster = cg::this_cluster();
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  __shared__ float q_s[DK], k_s[DK], o_s[128], part_s[32];
+  __shared__ float r_s;
+  const int dv = a.dv, dvb = dv / CL, rank = int(cluster.block_rank());
+  const int b = blockIdx.x, h = blockIdx.y / CL, t_ = threadIdx.x, c = t_ / TPC, p = t_ % TPC;
+  const int j = rank * dvb + c, lane = t_ & 31;
+  const int kh = h / (a.nv / a.nk);
+  float* S = a.S[b] + int64_t(h) * DK * dv + int64_t(p) * DP * dv;
+  float s[DP];
+#pragma unroll
+  for (int i = 0; i < DP; i++) s[i] = S[int64_t(i) * dv + j];
+  const float A = hkv::exp_c(a.A_log[h]), dt = a.dt_bias[h], w = a.norm_w[j];
+  const int first = a.seq_first[b], rows = a.seq_rows[b];
+  for (int t = 0; t < rows; t++) {
+    const int64_t row = first + t;
+    const float* cv = a.conv_out + row * a.C;
+    for (int i = t_; i < DK; i += dvb * TPC) {
+      q_s[i] = cv[int64_t(kh) * DK + i];
+      k_s[i] = cv[int64_t(a.nk) * DK + int64_t(kh) * DK + i];
+    }
+    __syncthreads();
+    const float beta = hkv::sigmoid_c(a.b[row * a.nv + h]);
+    const float decay = hkv::exp_c(-A * hkv::softplus_c(a.a[row * a.nv + h] + dt));
+    const float vj = cv[2 * int64_t(a.nk) * DK + int64_t(h) * dv + j];
+    const float* kp = k_s + p * DP;
+    const float* qp = q_s + p * DP;
+#pragma unroll
+    for (int i = 0; i < DP; i++) s[i] = s[i] * decay;
+    float mj = 0.0f;  // m = Σ_i s_i·k_i, the chain handed from thread to thread in row order
+#pragma unroll
+    for (int q = 0; q < TPC; q++) {
+      if (p == q) {
+#pragma unroll
+        for (int i = 0; i < DP; i++) mj = hkv::fma_rn(s[i], kp[i], mj);
+      }
+      if (TPC > 1) mj = __shfl_sync(kFull, mj, (lane & ~(TPC - 1)) | (q + 1 < TPC ? q : TPC - 1));
+    }
+    const float delta = beta * (vj - mj);
+#pragma unroll
+    for (int i = 0; i < DP; i++) s[i] = hkv::fma_rn(kp[i], delta, s[i]);
+    float oj = 0.0f;  // o = Σ_i s_i·q_i, likewise
+#pragma unroll
+    for (int q = 0; q < TPC; q++) {
+      if (p == q) {
+#pragma unroll
+        for (int i = 0; i < DP; i++) oj = hkv::fma_rn(s[i], qp[i], oj);
+      }
+      if (TPC > 1) oj = __shfl_sync(kFull, oj, (lane & ~(TPC - 1)) | (q + 1 < TPC ? q : TPC - 1));
+    }
+    if (p == 0) o_s[c] = oj;
+    __syncthreads();
+    if (t_ < dvb / 4) {  // lane rank·dvb/4 + t_'s chain over its 4 elements, all in this block
+      float acc = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc = hkv::fma_rn(o_s[4 * t_ + e], o_s[4 * t_ + e], acc);
+      part_s[t_] = acc;
+    }
+    cluster.sync();  // every block's lane values are written
+    if (t_ < 32) {
+      float v = 0.0f;  // lanes past dv/4 have no elements (warp_sum_squares)
+      if (4 * t_ < dv) v = *cluster.map_shared_rank(&part_s[t_ % (dvb / 4)], unsigned(t_ / (dvb / 4)));
+      v = warp_tree_sum(v);
+      if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
+    }
+    cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
+    if (p == 0) {
+      float out = (oj * r_s) * w;
+      out = out * hkv::silu_c(a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j]);
+      a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < DP; i++) S[int64_t(i) * dv + j] = s[i];
+}
+
+// The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
+// threads a block, as a programmatic dependent launch where launch_k would make one.
+template <int DK, int CL, int TPC>
+void launch_split(const DeltaArgs& a, cudaStream_t st) {
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = CL, attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(a.B), unsigned(a.nv * CL)), cfg.blockDim = dim3(unsigned(a.dv / CL * TPC));
+  cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
+  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, recurrence_split_kernel<DK, CL, TPC>, a));
+}
+
+// (CL, TPC) of the split recurrence for dk = DK, or false where the shape does not allow it.
+template <int DK>
+bool launch_split_any(const DeltaArgs& a, int cl, int tpc, cudaStream_t st) {
+  if (a.dv > 128 || a.dv % (4 * cl) != 0 || (a.dv / cl * tpc) % 32 != 0) return false;
+  if (cl == 1 && tpc == 2)
+    launch_split<DK, 1, 2>(a, st);
+  else if (cl == 2 && tpc == 1)
+    launch_split<DK, 2, 1>(a, st);
+  else if (cl == 2 && tpc == 2)
+    launch_split<DK, 2, 2>(a, st);
+  else if (cl == 4 && tpc == 1)
+    launch_split<DK, 4, 1>(a, st);
+  else if (cl == 4 && tpc == 2)
+    launch_split<DK, 4, 2>(a, st);
+  else
+    return false;
+  return true;
+}
+
 template <int DK>
 __global__ void step_heads_kernel(float* S, const float* q, const float* k, const float* v, const float* beta,
                                   const float* g, int dv, float* o) {
@@ -127,12 +255,38 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 
 }  // namespace
 
+namespace {
+int g_split = -1, g_tpc = -1;                     // -1: not yet read from HKV_DN_SPLIT, HKV_DN_TPC
+int env_choice(const char* name, int a, int b) {  // a or b when the variable says so, else 1
+  const char* e = std::getenv(name);
+  return e && std::atoi(e) == a ? a : e && std::atoi(e) == b ? b : 1;
+}
+}  // namespace
+int recurrence_split() {
+  if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", 2, 4);
+  return g_split;
+}
+int recurrence_tpc() {
+  if (g_tpc < 0) g_tpc = env_choice("HKV_DN_TPC", 2, 2);
+  return g_tpc;
+}
+void set_recurrence_split(int blocks, int threads_a_column) {
+  g_split = blocks == 2 || blocks == 4 ? blocks : 1;
+  g_tpc = threads_a_column == 2 ? 2 : 1;
+}
+
 void deltanet(const DeltaArgs& a, cudaStream_t st) {
   if (a.N <= 0 || a.B <= 0) return;
   if (a.K < 1 || a.K > kMaxK) throw std::runtime_error("deltanet: conv kernel size must be 1..8");
   if (a.dv % 32 != 0 || a.dv > 1024) throw std::runtime_error("deltanet: value head dim must be a multiple of 32");
   launch_k(conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
   l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
+  const int cl = recurrence_split(), tpc = recurrence_tpc();
+  if ((cl > 1 || tpc > 1) && ((a.dk == 128 && launch_split_any<128>(a, cl, tpc, st)) ||
+                              (a.dk == 64 && launch_split_any<64>(a, cl, tpc, st)))) {
+    HKV_CHECK_LAUNCH();
+    return;
+  }
   dim3 grid(unsigned(a.B), unsigned(a.nv));
   switch (a.dk) {
     case 32:

@@ -186,6 +186,13 @@ struct DeltaArgs {
 };
 // The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows.
 void deltanet(const DeltaArgs& a, cudaStream_t st);
+// The recurrence's blocks a (sequence, value head), 1 (the default) or 2 or 4 as a cluster that splits the head's
+// columns (HKV_DN_SPLIT=2|4), and threads a column of S, 1 (the default) or 2 (HKV_DN_TPC=2): set_recurrence_split
+// sets both (dv ≤ 128, dk 64 or 128, dv/blocks·threads a multiple of 32; other shapes take the one-block kernel). The
+// same bytes. To be measured.
+int recurrence_split();
+int recurrence_tpc();
+void set_recurrence_split(int blocks, int threads_a_column);
 // One deltanet_step per value head (tests): S [nv][dk][dv], q,k [nv][dk], v [nv][dv], beta, g [nv] -> o.
 void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta, const float* g,
                          int nv, int dk, int dv, float* o, cudaStream_t st);

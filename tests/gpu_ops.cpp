@@ -613,6 +613,54 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
     }
 }
 
+TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a column: byte for byte with one block") {
+  // deltanet() (conv, l2norm, recurrence with its gated norm) for 2 sequences of 1 and 3 rows, with every
+  // (blocks a head, threads a column) of the split recurrence against the one-block kernel, which gpu_engine checks
+  // against the oracle: the output, S and the conv state, byte for byte.
+  for (auto [dk, dv] : std::vector<std::pair<int, int>>{{128, 128}, {64, 64}, {128, 64}}) {
+    const int nk = 2, nv = 6, K = 4, B = 2;
+    const int64_t C = 2 * int64_t(nk) * dk + int64_t(nv) * dv, N = 4;
+    const std::vector<int> first = {0, 1}, nrows = {1, 3};
+    std::vector<float> qkv = gaussian(size_t(N * C), 81 + dk, 1.0f), convw = gaussian(size_t(C * K), 82, 0.5f);
+    std::vector<float> alog = gaussian(size_t(nv), 83, 0.5f), dtb = gaussian(size_t(nv), 84, 0.5f);
+    std::vector<float> normw = gaussian(size_t(dv), 85, 0.3f), z = gaussian(size_t(N * nv * dv), 86, 1.0f);
+    std::vector<float> bb = gaussian(size_t(N * nv), 87, 1.0f), aa = gaussian(size_t(N * nv), 88, 1.0f);
+    std::vector<float> conv0 = gaussian(size_t(B * C * (K - 1)), 89, 1.0f);
+    std::vector<float> S0 = gaussian(size_t(B) * nv * dk * dv, 90, 0.05f);
+    DBuf<float> dqkv(qkv), dconvw(convw), dalog(alog), ddtb(dtb), dnormw(normw), dz(z), db(bb), da(aa);
+    DBuf<float> dconv(conv0), dS(S0), dconvout(size_t(N * C)), dcore(size_t(N * nv * dv));
+    DBuf<int> dfirst(first), drows(nrows);
+    std::vector<float*> convp = {dconv.p, dconv.p + C * (K - 1)}, Sp = {dS.p, dS.p + int64_t(nv) * dk * dv};
+    DBuf<float*> dconvp(convp), dSp(Sp);
+    cuda::DeltaArgs a;
+    a.nk = nk, a.nv = nv, a.dk = dk, a.dv = dv, a.K = K, a.C = C, a.eps = 1e-6f;
+    a.q_scale = float(1.0 / std::sqrt(double(dk)));
+    a.B = B, a.seq_first = dfirst.p, a.seq_rows = drows.p, a.conv_state = dconvp.p, a.S = dSp.p;
+    a.conv_w = dconvw.p, a.A_log = dalog.p, a.dt_bias = ddtb.p, a.norm_w = dnormw.p;
+    a.qkv = dqkv.p, a.conv_out = dconvout.p, a.z = dz.p, a.b = db.p, a.a = da.p, a.core = dcore.p, a.N = N;
+    auto run = [&](int cl, int tpc) {
+      dconv.put(conv0);
+      dS.put(S0);
+      dcore.poison();
+      cuda::set_recurrence_split(cl, tpc);
+      cuda::deltanet(a, nullptr);
+      cuda::set_recurrence_split(1, 1);
+      std::vector<float> out = dcore.get(), st = dS.get(), cs = dconv.get();
+      out.insert(out.end(), st.begin(), st.end());
+      out.insert(out.end(), cs.begin(), cs.end());
+      return out;
+    };
+    const std::vector<float> want = run(1, 1);
+    for (auto [cl, tpc] : std::vector<std::pair<int, int>>{{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}}) {
+      if (dv > 128 || dv % (4 * cl) != 0 || (dv / cl * tpc) % 32 != 0) continue;  // the one-block kernel's shapes
+      const std::string d = first_diff(run(cl, tpc), want);
+      std::printf("deltanet recurrence(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk, dv, cl, tpc,
+                  d.empty() ? "OK" : ("FAIL " + d).c_str());
+      CHECK_MESSAGE(d.empty(), d);
+    }
+  }
+}
+
 TEST_CASE("DeltaNet step: byte for byte with deltanet_step over several tokens") {
   for (auto [dk, dv] : std::vector<std::pair<int, int>>{{32, 32}, {64, 64}, {128, 128}, {32, 64}, {128, 32}}) {
     const int nv = 3, steps = 5;
