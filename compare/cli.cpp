@@ -62,7 +62,7 @@ commands:
                [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16] [--json FILE (schema hkv-bench-1)]
                [--embed host|device (the embedding table's home, default host)]
                [--attention (then the attention kernels alone) | --attention-only]
-               [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2]
+               [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2,narrow-h1]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50]
   bench-prefill  the fast prefill path's time and peak memory; --attention-only: its attention alone (GPU only)

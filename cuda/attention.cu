@@ -599,7 +599,9 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
 
 template <KvKind F>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
-  if (hpb <= 2)
+  if (hpb <= 1)
+    launch_chunks<F, 1>(a, grid, qblocks, hpb, maxch, shape, st);
+  else if (hpb <= 2)
     launch_chunks<F, 2>(a, grid, qblocks, hpb, maxch, shape, st);
   else if (hpb <= 4)
     launch_chunks<F, 4>(a, grid, qblocks, hpb, maxch, shape, st);
@@ -617,8 +619,8 @@ size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
 }
 
 namespace {
-constexpr const char* kShapeNames[] = {"auto",     "narrow",    "wide",
-                                       "narrow-v", "narrow-h2", "narrow-v2"};  // AttnShape's order
+constexpr const char* kShapeNames[] = {"auto",      "narrow",    "wide",     "narrow-v",
+                                       "narrow-h2", "narrow-v2", "narrow-h1"};  // AttnShape's order
 }
 
 const char* attn_shape_name(AttnShape s) { return kShapeNames[int(s)]; }
@@ -660,7 +662,10 @@ void attention(const AttnArgs& a, cudaStream_t st) {
       shape = b < P ? AttnShape::Narrow : AttnShape::NarrowV2;
   }
   // NarrowH2: two query heads a block, so a chunk spreads over more multiprocessors
-  const int hpb = std::min(qpk, shape == AttnShape::NarrowH2 ? 2 : kMaxG), qblocks = (qpk + hpb - 1) / hpb;
+  const int hpb = std::min(qpk, shape == AttnShape::NarrowH1   ? 1
+                                : shape == AttnShape::NarrowH2 ? 2
+                                                               : kMaxG),
+            qblocks = (qpk + hpb - 1) / hpb;
   dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
   switch (a.kind) {
     case KvKind::BF16:

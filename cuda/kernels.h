@@ -136,8 +136,11 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // NarrowV2: NarrowV with two elements a thread in the value phase (128 threads), so that each key's weights,
 // scale and q4h code byte serve two elements; bf16 takes Narrow. Auto's choice where it took NarrowV (faster
 // at every depth in q4h and fp8, session 5 run 1, RESULTS §12).
-enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2 };
-// The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2"),
+// NarrowH1 (to measure): NarrowH2 with one query head a block (6× the blocks at 6:1, each K/V row decoded 6×),
+// for depths whose chunk blocks leave most multiprocessors idle.
+enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1 };
+// The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
+// "narrow-h1"),
 // and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
 const char* attn_shape_name(AttnShape s);
 AttnShape parse_attn_shape(const std::string& name);

@@ -594,8 +594,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
       // every kernel shape and the automatic choice
-      for (cuda::AttnShape shape : {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide,
-                                    cuda::AttnShape::NarrowV, cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2}) {
+      for (cuda::AttnShape shape :
+           {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::NarrowV,
+            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1}) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
