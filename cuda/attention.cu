@@ -642,7 +642,8 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
   const int qpk = a.H / a.KV;
   // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks ·
-  // rows) against the multiprocessors (P). q4h and fp8: NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one
+  // rows) against the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave
+  // (session 9: q4h 1K 358 against NarrowH2's 382 µs, run 1), NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one
   // wave, then Narrow while b < P, then NarrowV2 (V alone staged, so two blocks fit a multiprocessor, two
   // elements a thread in the value phase; for fp8 Narrow stages V alone too). bf16: Narrow while b < 4P, then
   // Wide. Measured (H200, 2026-11-30, hkv bench --attention-only, 27B shape, batch 1, depths 1K–262K;
@@ -656,6 +657,8 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();
     if (a.kind == KvKind::BF16)
       shape = b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
+    else if (b * qpk <= P)
+      shape = AttnShape::NarrowH1;
     else if (b * ((qpk + 1) / 2) <= P)
       shape = AttnShape::NarrowH2;
     else

@@ -8,13 +8,14 @@
 //         then rmsnorm_plain(o, w) and × silu_c(z).
 // The columns of S are independent, so thread j owns column j (in registers) for all of a sequence's
 // tokens of the step; only the chains over i are sequential, exactly as in the oracle.
-// Launch: conv one thread per (channel, sequence); recurrence one block of dv threads per (sequence,
-// value head), dk a template parameter (32, 64, 128).
+// Launch: conv one thread per (channel, sequence); recurrence by default a cluster of 2 blocks per (sequence,
+// value head), each block half the columns with 2 threads a column (recurrence_split_kernel); the shapes it does not
+// take, one block of dv threads per (sequence, value head) (recurrence_kernel). dk a template parameter (32, 64, 128).
 #include <cooperative_groups.h>
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
+#include <initializer_list>
 
 #include "cuda/check.h"
 #include "cuda/device.cuh"
@@ -256,18 +257,22 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 }  // namespace
 
 namespace {
-int g_split = -1, g_tpc = -1;                     // -1: not yet read from HKV_DN_SPLIT, HKV_DN_TPC
-int env_choice(const char* name, int a, int b) {  // a or b when the variable says so, else 1
+int g_split = -1, g_tpc = -1;  // -1: not yet read from HKV_DN_SPLIT, HKV_DN_TPC
+// The value of NAME when it is one of `allowed`, else dflt.
+int env_choice(const char* name, std::initializer_list<int> allowed, int dflt) {
   const char* e = std::getenv(name);
-  return e && std::atoi(e) == a ? a : e && std::atoi(e) == b ? b : 1;
+  if (e == nullptr) return dflt;
+  for (int v : allowed)
+    if (std::atoi(e) == v) return v;
+  return dflt;
 }
 }  // namespace
 int recurrence_split() {
-  if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", 2, 4);
+  if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
   return g_split;
 }
 int recurrence_tpc() {
-  if (g_tpc < 0) g_tpc = env_choice("HKV_DN_TPC", 2, 2);
+  if (g_tpc < 0) g_tpc = env_choice("HKV_DN_TPC", {1, 2}, 2);
   return g_tpc;
 }
 void set_recurrence_split(int blocks, int threads_a_column) {

@@ -136,8 +136,8 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // NarrowV2: NarrowV with two elements a thread in the value phase (128 threads), so that each key's weights,
 // scale and q4h code byte serve two elements; bf16 takes Narrow. Auto's choice where it took NarrowV (faster
 // at every depth in q4h and fp8, session 5 run 1, RESULTS §12).
-// NarrowH1 (to measure): NarrowH2 with one query head a block (6× the blocks at 6:1, each K/V row decoded 6×),
-// for depths whose chunk blocks leave most multiprocessors idle.
+// NarrowH1: NarrowH2 with one query head a block (6× the blocks at 6:1, each K/V row decoded 6×), Auto's choice
+// while its blocks fit one wave (depths up to 2K at batch 1 in the 27B shape).
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1 };
 // The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
 // "narrow-h1"),
@@ -189,10 +189,12 @@ struct DeltaArgs {
 };
 // The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows.
 void deltanet(const DeltaArgs& a, cudaStream_t st);
-// The recurrence's blocks a (sequence, value head), 1 (the default) or 2 or 4 as a cluster that splits the head's
-// columns (HKV_DN_SPLIT=2|4), and threads a column of S, 1 (the default) or 2 (HKV_DN_TPC=2): set_recurrence_split
-// sets both (dv ≤ 128, dk 64 or 128, dv/blocks·threads a multiple of 32; other shapes take the one-block kernel). The
-// same bytes. To be measured.
+// The recurrence's blocks a (sequence, value head): 2 (the default), 1, or 4, as a cluster that splits the head's
+// columns (HKV_DN_SPLIT=1|2|4); and threads a column of S: 2 (the default) or 1 (HKV_DN_TPC=1). set_recurrence_split
+// sets both. Shapes the split kernel does not take (dk other than 64 or 128, dv > 128, dv/blocks·threads not a
+// multiple of 32) run the one-block kernel, as do blocks = threads = 1. The same bytes (gpu_ops). Measured (H200,
+// 2026-11-30, docs/RESULTS.md §2): q4h decode 7.62 → 7.43 ms a token at 1K, 8.15 → 7.98 at 32K: 48 blocks of one
+// head each left 84 multiprocessors idle, and the one-block kernel<128> spilled 236 bytes a thread.
 int recurrence_split();
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);

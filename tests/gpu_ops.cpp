@@ -643,9 +643,10 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       dconv.put(conv0);
       dS.put(S0);
       dcore.poison();
+      const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
       cuda::set_recurrence_split(cl, tpc);
       cuda::deltanet(a, nullptr);
-      cuda::set_recurrence_split(1, 1);
+      cuda::set_recurrence_split(cl0, tpc0);  // the default (or the environment's) for the tests after this one
       std::vector<float> out = dcore.get(), st = dS.get(), cs = dconv.get();
       out.insert(out.end(), st.begin(), st.end());
       out.insert(out.end(), cs.begin(), cs.end());
