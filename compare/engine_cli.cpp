@@ -16,6 +16,7 @@
 #include "compare/draft.h"
 #include "compare/gate.h"
 #include "compare/gpu_bench.h"
+#include "compare/variants.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
 #include "reference/model.h"
@@ -333,8 +334,26 @@ int cmd_bench(const Args& a) {
   const bool attn_only = a.has("attention-only"), attn = attn_only || a.has("attention");
   const bool embed_host = a.get("embed", "host") != "device";
   if (ntok < 1) throw UsageError("hkv bench: --tokens must be at least 1");
+  // --variants: each (cache, depth) times its tokens in rounds, every variant's block of warm + ntok tokens in
+  // each round, the switches read again and the decode graphs captured anew at each change (kernels.h
+  // reload_switches), so that the variants share the process, the card's state and the cache.
+  std::vector<EnvVariant> variants;
+  if (a.has("variants")) {
+    if (attn_only) throw UsageError("hkv bench: --variants times decode tokens, not --attention-only");
+    try {
+      variants = parse_variants(a.get("variants"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("hkv bench: ") + e.what());
+    }
+  }
+  const int nvar = variants.empty() ? 1 : int(variants.size());
+  const int rounds = variants.empty() ? 1 : int(a.get_int("rounds", 4));
+  if (rounds < 1) throw UsageError("hkv bench: --rounds must be at least 1");
+  const int64_t span = int64_t(rounds) * nvar * (warm + ntok);  // decode steps a (cache, depth)
   for (int64_t d : depths)
-    if (d < warm + ntok + 1) throw UsageError("hkv bench: each depth must exceed --tokens + 3");
+    if (d < span + 1)
+      throw UsageError("hkv bench: each depth must exceed the tokens decoded at it, " + std::to_string(span) +
+                       (variants.empty() ? " (--tokens + 3)" : " (--rounds x variants x (--tokens + 3))"));
   if (attn) {  // refused here, not after the decode bench has run
     if (a.get_int("reps", 20) < 1) throw UsageError("hkv bench: --reps must be at least 1");
     attn_shapes(a);
@@ -393,18 +412,30 @@ int cmd_bench(const Args& a) {
     js["decode"] = nlohmann::json::array();
 
     struct Row {
-      std::string fmt;
+      std::string variant, fmt;
       long long depth;
-      double ms, floor_ms, gb, peak_gib;
+      double ms, floor_ms, gb, peak_gib, round_lo, round_hi;
     };
     std::vector<Row> rows;
+    EnvVariants env(variants);
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    if (!variants.empty()) {
+      js["variants"] = nlohmann::json::array();
+      for (const EnvVariant& v : variants) js["variants"].push_back(v.text);
+      js["rounds"] = rounds;
+      std::printf("variants interleaved: %d rounds, each with every variant's %d warm-up and %d timed tokens\n", rounds,
+                  warm, ntok);
+    }
     for (const std::string& fs : formats)
       for (int64_t depth : depths) {
         const KvFormat f = KvFormat::parse(fs);
         MemPeak rm = mem;
         rm.peak = rm.base;
-        const int64_t start = depth - warm - ntok;
-        std::vector<double> times;
+        const int64_t start = depth - span;
+        std::vector<std::vector<double>> times(static_cast<size_t>(nvar)), round_ms(static_cast<size_t>(nvar));
         size_t row_bytes = 0;
         {
           auto s = eng->new_sequence(f, depth);
@@ -414,51 +445,92 @@ int cmd_bench(const Args& a) {
           ForwardOptions o;
           o.last_only = true;
           int32_t tok = 1;
-          for (int i = 0; i < warm + ntok; i++) {
-            const auto ts = std::chrono::steady_clock::now();
-            std::vector<float> lg = eng->forward(*s, {tok}, o);  // includes the logits' copy to the host
-            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
-            tok = argmax(lg.data(), c.vocab_size);
-            if (i >= warm) times.push_back(ms);
-          }
+          for (int r = 0; r < rounds; r++)
+            for (int v = 0; v < nvar; v++) {
+              if (!variants.empty()) {
+                env.apply(size_t(v));
+                cuda::reload_switches();
+                eng->drop_graphs();
+              }
+              std::vector<double> block;
+              for (int i = 0; i < warm + ntok; i++) {
+                const auto ts = std::chrono::steady_clock::now();
+                std::vector<float> lg = eng->forward(*s, {tok}, o);  // includes the logits' copy to the host
+                const double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
+                tok = argmax(lg.data(), c.vocab_size);
+                if (i >= warm) block.push_back(ms);
+              }
+              times[size_t(v)].insert(times[size_t(v)].end(), block.begin(), block.end());
+              round_ms[size_t(v)].push_back(median(block));
+            }
           rm.sample();
         }
+        if (!variants.empty()) {  // the environment and switches as found
+          env.restore();
+          cuda::reload_switches();
+          eng->drop_graphs();
+        }
         mem.peak = std::max(mem.peak, rm.peak);
-        std::sort(times.begin(), times.end());
-        const double med = times[times.size() / 2];
-        const double mid_depth = double(depth) - ntok / 2.0;  // keys the timed tokens attend to, on average
-        const double cache = 2.0 * c.n_full_layers() * c.num_key_value_heads * mid_depth * double(row_bytes);
-        const double states = 2.0 * double(c.n_linear_layers()) *
-                              (double(c.conv_dim()) * (c.linear_conv_kernel_dim - 1) +
-                               double(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim) *
-                              4.0;
-        const double bytes = double(eng->weight_bytes_per_token()) + cache + states;
-        rows.push_back({f.name(), (long long)depth, med, bytes / bw * 1e3, bytes / 1e9, rm.gib()});
-        js["decode"].push_back({{"cache", f.name()},
+        for (int v = 0; v < nvar; v++) {
+          std::vector<double>& tv = times[size_t(v)];
+          std::sort(tv.begin(), tv.end());
+          const double med = tv[tv.size() / 2];
+          const auto [rlo, rhi] = std::minmax_element(round_ms[size_t(v)].begin(), round_ms[size_t(v)].end());
+          // keys the timed tokens attend to, on average
+          const double mid_depth = double(depth) - (variants.empty() ? ntok : span) / 2.0;
+          const double cache = 2.0 * c.n_full_layers() * c.num_key_value_heads * mid_depth * double(row_bytes);
+          const double states = 2.0 * double(c.n_linear_layers()) *
+                                (double(c.conv_dim()) * (c.linear_conv_kernel_dim - 1) +
+                                 double(c.linear_num_value_heads) * c.linear_key_head_dim * c.linear_value_head_dim) *
+                                4.0;
+          const double bytes = double(eng->weight_bytes_per_token()) + cache + states;
+          const std::string vname = variants.empty() ? "" : variants[size_t(v)].text;
+          rows.push_back({vname, f.name(), (long long)depth, med, bytes / bw * 1e3, bytes / 1e9, rm.gib(), *rlo, *rhi});
+          nlohmann::json row = {{"cache", f.name()},
                                 {"depth", depth},
                                 {"ms_per_token", med},
-                                {"ms_min", times.front()},
-                                {"ms_max", times.back()},
+                                {"ms_min", tv.front()},
+                                {"ms_max", tv.back()},
                                 {"tokens_per_s", 1e3 / med},
                                 {"bytes_per_token", bytes},
                                 {"cache_bytes_per_token", cache},
                                 {"state_bytes_per_token", states},
                                 {"floor_ms", bytes / bw * 1e3},
                                 {"pct_of_floor", 100.0 * (bytes / bw * 1e3) / med},
-                                {"peak_device_gib", rm.gib()}});
-        std::printf("  %s depth %lld: median %.3f ms/token (min %.3f, max %.3f over %d tokens), peak %.2f GiB\n",
-                    f.name().c_str(), (long long)depth, med, times.front(), times.back(), ntok, rm.gib());
+                                {"peak_device_gib", rm.gib()}};
+          if (!variants.empty()) {
+            row["variant"] = vname;
+            row["round_medians_ms"] = round_ms[size_t(v)];
+          }
+          js["decode"].push_back(row);
+          std::printf("  %s%s%s depth %lld: median %.3f ms/token (min %.3f, max %.3f over %zu tokens), peak %.2f GiB\n",
+                      vname.c_str(), vname.empty() ? "" : ": ", f.name().c_str(), (long long)depth, med, tv.front(),
+                      tv.back(), tv.size(), rm.gib());
+        }
         std::fflush(stdout);
       }
     std::printf(
         "\npeak device memory: %.2f GiB over the run (device used memory less %.2f GiB used before the "
         "engine; %.2f GiB on the card)\n",
         mem.gib(), double(mem.base) / double(1ull << 30), double(prop.totalGlobalMem) / double(1ull << 30));
-    std::printf("| cache | depth | tokens/s | ms/token | GB read/token | floor ms | %% of floor | peak GiB |\n");
-    std::printf("|---|---|---|---|---|---|---|---|\n");
-    for (const Row& r : rows)
-      std::printf("| %s | %lld | %.1f | %.3f | %.2f | %.3f | %.0f%% | %.2f |\n", r.fmt.c_str(), r.depth, 1e3 / r.ms,
-                  r.ms, r.gb, r.floor_ms, 100.0 * r.floor_ms / r.ms, r.peak_gib);
+    if (variants.empty()) {
+      std::printf("| cache | depth | tokens/s | ms/token | GB read/token | floor ms | %% of floor | peak GiB |\n");
+      std::printf("|---|---|---|---|---|---|---|---|\n");
+      for (const Row& r : rows)
+        std::printf("| %s | %lld | %.1f | %.3f | %.2f | %.3f | %.0f%% | %.2f |\n", r.fmt.c_str(), r.depth, 1e3 / r.ms,
+                    r.ms, r.gb, r.floor_ms, 100.0 * r.floor_ms / r.ms, r.peak_gib);
+    } else {  // against the first variant of the same cache and depth; the rounds' medians show the spread
+      std::printf("| variant | cache | depth | ms/token | vs first | round medians ms | floor ms | %% of floor |\n");
+      std::printf("|---|---|---|---|---|---|---|---|\n");
+      for (size_t i = 0; i < rows.size(); i++) {
+        const Row& r = rows[i];
+        const Row& first = rows[i - i % size_t(nvar)];
+        std::printf("| %s | %s | %lld | %.3f | %+.2f%% | %.3f–%.3f | %.3f | %.0f%% |\n", r.variant.c_str(),
+                    r.fmt.c_str(), r.depth, r.ms, 100.0 * (r.ms / first.ms - 1.0), r.round_lo, r.round_hi, r.floor_ms,
+                    100.0 * r.floor_ms / r.ms);
+      }
+    }
     js["peak_device_gib"] = mem.gib();
     if (attn) {
       const Config cfg = c;

@@ -275,6 +275,7 @@ int recurrence_tpc() {
   if (g_tpc < 0) g_tpc = env_choice("HKV_DN_TPC", {1, 2}, 2);
   return g_tpc;
 }
+void forget_recurrence_split() { g_split = g_tpc = -1; }
 void set_recurrence_split(int blocks, int threads_a_column) {
   g_split = blocks == 2 || blocks == 4 ? blocks : 1;
   g_tpc = threads_a_column == 2 ? 2 : 1;

@@ -298,8 +298,7 @@ size_t Engine::embedding_to_host() {
   HKV_CUDA_CHECK(cudaFree(*it));
   weight_allocs_.erase(it);
   weight_bytes_ -= bytes;
-  for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
-  graph_cache_.clear();
+  drop_graphs();
   return bytes;
 }
 
@@ -453,8 +452,7 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
     }
   } release{this, true};
   if (rows > scratch_rows_) {
-    for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
-    graph_cache_.clear();
+    drop_graphs();
     device_free(scratch_);
     device_free(meta_);
     scratch_ = nullptr, meta_ = nullptr, scratch_rows_ = 0;
@@ -483,8 +481,7 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
     scratch_rows_ = rows;
   }
   if (part_need > part_floats_) {
-    for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
-    graph_cache_.clear();
+    drop_graphs();
     device_free(part_);
     part_ = nullptr, part_floats_ = 0;
     const std::string what =
@@ -496,9 +493,13 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
   release.armed = false;
 }
 
-void Engine::free_scratch() noexcept {
+void Engine::drop_graphs() noexcept {
   for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
   graph_cache_.clear();
+}
+
+void Engine::free_scratch() noexcept {
+  drop_graphs();
   device_free(scratch_);
   device_free(meta_);
   device_free(part_);

@@ -112,6 +112,9 @@ class Engine {
   size_t embedding_to_host();
   // Capture decode steps (one token per sequence) in CUDA graphs and replay them.
   void set_graphs(bool on) { graphs_ = on; }
+  // The captured decode graphs destroyed: the next decode step captures its launches anew (after a switch of
+  // kernels.h changes, hkv bench --variants).
+  void drop_graphs() noexcept;
   // Tests: cap the fast prefill's bf16 weight tile at n elements (0: the default 64M), before its first prompt,
   // so that small models' products go through several row tiles as the 27B shape's do.
   void set_fast_weight_tile_cap(size_t n) { fast_tile_cap_ = n; }

@@ -91,6 +91,10 @@ void set_pdl_all(bool on);
 // x's records (and x = rmsnorm(h)) made by the launches that read them. The same bytes.
 bool decode_fusion_enabled();
 void set_decode_fusion(bool on);
+// Every decode switch above and below (HKV_PDL, HKV_PDL_ALL, HKV_MV_OCC3, HKV_MV_BIG, HKV_MV_U3, HKV_DECODE_FUSE,
+// HKV_DN_SPLIT, HKV_DN_TPC) forgotten, read from the environment again at its next use (hkv bench --variants;
+// captured CUDA graphs keep the launches they were made with: Engine::drop_graphs).
+void reload_switches();
 // xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);
 
@@ -198,6 +202,7 @@ void deltanet(const DeltaArgs& a, cudaStream_t st);
 int recurrence_split();
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);
+void forget_recurrence_split();  // HKV_DN_SPLIT and HKV_DN_TPC read again at the next launch
 // One deltanet_step per value head (tests): S [nv][dk][dv], q,k [nv][dk], v [nv][dv], beta, g [nv] -> o.
 void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta, const float* g,
                          int nv, int dk, int dv, float* o, cudaStream_t st);

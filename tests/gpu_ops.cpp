@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -688,4 +689,23 @@ TEST_CASE("DeltaNet step: byte for byte with deltanet_step over several tokens")
     std::printf("deltanet_step(dk=%d,dv=%d): %s\n", dk, dv, ok ? "OK" : d.c_str());
     CHECK_MESSAGE(ok, d);
   }
+}
+
+TEST_CASE("reload_switches: the decode switches read from the environment again (hkv bench --variants)") {
+  const char* names[] = {"HKV_DN_SPLIT", "HKV_DN_TPC", "HKV_DECODE_FUSE"};
+  for (const char* n : names) REQUIRE_MESSAGE(std::getenv(n) == nullptr, n << " is set: this test needs the defaults");
+  cuda::reload_switches();
+  CHECK(cuda::recurrence_split() == 2);
+  CHECK(cuda::recurrence_tpc() == 2);
+  CHECK(cuda::decode_fusion_enabled());
+  setenv("HKV_DN_SPLIT", "4", 1), setenv("HKV_DN_TPC", "1", 1), setenv("HKV_DECODE_FUSE", "0", 1);
+  CHECK(cuda::recurrence_split() == 2);  // read once: unchanged until reloaded
+  cuda::reload_switches();
+  CHECK(cuda::recurrence_split() == 4);
+  CHECK(cuda::recurrence_tpc() == 1);
+  CHECK_FALSE(cuda::decode_fusion_enabled());
+  for (const char* n : names) unsetenv(n);
+  cuda::reload_switches();
+  CHECK(cuda::recurrence_split() == 2);
+  CHECK(cuda::decode_fusion_enabled());
 }
