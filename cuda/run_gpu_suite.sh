@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [bench-ab] [nsys] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [stalls] [prefill] [generate] [sass]
+# [peer] [bench-ops] [bench-ab] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -241,19 +241,6 @@ for s in $stages; do
       } > "$OUT/sass-loops.txt" 2>&1
       echo "sass: $OUT/matvec.sass, $OUT/attention.sass" | tee -a "$summary"
       cut -c1-200 "$OUT/sass-loops.txt" | tee -a "$summary" ;;
-    nsys)  # nsys: a decode token on the device's timeline (graphs traced node by node, kernels overlapping under PDL)
-      nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2> /dev/null | head -1)
-      if [[ -z $nsys_bin ]]; then
-        echo "nsys: not found" | tee -a "$summary"
-        continue
-      fi
-      timeout "${HKV_NSYS_LIMIT:-240}" "$nsys_bin" profile -o "$OUT/token" --force-overwrite true --trace cuda \
-        --cuda-graph-trace node build-gpu/hkv bench --depths "${HKV_NSYS_DEPTH:-1024}" --kv-cache "${HKV_NSYS_CACHE:-q4h}" \
-        --tokens 12 > "$OUT/nsys.log" 2>&1 && "$nsys_bin" export --type sqlite --force-overwrite true -o "$OUT/token.sqlite" \
-        "$OUT/token.nsys-rep" >> "$OUT/nsys.log" 2>&1
-      echo "nsys: rc=$? (depth ${HKV_NSYS_DEPTH:-1024}, ${HKV_NSYS_CACHE:-q4h})" | tee -a "$summary"
-      python3 scripts/nsys_token.py "$OUT/token.sqlite" --tokens 8 2>&1 | head -40 | tee -a "$summary"
-      rm -f "$OUT/token.sqlite" ;;
     profile)  # ncu: a decode token's kernel time by kernel
       timeout "${HKV_PROFILE_LIMIT:-200}" cuda/profile_token.sh build-gpu/hkv > "$OUT/profile.log" 2>&1
       echo "profile: rc=$?" | tee -a "$summary"
