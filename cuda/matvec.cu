@@ -475,11 +475,9 @@ bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
 // decode 7.63 against 7.67 ms at 1K, 8.20 against 8.27 at 32K.
 int g_u3 = -1;
 bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
-// Off by default (HKV_MV_TRIGGER=1 turns it on; to be measured): the decode kernel of a residual launch (o, out, down:
-// MatTask.add, whose next launch in decode is the matvec that makes rmsnorm(h)'s records) calls pdl_trigger() at its
-// start, so that the next matvec (a dependent launch that waits for it in pdl_wait) is launched while it runs and its
-// blocks start on the multiprocessors it leaves, prefetching their first round. On every decode launch it measured
-// slower (q4h 7.54 against 7.60 ms at 1K, 8.12 against 8.18 at 32K, the same process; H200, 2026-11-30).
+// Off by default (HKV_MV_TRIGGER=1 turns it on; to be measured): the decode kernel calls pdl_trigger() at its start,
+// so that the kernel after it (a dependent launch that waits for it in pdl_wait) is launched while it runs and its
+// blocks start on the multiprocessors it leaves, where the next matvec's blocks prefetch their first round.
 int g_trigger = -1;
 bool mv_trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", false); }
 
@@ -497,7 +495,7 @@ size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
   Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
-  ts.trigger = mv_trigger_enabled() && tasks[0].add;
+  ts.trigger = mv_trigger_enabled();
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
