@@ -91,9 +91,9 @@ void set_pdl_all(bool on);
 // x's records (and x = rmsnorm(h)) made by the launches that read them. The same bytes.
 bool decode_fusion_enabled();
 void set_decode_fusion(bool on);
-// Every decode switch above and below (HKV_PDL, HKV_PDL_ALL, HKV_MV_OCC3, HKV_MV_BIG, HKV_MV_U3, HKV_MV_TRIGGER,
-// HKV_DECODE_FUSE, HKV_DN_SPLIT, HKV_DN_TPC) forgotten, read from the environment again at its next use (hkv bench
-// --variants; captured CUDA graphs keep the launches they were made with: Engine::drop_graphs).
+// Every decode switch above and below (HKV_PDL, HKV_PDL_ALL, HKV_MV_OCC3, HKV_MV_BIG, HKV_MV_U3, HKV_DECODE_FUSE,
+// HKV_DN_SPLIT, HKV_DN_TPC) forgotten, read from the environment again at its next use (hkv bench --variants;
+// captured CUDA graphs keep the launches they were made with: Engine::drop_graphs).
 void reload_switches();
 // xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);

@@ -98,7 +98,6 @@ struct Tasks {
   MatTask t[kMaxTasks];
   int64_t block_start[kMaxTasks + 1];
   int n;
-  bool trigger;  // the decode kernel lets its dependent launch at its start (mv_trigger_enabled)
 };
 
 // The task of unit b (a block, or a row group), and b's index within that task.
@@ -381,9 +380,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
   const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * WARPS;
-  // The grid is persistent (every block resident at once), so a dependent scheduled early cannot keep any of
-  // its blocks waiting: it takes what a finished block leaves and waits in pdl_wait for this grid to complete.
-  if (ts.trigger) pdl_trigger();
   if constexpr (PDL) {  // launched as a dependent: the first round's weights (read-only) go to L2 while x is produced
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
     if (g < total) {
@@ -475,11 +471,6 @@ bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
 // decode 7.63 against 7.67 ms at 1K, 8.20 against 8.27 at 32K.
 int g_u3 = -1;
 bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
-// Off by default (HKV_MV_TRIGGER=1 turns it on; to be measured): the decode kernel calls pdl_trigger() at its start,
-// so that the kernel after it (a dependent launch that waits for it in pdl_wait) is launched while it runs and its
-// blocks start on the multiprocessors it leaves, where the next matvec's blocks prefetch their first round.
-int g_trigger = -1;
-bool mv_trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", false); }
 
 // The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
 // values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
@@ -494,8 +485,7 @@ size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
 
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
-  Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
-  ts.trigger = mv_trigger_enabled();
+  const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
@@ -603,7 +593,7 @@ void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void reload_switches() {
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_trigger = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = -1;
   forget_recurrence_split();
 }
 
