@@ -334,6 +334,8 @@ int cmd_bench(const Args& a) {
   const bool attn_only = a.has("attention-only"), attn = attn_only || a.has("attention");
   const bool embed_host = a.get("embed", "host") != "device";
   if (ntok < 1) throw UsageError("hkv bench: --tokens must be at least 1");
+  if (formats.empty()) throw UsageError("hkv bench: --kv-cache names no format");
+  for (const std::string& fs : formats) KvFormat::parse(fs);  // refused here, before the engine is built
   // --variants: each (cache, depth) times its tokens in rounds, every variant's block of warm + ntok tokens in
   // each round, the switches read again and the decode graphs captured anew at each change (kernels.h
   // reload_switches), so that the variants share the process, the card's state and the cache.
@@ -428,6 +430,14 @@ int cmd_bench(const Args& a) {
       js["rounds"] = rounds;
       std::printf("variants interleaved: %d rounds, each with every variant's %d warm-up and %d timed tokens\n", rounds,
                   warm, ntok);
+    }
+    {  // the process's first tokens ran slow (H200, 2026-11-30: q4h 1K 8.17 ms as the first row, 7.47 in the
+       // run before): 16 untimed tokens over a short cache of the first format before any row
+      auto s = eng->new_sequence(KvFormat::parse(formats.at(0)), 64);
+      eng->fill_random_cache(*s, 32, 12345);
+      ForwardOptions o;
+      o.last_only = true;
+      for (int i = 0; i < 16; i++) eng->forward(*s, {1}, o);
     }
     for (const std::string& fs : formats)
       for (int64_t depth : depths) {
