@@ -63,6 +63,8 @@ commands:
                [--embed host|device (the embedding table's home, default host)]
                [--attention (then the attention kernels alone) | --attention-only]
                [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2,narrow-h1]
+               [--variants "default;HKV_DN_SPLIT=1,HKV_DN_TPC=1" (engine switches timed in one process,
+                their tokens interleaved) [--rounds 4]]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50]
   bench-prefill  the fast prefill path's time and peak memory; --attention-only: its attention alone (GPU only)

@@ -320,6 +320,7 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
 
 // hkv bench [--model builtin:27b-mlx4] [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16]
 //           [--json FILE] [--attention | --attention-only] [--attn-shape auto,narrow,wide] [--embed host|device]
+//           [--variants "default;VAR=VALUE[,VAR=VALUE]" [--rounds 4]]
 // Decode tokens/s at batch 1 over a cache at each depth (rows written directly, no prefill; the timed tokens
 // sit at positions depth − tokens … depth − 1, so the cache holds `depth` positions), peak device memory, and
 // the floor: bytes a token must read (weights once, the cache to its depth, DeltaNet states read and written)
