@@ -120,7 +120,8 @@ __global__ void recurrence_kernel(DeltaArgs a) {
 // takes elements 4l … 4l+3, a chain of 4 fmas from 0, the lanes past dv/4 nothing, then the lane tree): each block
 // makes the chains of the lanes whose elements it owns, and warp 0 of every block takes the 32 lane values from
 // their owners' shared memory (distributed shared memory) and runs the tree. The same operations in the same order
-// as recurrence_kernel. Needs dv ≤ 128 and dv/CL·TPC a multiple of 32, dv/CL a multiple of 4.
+// as recurrence_kernel. Needs dv ≤ 128 and dv/CL·TPC a multiple of 32, dv/CL a multiple of 4. recurrence_kernel
+// stays, plain, for the shapes this one does not take (dk 32, dv > 128) and as the kernel gpu_ops checks it against.
 template <int DK, int CL, int TPC>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
   namespace cg = cooperative_groups;
