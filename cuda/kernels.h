@@ -197,8 +197,9 @@ void deltanet(const DeltaArgs& a, cudaStream_t st);
 // columns (HKV_DN_SPLIT=1|2|4); and threads a column of S: 2 (the default) or 1 (HKV_DN_TPC=1). set_recurrence_split
 // sets both. Shapes the split kernel does not take (dk other than 64 or 128, dv > 128, dv/blocks·threads not a
 // multiple of 32) run the one-block kernel, as do blocks = threads = 1. The same bytes (gpu_ops). Measured (H200,
-// 2026-11-30, docs/RESULTS.md §2): q4h decode 7.62 → 7.43 ms a token at 1K, 8.15 → 7.98 at 32K: 48 blocks of one
-// head each left 84 multiprocessors idle, and the one-block kernel<128> spilled 236 bytes a thread.
+// 2026-11-30, hkv bench --variants, docs/RESULTS.md §2): q4h decode 0.78% and 0.85% faster than the one-block
+// kernel at 32K and 128K, 0.13% at 1K (inside the noise): 48 blocks of one head each left 84 multiprocessors idle,
+// and the one-block kernel<128> spilled 236 bytes a thread.
 int recurrence_split();
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);
