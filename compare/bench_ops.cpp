@@ -8,11 +8,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "compare/cli.h"
 #include "compare/gpu_bench.h"
+#include "compare/variants.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 
@@ -40,12 +44,127 @@ struct DeviceMatrix {
   DeviceMatrix& operator=(const DeviceMatrix&) = delete;
 };
 
+// --chain: a 27B decode token's 257 matvec launches in the engine's order (16 times 3 DeltaNet layers and a
+// full-attention layer, each: the projections in, the projection out, gate|up, down; then lm_head), each launch with
+// its own matrices (14.4 GB, what a token reads), captured in one CUDA graph on a stream, the dependent launches
+// chained as the engine chains them, and replayed: a token's matvecs without the other kernels, against the sum of
+// the launches timed alone. Under --variants (hkv bench's syntax) the graph is captured anew for each variant, in
+// `rounds` rounds interleaving the variants.
+void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, double bw, double alone_ms) {
+  const int64_t E = 5120, I = 17408, G = 64;
+  struct Step {
+    std::vector<cuda::MatTask> tasks;
+    int64_t cols;
+  };
+  std::vector<std::unique_ptr<DeviceMatrix>> mats;
+  std::vector<Step> steps;
+  float* y = nullptr;  // every launch's outputs (their values are not read)
+  HKV_CUDA_CHECK(cudaMalloc(&y, size_t(248320) * 4));
+  uint64_t tensor = 1000;
+  double bytes = 0;
+  auto step = [&](std::vector<int64_t> rows, int64_t cols) {
+    Step s{{}, cols};
+    int64_t off = 0;
+    for (int64_t r : rows) {
+      mats.push_back(std::make_unique<DeviceMatrix>(r, cols, int(G), tensor++));
+      s.tasks.push_back({mats.back()->d, y + off, r});
+      off += r;
+      bytes += double(mats.back()->d.nbytes());
+    }
+    steps.push_back(std::move(s));
+  };
+  for (int l = 0; l < 64; l++) {
+    if (l % 4 == 3) {  // full attention
+      step({12288, 1024, 1024}, E);
+      step({E}, 6144);
+    } else {
+      step({10240, 6144, 48, 48}, E);
+      step({E}, 6144);
+    }
+    step({I, I}, E);
+    step({E}, I);
+  }
+  step({248320}, E);
+  std::map<int64_t, std::pair<float*, uint32_t*>> xs;  // x and its records, by width
+  for (int64_t cols : {E, int64_t(6144), I}) {
+    float* x = nullptr;
+    uint32_t* rec = nullptr;
+    HKV_CUDA_CHECK(cudaMalloc(&x, size_t(cols) * 4));
+    HKV_CUDA_CHECK(cudaMalloc(&rec, size_t(cols / 32) * cuda::kXqWords * 4));
+    std::vector<float> hx(static_cast<size_t>(cols));
+    for (size_t i = 0; i < hx.size(); i++) hx[i] = float(int(i % 97) - 48) * 0.03125f;
+    HKV_CUDA_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+    cuda::xq_records(x, cols, 1, cols, rec, nullptr);
+    xs[cols] = {x, rec};
+  }
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaStream_t st;
+  HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  auto capture = [&] {
+    cudaGraph_t g;
+    HKV_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
+    for (const Step& s : steps)
+      cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols].first, s.cols, 1, xs[s.cols].second, st);
+    HKV_CUDA_CHECK(cudaStreamEndCapture(st, &g));
+    cudaGraphExec_t ge;
+    HKV_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
+    HKV_CUDA_CHECK(cudaGraphDestroy(g));
+    return ge;
+  };
+  const int nvar = variants.empty() ? 1 : int(variants.size());
+  EnvVariants env(variants);
+  std::vector<std::vector<double>> round_ms(static_cast<size_t>(nvar));
+  for (int r = 0; r < rounds; r++)
+    for (int v = 0; v < nvar; v++) {
+      if (!variants.empty()) {
+        env.apply(size_t(v));
+        cuda::reload_switches();
+      }
+      cudaGraphExec_t ge = capture();
+      round_ms[size_t(v)].push_back(time_ms(st, 3, reps, [&] { HKV_CUDA_CHECK(cudaGraphLaunch(ge, st)); }).median);
+      HKV_CUDA_CHECK(cudaGraphExecDestroy(ge));
+    }
+  env.restore();
+  cuda::reload_switches();
+  std::printf(
+      "\n%zu launches a token in one graph (--chain), %.2f GB, floor %.3f ms; median of %d replays a round, "
+      "%d round(s)\n",
+      steps.size(), bytes / 1e9, bytes / bw * 1e3, reps, rounds);
+  std::printf("| variant | ms a token's matvecs | vs first | rounds ms | %% of copy bw | launches alone, summed |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  double first = 0;
+  for (int v = 0; v < nvar; v++) {
+    std::vector<double> rm = round_ms[size_t(v)];
+    std::sort(rm.begin(), rm.end());
+    const double med = rm[rm.size() / 2];
+    if (v == 0) first = med;
+    std::printf("| %s | %.3f | %+.2f%% | %.3f–%.3f | %.0f%% | %.3f |\n",
+                variants.empty() ? "default" : variants[size_t(v)].text.c_str(), med, 100.0 * (med / first - 1.0),
+                rm.front(), rm.back(), 100.0 * bytes / (med * 1e-3) / bw, alone_ms);
+  }
+  HKV_CUDA_CHECK(cudaStreamDestroy(st));
+  for (auto& [cols, p] : xs) cudaFree(p.first), cudaFree(p.second);
+  cudaFree(y);
+}
+
 }  // namespace
 
-// hkv bench-ops [--reps 50]
+// hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]]]
 int cmd_bench_ops(const Args& a) {
   const int reps = int(a.get_int("reps", 50));
   if (reps < 1) throw UsageError("hkv bench-ops: --reps must be at least 1");
+  const bool chain = a.has("chain");
+  std::vector<EnvVariant> variants;
+  if (a.has("variants")) {
+    if (!chain) throw UsageError("hkv bench-ops: --variants compares the --chain graph");
+    try {
+      variants = parse_variants(a.get("variants"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("hkv bench-ops: ") + e.what());
+    }
+  }
+  const int rounds = variants.empty() ? 1 : int(a.get_int("rounds", 4));
+  if (rounds < 1) throw UsageError("hkv bench-ops: --rounds must be at least 1");
   require_gpu("hkv bench-ops");
 
   const int64_t E = 5120, I = 17408, G = 64;
@@ -111,6 +230,7 @@ int cmd_bench_ops(const Args& a) {
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
               100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
+  if (chain) bench_chain(reps, variants, rounds, bw, total_ms);
   return 0;
 }
 

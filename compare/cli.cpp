@@ -66,7 +66,8 @@ commands:
                [--variants "default;HKV_DN_SPLIT=1,HKV_DN_TPC=1" (engine switches timed in one process,
                 their tokens interleaved) [--rounds 4]]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
-               [--reps 50]
+               [--reps 50] [--chain (then a token's 257 launches in one graph, each with its own matrices)
+               [--variants "default;HKV_MV_U3=0" [--rounds 4]]]
   bench-prefill  the fast prefill path's time and peak memory; --attention-only: its attention alone (GPU only)
                [--model builtin:27b-mlx4]  [--tokens 4096,32768]  [--kv-cache q4h]  [--decode N]  [--exact]
                [--embed host|device]  [--limit-gib G (ballast: the card limited to G GiB)]
