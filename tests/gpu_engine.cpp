@@ -17,7 +17,9 @@
 #include <map>
 #include <tuple>
 
+#include "compare/variants.h"
 #include "cuda/engine.h"
+#include "cuda/kernels.h"
 #include "reference/model.h"
 #include "reference/synthetic.h"
 #include "reference/tokens.h"
@@ -153,6 +155,40 @@ TEST_CASE("whole model: the 27B head layout (24/4 x 256, 16/48 x 128), bf16 and 
                  ",prompt=" + std::to_string(prompt) + ",decode=" + std::to_string(decode) + ")",
              engine_vs_oracle(m, eng, f, random_tokens(size_t(prompt), m.config.vocab_size, 2), decode, true));
   }
+}
+
+TEST_CASE("switches changed between decode steps, graphs captured anew (hkv bench --variants): the oracle's bytes") {
+  // What hkv bench --variants does between blocks of tokens: the environment set to another variant, the switches
+  // read again, the captured graphs dropped. Each decode step runs under the next variant, with graphs, and must
+  // still give the oracle's logits and, at the end, its states.
+  Model m = build_synthetic(head_layout_27b(true));
+  Engine eng(m);
+  eng.set_graphs(true);
+  EnvVariants env(parse_variants(
+      "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;HKV_MV_U3=0;HKV_PDL=0,HKV_PDL_ALL=0;HKV_DN_SPLIT=4"));
+  const KvFormat f = KvFormat::q4h();
+  const std::vector<int32_t> prompt = random_tokens(size_t(len(40, 20)), m.config.vocab_size, 4);
+  const int steps = 2 * int(env.size());
+  SequenceState os = new_sequence(m.config, f, int64_t(prompt.size()) + steps + 1);
+  auto es = eng.new_sequence(f, int64_t(prompt.size()) + steps + 1);
+  ForwardOptions o;
+  o.last_only = true;
+  std::vector<float> lo = forward(m, os, prompt, o), le = eng.forward(*es, prompt, o);
+  std::string d = first_diff(le, lo);
+  for (int i = 0; i < steps && d.empty(); i++) {
+    env.apply(size_t(i) % env.size());
+    cuda::reload_switches();
+    eng.drop_graphs();
+    const int32_t next = argmax(lo.data(), m.config.vocab_size);
+    lo = forward(m, os, {next}, o);
+    le = eng.forward(*es, {next}, o);
+    d = first_diff(le, lo);
+    if (!d.empty()) d = "decode step " + std::to_string(i) + " under " + env[size_t(i) % env.size()].text + ": " + d;
+  }
+  env.restore();
+  cuda::reload_switches();
+  if (d.empty()) d = compare_states(eng.download(*es), os, m.config);
+  report("variants between decode steps(27b-layout,mlx4,q4h,steps=" + std::to_string(steps) + ")", d);
 }
 
 TEST_CASE("whole model: the transformers fixtures (fixtures/hf)") {
