@@ -16,7 +16,6 @@
 
 #include "compare/cli.h"
 #include "compare/gpu_bench.h"
-#include "compare/variants.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 
@@ -112,20 +111,16 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
     return ge;
   };
   const int nvar = variants.empty() ? 1 : int(variants.size());
-  EnvVariants env(variants);
+  EnvVariants env(variants, [] { cuda::reload_switches(); });  // the graph is captured anew for each variant
   std::vector<std::vector<double>> round_ms(static_cast<size_t>(nvar));
   for (int r = 0; r < rounds; r++)
     for (int v = 0; v < nvar; v++) {
-      if (!variants.empty()) {
-        env.apply(size_t(v));
-        cuda::reload_switches();
-      }
+      if (!variants.empty()) env.apply(size_t(v));
       cudaGraphExec_t ge = capture();
       round_ms[size_t(v)].push_back(time_ms(st, 3, reps, [&] { HKV_CUDA_CHECK(cudaGraphLaunch(ge, st)); }).median);
       HKV_CUDA_CHECK(cudaGraphExecDestroy(ge));
     }
   env.restore();
-  cuda::reload_switches();
   std::printf(
       "\n%zu launches a token in one graph (--chain), %.2f GB, floor %.3f ms; median of %d replays a round, "
       "%d round(s)\n",
@@ -154,17 +149,8 @@ int cmd_bench_ops(const Args& a) {
   const int reps = int(a.get_int("reps", 50));
   if (reps < 1) throw UsageError("hkv bench-ops: --reps must be at least 1");
   const bool chain = a.has("chain");
-  std::vector<EnvVariant> variants;
-  if (a.has("variants")) {
-    if (!chain) throw UsageError("hkv bench-ops: --variants compares the --chain graph");
-    try {
-      variants = parse_variants(a.get("variants"));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("hkv bench-ops: ") + e.what());
-    }
-  }
-  const int rounds = variants.empty() ? 1 : int(a.get_int("rounds", 4));
-  if (rounds < 1) throw UsageError("hkv bench-ops: --rounds must be at least 1");
+  if (a.has("variants") && !chain) throw UsageError("hkv bench-ops: --variants compares the --chain graph");
+  const VariantsOption vo = variants_option(a, "hkv bench-ops");
   require_gpu("hkv bench-ops");
 
   const int64_t E = 5120, I = 17408, G = 64;
@@ -230,7 +216,7 @@ int cmd_bench_ops(const Args& a) {
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
               100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
-  if (chain) bench_chain(reps, variants, rounds, bw, total_ms);
+  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms);
   return 0;
 }
 

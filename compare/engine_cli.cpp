@@ -197,6 +197,19 @@ double copy_bandwidth(cudaStream_t st) {
   return 2.0 * double(n) / (t.median * 1e-3);
 }
 
+VariantsOption variants_option(const Args& a, const std::string& cmd) {
+  VariantsOption v;
+  if (!a.has("variants")) return v;
+  try {
+    v.list = parse_variants(a.get("variants"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(cmd + ": " + e.what());
+  }
+  v.rounds = int(a.get_int("rounds", 4));
+  if (v.rounds < 1) throw UsageError(cmd + ": --rounds must be at least 1");
+  return v;
+}
+
 std::unique_ptr<cuda::Engine> make_engine(const std::string& model) {
   if (model.rfind("builtin:", 0) == 0) return std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
   return std::make_unique<cuda::Engine>(load_any_model(model));
@@ -340,18 +353,11 @@ int cmd_bench(const Args& a) {
   // --variants: each (cache, depth) times its tokens in rounds, every variant's block of warm + ntok tokens in
   // each round, the switches read again and the decode graphs captured anew at each change (kernels.h
   // reload_switches), so that the variants share the process, the card's state and the cache.
-  std::vector<EnvVariant> variants;
-  if (a.has("variants")) {
-    if (attn_only) throw UsageError("hkv bench: --variants times decode tokens, not --attention-only");
-    try {
-      variants = parse_variants(a.get("variants"));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(std::string("hkv bench: ") + e.what());
-    }
-  }
-  const int nvar = variants.empty() ? 1 : int(variants.size());
-  const int rounds = variants.empty() ? 1 : int(a.get_int("rounds", 4));
-  if (rounds < 1) throw UsageError("hkv bench: --rounds must be at least 1");
+  if (a.has("variants") && attn_only)
+    throw UsageError("hkv bench: --variants times decode tokens, not --attention-only");
+  const VariantsOption vo = variants_option(a, "hkv bench");
+  const std::vector<EnvVariant>& variants = vo.list;
+  const int nvar = variants.empty() ? 1 : int(variants.size()), rounds = vo.rounds;
   const int64_t span = int64_t(rounds) * nvar * (warm + ntok);  // decode steps a (cache, depth)
   for (int64_t d : depths)
     if (d < span + 1)
@@ -420,7 +426,10 @@ int cmd_bench(const Args& a) {
       double ms, floor_ms, gb, peak_gib, round_lo, round_hi;
     };
     std::vector<Row> rows;
-    EnvVariants env(variants);
+    EnvVariants env(variants, [&] {  // at each change: the switches read again, the decode graphs captured anew
+      cuda::reload_switches();
+      eng->drop_graphs();
+    });
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
@@ -458,11 +467,7 @@ int cmd_bench(const Args& a) {
           int32_t tok = 1;
           for (int r = 0; r < rounds; r++)
             for (int v = 0; v < nvar; v++) {
-              if (!variants.empty()) {
-                env.apply(size_t(v));
-                cuda::reload_switches();
-                eng->drop_graphs();
-              }
+              if (!variants.empty()) env.apply(size_t(v));
               std::vector<double> block;
               for (int i = 0; i < warm + ntok; i++) {
                 const auto ts = std::chrono::steady_clock::now();
@@ -477,11 +482,7 @@ int cmd_bench(const Args& a) {
             }
           rm.sample();
         }
-        if (!variants.empty()) {  // the environment and switches as found
-          env.restore();
-          cuda::reload_switches();
-          eng->drop_graphs();
-        }
+        if (!variants.empty()) env.restore();  // the environment and switches as found
         mem.peak = std::max(mem.peak, rm.peak);
         for (int v = 0; v < nvar; v++) {
           std::vector<double>& tv = times[size_t(v)];

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "compare/cli.h"
+#include "compare/variants.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
 
@@ -22,6 +24,14 @@ double copy_bandwidth(cudaStream_t st);
 // The engine for --model: "builtin:NAME" built from its spec (the 27B shapes generated on the device),
 // anything else loaded as a checkpoint or a synthetic spec.
 std::unique_ptr<cuda::Engine> make_engine(const std::string& model);
+
+// --variants and --rounds of hkv bench and bench-ops (cmd names the command in errors): the variants (empty
+// without --variants) and the rounds (1 without). UsageError naming the entry or the option otherwise.
+struct VariantsOption {
+  std::vector<EnvVariant> list;
+  int rounds = 1;
+};
+VariantsOption variants_option(const Args& a, const std::string& cmd);
 
 // Milliseconds of f() on stream st, timed by events one call at a time after `warm` untimed calls: the
 // median, the fastest and the slowest of `reps`.

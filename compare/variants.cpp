@@ -47,7 +47,8 @@ std::vector<EnvVariant> parse_variants(const std::string& text) {
   return out;
 }
 
-EnvVariants::EnvVariants(std::vector<EnvVariant> variants) : variants_(std::move(variants)) {
+EnvVariants::EnvVariants(std::vector<EnvVariant> variants, std::function<void()> on_change)
+    : variants_(std::move(variants)), on_change_(std::move(on_change)) {
   for (const EnvVariant& v : variants_)
     for (const auto& [name, _] : v.vars) {
       bool seen = false;
@@ -58,20 +59,28 @@ EnvVariants::EnvVariants(std::vector<EnvVariant> variants) : variants_(std::move
     }
 }
 
-EnvVariants::~EnvVariants() { restore(); }
-
-void EnvVariants::restore() {
-  for (const auto& [name, value] : saved_) {
+namespace {
+void set_saved(const std::vector<std::pair<std::string, std::optional<std::string>>>& saved) {
+  for (const auto& [name, value] : saved) {
     if (value)
       setenv(name.c_str(), value->c_str(), 1);
     else
       unsetenv(name.c_str());
   }
 }
+}  // namespace
+
+EnvVariants::~EnvVariants() { set_saved(saved_); }
+
+void EnvVariants::restore() {
+  set_saved(saved_);
+  if (on_change_) on_change_();
+}
 
 void EnvVariants::apply(size_t i) {
-  restore();
+  set_saved(saved_);
   for (const auto& [name, value] : variants_.at(i).vars) setenv(name.c_str(), value.c_str(), 1);
+  if (on_change_) on_change_();
 }
 
 }  // namespace hkv

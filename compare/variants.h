@@ -3,6 +3,7 @@
 // the difference between two processes or two machines.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -21,10 +22,12 @@ struct EnvVariant {
 std::vector<EnvVariant> parse_variants(const std::string& text);
 
 // Sets the environment to one variant at a time: apply(i) first gives every variable any variant names the value
-// it had at construction (or none), then sets variant i's. The destructor restores the environment as found.
+// it had at construction (or none), then sets variant i's. on_change, when given, runs after every apply() and
+// restore() (the engine: read the switches again, drop its captured graphs). The destructor restores the
+// environment as found, without on_change (what it would act on may be gone by then).
 class EnvVariants {
  public:
-  explicit EnvVariants(std::vector<EnvVariant> variants);
+  explicit EnvVariants(std::vector<EnvVariant> variants, std::function<void()> on_change = {});
   ~EnvVariants();
   EnvVariants(const EnvVariants&) = delete;
   EnvVariants& operator=(const EnvVariants&) = delete;
@@ -35,6 +38,7 @@ class EnvVariants {
 
  private:
   std::vector<EnvVariant> variants_;
+  std::function<void()> on_change_;
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;  // every named variable, as found
 };
 

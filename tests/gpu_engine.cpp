@@ -164,8 +164,13 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   Model m = build_synthetic(head_layout_27b(true));
   Engine eng(m);
   eng.set_graphs(true);
-  EnvVariants env(parse_variants(
-      "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;HKV_MV_U3=0;HKV_PDL=0,HKV_PDL_ALL=0;HKV_DN_SPLIT=4"));
+  EnvVariants env(
+      parse_variants(
+          "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;HKV_MV_U3=0;HKV_PDL=0,HKV_PDL_ALL=0;HKV_DN_SPLIT=4"),
+      [&] {
+        cuda::reload_switches();
+        eng.drop_graphs();
+      });
   const KvFormat f = KvFormat::q4h();
   const std::vector<int32_t> prompt = random_tokens(size_t(len(40, 20)), m.config.vocab_size, 4);
   const int steps = 2 * int(env.size());
@@ -177,8 +182,6 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   std::string d = first_diff(le, lo);
   for (int i = 0; i < steps && d.empty(); i++) {
     env.apply(size_t(i) % env.size());
-    cuda::reload_switches();
-    eng.drop_graphs();
     const int32_t next = argmax(lo.data(), m.config.vocab_size);
     lo = forward(m, os, {next}, o);
     le = eng.forward(*es, {next}, o);
@@ -186,7 +189,6 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
     if (!d.empty()) d = "decode step " + std::to_string(i) + " under " + env[size_t(i) % env.size()].text + ": " + d;
   }
   env.restore();
-  cuda::reload_switches();
   if (d.empty()) d = compare_states(eng.download(*es), os, m.config);
   report("variants between decode steps(27b-layout,mlx4,q4h,steps=" + std::to_string(steps) + ")", d);
 }

@@ -68,3 +68,21 @@ TEST_CASE("variants: each sets its variables, the others' as found; the environm
   CHECK(env_or("HKV_TEST_VAR_B", "-") == "-");
   unsetenv("HKV_TEST_VAR_A");
 }
+
+TEST_CASE("variants: on_change runs after each apply and restore, not from the destructor") {
+  int calls = 0;
+  std::string seen;
+  {
+    EnvVariants ev(parse_variants("default;HKV_TEST_VAR_C=5"), [&] {
+      calls++;
+      seen += env_or("HKV_TEST_VAR_C", "-");
+    });
+    ev.apply(1);
+    ev.apply(0);
+    ev.apply(1);
+    ev.restore();
+  }
+  CHECK(calls == 4);
+  CHECK(seen == "5-5-");  // each call sees the environment already set
+  CHECK(env_or("HKV_TEST_VAR_C", "-") == "-");
+}
