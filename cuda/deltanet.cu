@@ -124,6 +124,7 @@ __global__ void recurrence_kernel(DeltaArgs a) {
 // stays, plain, for the shapes this one does not take (dk 32, dv > 128) and as the kernel gpu_ops checks it against.
 template <int DK, int CL, int TPC>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
   namespace cg = cooperative_groups;
   constexpr int DP = DK / TPC;  // rows of the column a thread holds
   const cg::cluster_group cluster = cg::this_cluster();
@@ -200,6 +201,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   }
 #pragma unroll
   for (int i = 0; i < DP; i++) S[int64_t(i) * dv + j] = s[i];
+#endif
 }
 
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
@@ -282,6 +284,18 @@ void set_recurrence_split(int blocks, int threads_a_column) {
   g_tpc = threads_a_column == 2 ? 2 : 1;
 }
 
+// Whether the device launches thread-block clusters (compute capability 9.0 and later), which the split
+// recurrence needs.
+bool clusters_supported() {
+  static const bool ok = [] {
+    int dev = 0, v = 0;
+    HKV_CUDA_CHECK(cudaGetDevice(&dev));
+    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev));
+    return v != 0;
+  }();
+  return ok;
+}
+
 void deltanet(const DeltaArgs& a, cudaStream_t st) {
   if (a.N <= 0 || a.B <= 0) return;
   if (a.K < 1 || a.K > kMaxK) throw std::runtime_error("deltanet: conv kernel size must be 1..8");
@@ -289,8 +303,9 @@ void deltanet(const DeltaArgs& a, cudaStream_t st) {
   launch_k(conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
   l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
   const int cl = recurrence_split(), tpc = recurrence_tpc();
-  if ((cl > 1 || tpc > 1) && ((a.dk == 128 && launch_split_any<128>(a, cl, tpc, st)) ||
-                              (a.dk == 64 && launch_split_any<64>(a, cl, tpc, st)))) {
+  if ((cl > 1 || tpc > 1) && clusters_supported() &&
+      ((a.dk == 128 && launch_split_any<128>(a, cl, tpc, st)) ||
+       (a.dk == 64 && launch_split_any<64>(a, cl, tpc, st)))) {
     HKV_CHECK_LAUNCH();
     return;
   }

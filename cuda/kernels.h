@@ -196,7 +196,8 @@ void deltanet(const DeltaArgs& a, cudaStream_t st);
 // The recurrence's blocks a (sequence, value head): 2 (the default), 1, or 4, as a cluster that splits the head's
 // columns (HKV_DN_SPLIT=1|2|4); and threads a column of S: 2 (the default) or 1 (HKV_DN_TPC=1). set_recurrence_split
 // sets both. Shapes the split kernel does not take (dk other than 64 or 128, dv > 128, dv/blocks·threads not a
-// multiple of 32) run the one-block kernel, as do blocks = threads = 1. The same bytes (gpu_ops). Measured (H200,
+// multiple of 32) and cards without thread-block clusters (before sm_90) run the one-block kernel, as do
+// blocks = threads = 1. The same bytes (gpu_ops). Measured (H200,
 // 2026-11-30, hkv bench --variants, docs/RESULTS.md §2): q4h decode 0.78% and 0.85% faster than the one-block
 // kernel at 32K and 128K, 0.13% at 1K (inside the noise): 48 blocks of one head each left 84 multiprocessors idle,
 // and the one-block kernel<128> spilled 236 bytes a thread.
