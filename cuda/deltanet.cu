@@ -14,8 +14,7 @@
 #include <cooperative_groups.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <initializer_list>
+#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/device.cuh"
@@ -70,6 +69,24 @@ __device__ __forceinline__ float delta_column(float (&s)[DK], const float* q_s, 
   return oj;
 }
 
+// The row's q and k of key head kh (conv_out after the l2norm) into shared memory, by thread t of n.
+template <int DK>
+__device__ __forceinline__ void stage_qk(const DeltaArgs& a, const float* cv, int kh, int t, int n, float* q_s,
+                                         float* k_s) {
+  for (int i = t; i < DK; i += n) {
+    q_s[i] = cv[int64_t(kh) * DK + i];
+    k_s[i] = cv[int64_t(a.nk) * DK + int64_t(kh) * DK + i];
+  }
+}
+
+// Column j of value head h (dv columns) at `row` out of the gated norm: ((o·r)·w)·silu_c(z), into core.
+__device__ __forceinline__ void store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
+                                            float w) {
+  float out = (oj * r) * w;
+  out = out * hkv::silu_c(a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j]);
+  a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
+}
+
 template <int DK>
 __global__ void recurrence_kernel(DeltaArgs a) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
@@ -86,10 +103,7 @@ __global__ void recurrence_kernel(DeltaArgs a) {
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
-    for (int i = j; i < DK; i += dv) {
-      q_s[i] = cv[int64_t(kh) * DK + i];
-      k_s[i] = cv[int64_t(a.nk) * DK + int64_t(kh) * DK + i];
-    }
+    stage_qk<DK>(a, cv, kh, j, dv, q_s, k_s);
     __syncthreads();
     const float beta = hkv::sigmoid_c(a.b[row * a.nv + h]);
     const float g = -A * hkv::softplus_c(a.a[row * a.nv + h] + dt);
@@ -102,9 +116,7 @@ __global__ void recurrence_kernel(DeltaArgs a) {
       if (j == 0) r_s = hkv::rsqrt_c(ss / float(dv) + a.eps);
     }
     __syncthreads();
-    float out = (oj * r_s) * w;
-    out = out * hkv::silu_c(a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j]);
-    a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
+    store_gated(a, row, h, j, dv, oj, r_s, w);
     __syncthreads();
   }
 #pragma unroll
@@ -144,10 +156,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
-    for (int i = t_; i < DK; i += dvb * TPC) {
-      q_s[i] = cv[int64_t(kh) * DK + i];
-      k_s[i] = cv[int64_t(a.nk) * DK + int64_t(kh) * DK + i];
-    }
+    stage_qk<DK>(a, cv, kh, t_, dvb * TPC, q_s, k_s);
     __syncthreads();
     const float beta = hkv::sigmoid_c(a.b[row * a.nv + h]);
     const float decay = hkv::exp_c(-A * hkv::softplus_c(a.a[row * a.nv + h] + dt));
@@ -193,11 +202,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
     }
     cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
-    if (p == 0) {
-      float out = (oj * r_s) * w;
-      out = out * hkv::silu_c(a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j]);
-      a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
-    }
+    if (p == 0) store_gated(a, row, h, j, dv, oj, r_s, w);
   }
 #pragma unroll
   for (int i = 0; i < DP; i++) S[int64_t(i) * dv + j] = s[i];
@@ -219,10 +224,9 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, recurrence_split_kernel<DK, CL, TPC>, a));
 }
 
-// (CL, TPC) of the split recurrence for dk = DK, or false where the shape does not allow it.
+// The split recurrence with (CL, TPC) = (cl, tpc) for dk = DK (recurrence_form has chosen them).
 template <int DK>
-bool launch_split_any(const DeltaArgs& a, int cl, int tpc, cudaStream_t st) {
-  if (a.dv > 128 || a.dv % (4 * cl) != 0 || (a.dv / cl * tpc) % 32 != 0) return false;
+void launch_split_any(const DeltaArgs& a, int cl, int tpc, cudaStream_t st) {
   if (cl == 1 && tpc == 2)
     launch_split<DK, 1, 2>(a, st);
   else if (cl == 2 && tpc == 1)
@@ -231,11 +235,8 @@ bool launch_split_any(const DeltaArgs& a, int cl, int tpc, cudaStream_t st) {
     launch_split<DK, 2, 2>(a, st);
   else if (cl == 4 && tpc == 1)
     launch_split<DK, 4, 1>(a, st);
-  else if (cl == 4 && tpc == 2)
-    launch_split<DK, 4, 2>(a, st);
   else
-    return false;
-  return true;
+    launch_split<DK, 4, 2>(a, st);
 }
 
 template <int DK>
@@ -261,14 +262,6 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 
 namespace {
 int g_split = -1, g_tpc = -1;  // -1: not yet read from HKV_DN_SPLIT, HKV_DN_TPC
-// The value of NAME when it is one of `allowed`, else dflt.
-int env_choice(const char* name, std::initializer_list<int> allowed, int dflt) {
-  const char* e = std::getenv(name);
-  if (e == nullptr) return dflt;
-  for (int v : allowed)
-    if (std::atoi(e) == v) return v;
-  return dflt;
-}
 }  // namespace
 int recurrence_split() {
   if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
@@ -284,8 +277,6 @@ void set_recurrence_split(int blocks, int threads_a_column) {
   g_tpc = threads_a_column == 2 ? 2 : 1;
 }
 
-// Whether the device launches thread-block clusters (compute capability 9.0 and later), which the split
-// recurrence needs.
 bool clusters_supported() {
   static const bool ok = [] {
     int dev = 0, v = 0;
@@ -296,16 +287,22 @@ bool clusters_supported() {
   return ok;
 }
 
+std::pair<int, int> recurrence_form(const DeltaArgs& a) {
+  const int cl = recurrence_split(), tpc = recurrence_tpc();
+  const bool split = (cl > 1 || tpc > 1) && (a.dk == 64 || a.dk == 128) && a.dv <= 128 && a.dv % (4 * cl) == 0 &&
+                     (a.dv / cl * tpc) % 32 == 0 && clusters_supported();
+  return split ? std::make_pair(cl, tpc) : std::make_pair(1, 1);
+}
+
 void deltanet(const DeltaArgs& a, cudaStream_t st) {
   if (a.N <= 0 || a.B <= 0) return;
   if (a.K < 1 || a.K > kMaxK) throw std::runtime_error("deltanet: conv kernel size must be 1..8");
   if (a.dv % 32 != 0 || a.dv > 1024) throw std::runtime_error("deltanet: value head dim must be a multiple of 32");
   launch_k(conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
   l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
-  const int cl = recurrence_split(), tpc = recurrence_tpc();
-  if ((cl > 1 || tpc > 1) && clusters_supported() &&
-      ((a.dk == 128 && launch_split_any<128>(a, cl, tpc, st)) ||
-       (a.dk == 64 && launch_split_any<64>(a, cl, tpc, st)))) {
+  const auto [cl, tpc] = recurrence_form(a);
+  if (cl > 1 || tpc > 1) {
+    a.dk == 128 ? launch_split_any<128>(a, cl, tpc, st) : launch_split_any<64>(a, cl, tpc, st);
     HKV_CHECK_LAUNCH();
     return;
   }

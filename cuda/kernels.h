@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "reference/kvformat.h"
 #include "reference/weights.h"
@@ -25,6 +27,10 @@ struct DMat {
 
 // The current device's multiprocessor count (asked once a process).
 int sm_count();
+// The engine's switches from the environment. env_choice: NAME's value when it is exactly one of `allowed`, else
+// dflt. env_switch: read once into `cached` (−1 until then, then 0 or 1): NAME=1 on, NAME=0 off, else dflt.
+int env_choice(const char* name, std::initializer_list<int> allowed, int dflt);
+bool env_switch(int& cached, const char* name, bool dflt);
 // n rounded up to a multiple of 256 (buffers carved from one allocation), and the blocks of `threads` threads
 // that cover n.
 inline size_t align256(size_t n) { return (n + 255) & ~size_t(255); }
@@ -205,6 +211,11 @@ int recurrence_split();
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);
 void forget_recurrence_split();  // HKV_DN_SPLIT and HKV_DN_TPC read again at the next launch
+// What deltanet() launches for a: the split kernel's (blocks, threads a column), or (1, 1), the one-block kernel.
+std::pair<int, int> recurrence_form(const DeltaArgs& a);
+// Whether the device launches thread-block clusters (compute capability 9.0 and later), which the split
+// recurrence needs.
+bool clusters_supported();
 // One deltanet_step per value head (tests): S [nv][dk][dv], q,k [nv][dk], v [nv][dv], beta, g [nv] -> o.
 void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta, const float* g,
                          int nv, int dk, int dv, float* o, cudaStream_t st);

@@ -32,7 +32,6 @@
 // Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
 #include <cstdlib>
-#include <cstring>
 #include <map>
 
 #include "cuda/check.h"
@@ -42,6 +41,18 @@
 namespace hkv::cuda {
 
 size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
+
+int env_choice(const char* name, std::initializer_list<int> allowed, int dflt) {
+  const char* e = std::getenv(name);
+  if (e == nullptr) return dflt;
+  for (int v : allowed)
+    if (std::to_string(v) == e) return v;
+  return dflt;
+}
+bool env_switch(int& cached, const char* name, bool dflt) {
+  if (cached < 0) cached = env_choice(name, {0, 1}, int(dflt));
+  return cached == 1;
+}
 
 int sm_count() {
   static const int n = [] {
@@ -57,14 +68,6 @@ namespace {
 
 // The decode matvec is a programmatic dependent launch unless HKV_PDL=0 in the environment or set_pdl(false).
 int g_pdl = -1;  // -1: not yet read from the environment
-// A switch read from the environment once into `cached` (−1 until then): NAME=1 on, NAME=0 off, else dflt.
-bool env_switch(int& cached, const char* name, bool dflt) {
-  if (cached < 0) {
-    const char* e = std::getenv(name);
-    cached = e && std::strcmp(e, "1") == 0 ? 1 : e && std::strcmp(e, "0") == 0 ? 0 : int(dflt);
-  }
-  return cached == 1;
-}
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;

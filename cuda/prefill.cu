@@ -11,7 +11,6 @@
 // The attention is in prefill_attention.cu.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -115,13 +114,7 @@ __global__ void silu_mul_bf16_x4_kernel(const float* g, const float* u, int64_t 
 // set_dequant_mlx4_words(false) (then the element kernel; gpu_prefill checks both give the same bytes).
 namespace {
 int g_dequant_words = -1;
-bool dequant_mlx4_words() {
-  if (g_dequant_words < 0) {
-    const char* e = std::getenv("HKV_DEQUANT_WORDS");
-    g_dequant_words = !(e && std::string(e) == "0");
-  }
-  return g_dequant_words == 1;
-}
+bool dequant_mlx4_words() { return env_switch(g_dequant_words, "HKV_DEQUANT_WORDS", true); }
 }  // namespace
 void set_dequant_mlx4_words(bool on) { g_dequant_words = on ? 1 : 0; }
 

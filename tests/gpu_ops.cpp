@@ -656,6 +656,18 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     const std::vector<float> want = run(1, 1);
     for (auto [cl, tpc] : std::vector<std::pair<int, int>>{{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}}) {
       if (dv > 128 || dv % (4 * cl) != 0 || (dv / cl * tpc) % 32 != 0) continue;  // the one-block kernel's shapes
+      const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
+      cuda::set_recurrence_split(cl, tpc);
+      const std::pair<int, int> form = cuda::recurrence_form(a);
+      cuda::set_recurrence_split(cl0, tpc0);
+      // the split kernel must be the one that runs (else this compares the one-block kernel with itself); a card
+      // without thread-block clusters runs the one-block kernel, and there is nothing to compare
+      if (!cuda::clusters_supported()) {
+        CHECK(form == std::make_pair(1, 1));
+        std::printf("deltanet recurrence(blocks=%d): not run, this card has no thread-block clusters\n", cl);
+        continue;
+      }
+      CHECK(form == std::make_pair(cl, tpc));
       const std::string d = first_diff(run(cl, tpc), want);
       std::printf("deltanet recurrence(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk, dv, cl, tpc,
                   d.empty() ? "OK" : ("FAIL " + d).c_str());
