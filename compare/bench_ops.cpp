@@ -43,6 +43,23 @@ struct DeviceMatrix {
   DeviceMatrix& operator=(const DeviceMatrix&) = delete;
 };
 
+// An input x of `cols` ordinary values (the kernels' time does not depend on them) and its MLX4 records.
+struct DeviceX {
+  float* x = nullptr;
+  uint32_t* rec = nullptr;
+  explicit DeviceX(int64_t cols) {
+    HKV_CUDA_CHECK(cudaMalloc(&x, size_t(cols) * 4));
+    HKV_CUDA_CHECK(cudaMalloc(&rec, size_t(cols / 32) * cuda::kXqWords * 4));
+    std::vector<float> hx(static_cast<size_t>(cols));
+    for (size_t i = 0; i < hx.size(); i++) hx[i] = float(int(i % 97) - 48) * 0.03125f;
+    HKV_CUDA_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+    cuda::xq_records(x, cols, 1, cols, rec, nullptr);
+  }
+  ~DeviceX() { cudaFree(x), cudaFree(rec); }
+  DeviceX(const DeviceX&) = delete;
+  DeviceX& operator=(const DeviceX&) = delete;
+};
+
 // --chain: a 27B decode token's 257 matvec launches in the engine's order (16 times 3 DeltaNet layers and a
 // full-attention layer, each: the projections in, the projection out, gate|up, down; then lm_head), each launch with
 // its own matrices (14.4 GB, what a token reads), captured in one CUDA graph on a stream, the dependent launches
@@ -84,18 +101,8 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
     step({E}, I);
   }
   step({248320}, E);
-  std::map<int64_t, std::pair<float*, uint32_t*>> xs;  // x and its records, by width
-  for (int64_t cols : {E, int64_t(6144), I}) {
-    float* x = nullptr;
-    uint32_t* rec = nullptr;
-    HKV_CUDA_CHECK(cudaMalloc(&x, size_t(cols) * 4));
-    HKV_CUDA_CHECK(cudaMalloc(&rec, size_t(cols / 32) * cuda::kXqWords * 4));
-    std::vector<float> hx(static_cast<size_t>(cols));
-    for (size_t i = 0; i < hx.size(); i++) hx[i] = float(int(i % 97) - 48) * 0.03125f;
-    HKV_CUDA_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
-    cuda::xq_records(x, cols, 1, cols, rec, nullptr);
-    xs[cols] = {x, rec};
-  }
+  std::map<int64_t, std::unique_ptr<DeviceX>> xs;  // x and its records, by width
+  for (int64_t cols : {E, int64_t(6144), I}) xs[cols] = std::make_unique<DeviceX>(cols);
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t st;
   HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -103,7 +110,7 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
     cudaGraph_t g;
     HKV_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
     for (const Step& s : steps)
-      cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols].first, s.cols, 1, xs[s.cols].second, st);
+      cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols]->x, s.cols, 1, xs[s.cols]->rec, st);
     HKV_CUDA_CHECK(cudaStreamEndCapture(st, &g));
     cudaGraphExec_t ge;
     HKV_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
@@ -138,7 +145,6 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
                 rm.front(), rm.back(), 100.0 * bytes / (med * 1e-3) / bw, alone_ms);
   }
   HKV_CUDA_CHECK(cudaStreamDestroy(st));
-  for (auto& [cols, p] : xs) cudaFree(p.first), cudaFree(p.second);
   cudaFree(y);
 }
 
@@ -192,21 +198,10 @@ int cmd_bench_ops(const Args& a) {
       rows += r;
       bytes += double(mats.back()->d.nbytes());
     }
-    float* x = nullptr;
-    uint32_t* xs = nullptr;
-    HKV_CUDA_CHECK(cudaMalloc(&x, size_t(l.cols) * 4));
-    HKV_CUDA_CHECK(cudaMalloc(&xs, size_t(l.cols / 32) * cuda::kXqWords * 4));
-    {  // x: ordinary values (the kernels' time does not depend on them)
-      std::vector<float> hx(size_t(l.cols));
-      for (size_t i = 0; i < hx.size(); i++) hx[i] = float(int(i % 97) - 48) * 0.03125f;
-      HKV_CUDA_CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
-    }
-    cuda::xq_records(x, l.cols, 1, l.cols, xs, nullptr);
+    const DeviceX dx(l.cols);
     const double ms = time_ms(nullptr, 5, reps, [&] {
-                        cuda::matvec_multi(tasks.data(), int(tasks.size()), x, l.cols, 1, xs, nullptr);
+                        cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.x, l.cols, 1, dx.rec, nullptr);
                       }).median;
-    cudaFree(x);
-    cudaFree(xs);
     total_ms += ms * l.per_token;
     total_bytes += bytes * l.per_token;
     std::printf("| %s | %lld x %lld | %.1f | %.1f | %.2f | %.0f%% | %d | %.3f |\n", l.name, (long long)rows,
