@@ -182,6 +182,8 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   std::string d = first_diff(le, lo);
   for (int i = 0; i < steps && d.empty(); i++) {
     env.apply(size_t(i) % env.size());
+    // the hook ran: the switches read now are the variant's
+    CHECK(cuda::decode_fusion_enabled() == (env[size_t(i) % env.size()].text != "HKV_DECODE_FUSE=0"));
     const int32_t next = argmax(lo.data(), m.config.vocab_size);
     lo = forward(m, os, {next}, o);
     le = eng.forward(*es, {next}, o);
