@@ -664,7 +664,7 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     else
       shape = b < P ? AttnShape::Narrow : AttnShape::NarrowV2;
   }
-  // NarrowH2: two query heads a block, so a chunk spreads over more multiprocessors
+  // NarrowH2 and NarrowH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::NarrowH1   ? 1
                                 : shape == AttnShape::NarrowH2 ? 2
                                                                : kMaxG),
