@@ -24,6 +24,7 @@ namespace hkv::cuda {
 namespace {
 
 constexpr int kMaxK = 8;
+constexpr int kFusedK = 4;  // the conv size the fused decode form takes (the 27B model's linear_conv_kernel_dim)
 
 __global__ void conv_kernel(DeltaArgs a) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
@@ -134,7 +135,16 @@ __global__ void recurrence_kernel(DeltaArgs a) {
 // their owners' shared memory (distributed shared memory) and runs the tree. The same operations in the same order
 // as recurrence_kernel. Needs dv ≤ 128 and dv/CL·TPC a multiple of 32, dv/CL a multiple of 4. recurrence_kernel
 // stays, plain, for the shapes this one does not take (dk 32, dv > 128) and as the kernel gpu_ops checks it against.
-template <int DK, int CL, int TPC>
+//
+// FUSED (the default for rounds of at most 8 rows; HKV_DN_FUSED=0 turns it off): the conv and the q/k l2norm in
+// the same launch. The cluster then holds every block of a key head's value heads (G = nv/nk·CL ≤ 8 blocks; a
+// head's blocks are G's ranks hb … hb + CL − 1): thread t of a block takes conv_kernel's step for channel t of the
+// key head's q and of its k (dv/CL·TPC = dk threads), and each thread of column j the step for v channel j; then
+// l2norm_heads' operations (warp 0: r = rsqrt_c(warp_sum_squares(q) + 1e-6), q·r then × q_scale; warp 1 likewise
+// for k, unscaled). Every block of the key head computes its q and k (the same bytes); the first block of the key
+// head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The state is
+// written after the rows' cluster syncs, so no block of the cluster reads it after it changes.
+template <int DK, int CL, int TPC, bool FUSED = false>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
   namespace cg = cooperative_groups;
@@ -142,8 +152,9 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   const cg::cluster_group cluster = cg::this_cluster();
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   __shared__ float q_s[DK], k_s[DK], o_s[128], part_s[32];
-  __shared__ float r_s;
-  const int dv = a.dv, dvb = dv / CL, rank = int(cluster.block_rank());
+  __shared__ float r_s, rq_s, rk_s;
+  const int crank = int(cluster.block_rank()), rank = crank % CL, hb = crank - rank;  // hb: the head's first rank
+  const int dv = a.dv, dvb = dv / CL;
   const int b = blockIdx.x, h = blockIdx.y / CL, t_ = threadIdx.x, c = t_ / TPC, p = t_ % TPC;
   const int j = rank * dvb + c, lane = t_ & 31;
   const int kh = h / (a.nv / a.nk);
@@ -153,14 +164,56 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   for (int i = 0; i < DP; i++) s[i] = S[int64_t(i) * dv + j];
   const float A = hkv::exp_c(a.A_log[h]), dt = a.dt_bias[h], w = a.norm_w[j];
   const int first = a.seq_first[b], rows = a.seq_rows[b];
+  // FUSED: this thread's conv channels (q and k channel t_ of key head kh, v channel j), windows and weights
+  const int64_t chq = int64_t(kh) * DK + t_, chk = int64_t(a.nk) * DK + chq;
+  const int64_t chv = 2 * int64_t(a.nk) * DK + int64_t(h) * dv + j;
+  const bool qk_owner = FUSED && crank == 0;  // the key head's first block writes its q and k
+  constexpr int K = kFusedK;                  // the conv's size a compile-time constant: the windows stay in registers
+  float cq[K], ck[K], cvw[K], wq[K], wk[K], wv[K];
+  if constexpr (FUSED) {
+    const float* st = a.conv_state[b];
+#pragma unroll
+    for (int e = 0; e < K; e++) {
+      cq[e] = e < K - 1 ? st[chq * (K - 1) + e] : 0.0f;
+      ck[e] = e < K - 1 ? st[chk * (K - 1) + e] : 0.0f;
+      cvw[e] = e < K - 1 ? st[chv * (K - 1) + e] : 0.0f;
+      wq[e] = a.conv_w[chq * K + e];
+      wk[e] = a.conv_w[chk * K + e];
+      wv[e] = a.conv_w[chv * K + e];
+    }
+  }
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
-    stage_qk<DK>(a, cv, kh, t_, dvb * TPC, q_s, k_s);
+    float vj;
+    if constexpr (FUSED) {
+      const float* x = a.qkv + row * a.C;
+      const float qc = conv_step(cq, wq, K, x[chq]), kc = conv_step(ck, wk, K, x[chk]);
+      vj = conv_step(cvw, wv, K, x[chv]);
+      q_s[t_] = qc;
+      k_s[t_] = kc;
+      __syncthreads();
+      if (t_ < 32) {
+        const float r = hkv::rsqrt_c(warp_sum_squares(q_s, DK, lane) + 1e-6f);
+        if (lane == 0) rq_s = r;
+      } else if (t_ < 64) {
+        const float r = hkv::rsqrt_c(warp_sum_squares(k_s, DK, lane) + 1e-6f);
+        if (lane == 0) rk_s = r;
+      }
+      __syncthreads();
+      const float qn = (qc * rq_s) * a.q_scale, kn = kc * rk_s;
+      q_s[t_] = qn;  // (each thread rewrites only its own element, read above by warps 0 and 1 before the sync)
+      k_s[t_] = kn;
+      float* out = a.conv_out + row * a.C;
+      if (qk_owner) out[chq] = qn, out[chk] = kn;
+      if (p == 0) out[chv] = vj;
+    } else {
+      stage_qk<DK>(a, cv, kh, t_, dvb * TPC, q_s, k_s);
+      vj = cv[2 * int64_t(a.nk) * DK + int64_t(h) * dv + j];
+    }
     __syncthreads();
     const float beta = hkv::sigmoid_c(a.b[row * a.nv + h]);
     const float decay = hkv::exp_c(-A * hkv::softplus_c(a.a[row * a.nv + h] + dt));
-    const float vj = cv[2 * int64_t(a.nk) * DK + int64_t(h) * dv + j];
     const float* kp = k_s + p * DP;
     const float* qp = q_s + p * DP;
 #pragma unroll
@@ -197,7 +250,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     cluster.sync();  // every block's lane values are written
     if (t_ < 32) {
       float v = 0.0f;  // lanes past dv/4 have no elements (warp_sum_squares)
-      if (4 * t_ < dv) v = *cluster.map_shared_rank(&part_s[t_ % (dvb / 4)], unsigned(t_ / (dvb / 4)));
+      if (4 * t_ < dv) v = *cluster.map_shared_rank(&part_s[t_ % (dvb / 4)], unsigned(hb + t_ / (dvb / 4)));
       v = warp_tree_sum(v);
       if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
     }
@@ -206,37 +259,48 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   }
 #pragma unroll
   for (int i = 0; i < DP; i++) S[int64_t(i) * dv + j] = s[i];
+  if constexpr (FUSED) {
+    float* st = a.conv_state[b];
+#pragma unroll
+    for (int e = 0; e < K - 1; e++) {
+      if (qk_owner) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
+      if (p == 0) st[chv * (K - 1) + e] = cvw[e];
+    }
+  }
 #endif
 }
 
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
 // threads a block, as a programmatic dependent launch where launch_k would make one.
-template <int DK, int CL, int TPC>
+template <int DK, int CL, int TPC, bool FUSED = false>
 void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = CL, attr[0].val.clusterDim.z = 1;
+  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.z = 1;
+  attr[0].val.clusterDim.y = unsigned(FUSED ? a.nv / a.nk * CL : CL);
   attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(a.B), unsigned(a.nv * CL)), cfg.blockDim = dim3(unsigned(a.dv / CL * TPC));
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
-  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, recurrence_split_kernel<DK, CL, TPC>, a));
+  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, recurrence_split_kernel<DK, CL, TPC, FUSED>, a));
 }
 
-// The split recurrence with (CL, TPC) = (cl, tpc) for dk = DK (recurrence_form has chosen them).
-template <int DK>
+// The split recurrence with (CL, TPC) = (cl, tpc) for dk = DK (recurrence_form or fused_form has chosen them).
+template <int DK, bool FUSED>
 void launch_split_any(const DeltaArgs& a, int cl, int tpc, cudaStream_t st) {
   if (cl == 1 && tpc == 2)
-    launch_split<DK, 1, 2>(a, st);
+    launch_split<DK, 1, 2, FUSED>(a, st);
   else if (cl == 2 && tpc == 1)
-    launch_split<DK, 2, 1>(a, st);
+    launch_split<DK, 2, 1, FUSED>(a, st);
   else if (cl == 2 && tpc == 2)
-    launch_split<DK, 2, 2>(a, st);
+    launch_split<DK, 2, 2, FUSED>(a, st);
   else if (cl == 4 && tpc == 1)
-    launch_split<DK, 4, 1>(a, st);
+    launch_split<DK, 4, 1, FUSED>(a, st);
+  else if (FUSED && cl == 1 && tpc == 1)
+    launch_split<DK, 1, 1, FUSED>(a, st);
   else
-    launch_split<DK, 4, 2>(a, st);
+    launch_split<DK, 4, 2, FUSED>(a, st);
 }
 
 template <int DK>
@@ -263,6 +327,12 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 namespace {
 int g_split = -1, g_tpc = -1;  // -1: not yet read from HKV_DN_SPLIT, HKV_DN_TPC
 }  // namespace
+namespace {
+int g_dnfused = -1;
+}
+bool deltanet_fused() { return env_switch(g_dnfused, "HKV_DN_FUSED", true); }
+void set_deltanet_fused(bool on) { g_dnfused = on ? 1 : 0; }
+void forget_deltanet_fused() { g_dnfused = -1; }
 int recurrence_split() {
   if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
   return g_split;
@@ -294,15 +364,31 @@ std::pair<int, int> recurrence_form(const DeltaArgs& a) {
   return split ? std::make_pair(cl, tpc) : std::make_pair(1, 1);
 }
 
+// Whether the fused decode form takes a with the current (blocks, threads a column): a conv of size 4, a thread a
+// q/k channel (dv/blocks·threads = dk), a key head's blocks in one cluster of at most 8, and clusters.
+static bool fused_shape_ok(const DeltaArgs& a) {
+  const int cl = recurrence_split(), tpc = recurrence_tpc();
+  return (a.dk == 64 || a.dk == 128) && a.K == kFusedK && a.dv <= 128 && a.dv % (4 * cl) == 0 &&
+         a.dv / cl * tpc == a.dk && a.nv % a.nk == 0 && a.nv / a.nk * cl <= 8 && clusters_supported();
+}
+
+bool deltanet_fused_form(const DeltaArgs& a) { return deltanet_fused() && a.N <= 8 && fused_shape_ok(a); }
+
 void deltanet(const DeltaArgs& a, cudaStream_t st) {
   if (a.N <= 0 || a.B <= 0) return;
   if (a.K < 1 || a.K > kMaxK) throw std::runtime_error("deltanet: conv kernel size must be 1..8");
   if (a.dv % 32 != 0 || a.dv > 1024) throw std::runtime_error("deltanet: value head dim must be a multiple of 32");
+  if (deltanet_fused_form(a)) {  // conv, l2norm and recurrence in one launch
+    const int cl = recurrence_split(), tpc = recurrence_tpc();
+    a.dk == 128 ? launch_split_any<128, true>(a, cl, tpc, st) : launch_split_any<64, true>(a, cl, tpc, st);
+    HKV_CHECK_LAUNCH();
+    return;
+  }
   launch_k(conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
   l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
   const auto [cl, tpc] = recurrence_form(a);
   if (cl > 1 || tpc > 1) {
-    a.dk == 128 ? launch_split_any<128>(a, cl, tpc, st) : launch_split_any<64>(a, cl, tpc, st);
+    a.dk == 128 ? launch_split_any<128, false>(a, cl, tpc, st) : launch_split_any<64, false>(a, cl, tpc, st);
     HKV_CHECK_LAUNCH();
     return;
   }

@@ -208,6 +208,15 @@ void deltanet(const DeltaArgs& a, cudaStream_t st);
 // kernel at 32K and 128K, 0.13% at 1K (inside the noise): 48 blocks of one head each left 84 multiprocessors idle,
 // and the one-block kernel<128> spilled 236 bytes a thread.
 int recurrence_split();
+// On by default (HKV_DN_FUSED=0 or set_deltanet_fused(false) turns it off; H200, 2026-11-30, same process: q4h
+// 1.2–1.6% faster a token at 1K, 32K and 128K, RESULTS §2): for rounds of at most 8 rows, the conv, the q/k l2norm
+// and the split recurrence in one launch (recurrence_split_kernel's FUSED form: a cluster holds a key head's value
+// heads), where the shape allows (conv size 4, dv/blocks·threads = dk, nv/nk·blocks ≤ 8, clusters); other shapes
+// and rounds take the three launches. The same bytes, conv_out included.
+bool deltanet_fused();
+void set_deltanet_fused(bool on);
+void forget_deltanet_fused();
+bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);
 void forget_recurrence_split();  // HKV_DN_SPLIT and HKV_DN_TPC read again at the next launch

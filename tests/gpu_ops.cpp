@@ -617,8 +617,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
 
 TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a column: byte for byte with one block") {
   // deltanet() (conv, l2norm, recurrence with its gated norm) for 2 sequences of 1 and 3 rows, with every
-  // (blocks a head, threads a column) of the split recurrence against the one-block kernel, which gpu_engine checks
-  // against the oracle: the output, S and the conv state, byte for byte.
+  // (blocks a head, threads a column) of the split recurrence, and the conv, l2norm and split recurrence in one
+  // launch (the decode default), against the three launches with the one-block kernel, which gpu_engine checks
+  // against the oracle: the output, S, the conv state and conv_out, byte for byte.
   for (auto [dk, dv] : std::vector<std::pair<int, int>>{{128, 128}, {64, 64}, {128, 64}}) {
     const int nk = 2, nv = 6, K = 4, B = 2;
     const int64_t C = 2 * int64_t(nk) * dk + int64_t(nv) * dv, N = 4;
@@ -640,17 +641,22 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     a.B = B, a.seq_first = dfirst.p, a.seq_rows = drows.p, a.conv_state = dconvp.p, a.S = dSp.p;
     a.conv_w = dconvw.p, a.A_log = dalog.p, a.dt_bias = ddtb.p, a.norm_w = dnormw.p;
     a.qkv = dqkv.p, a.conv_out = dconvout.p, a.z = dz.p, a.b = db.p, a.a = da.p, a.core = dcore.p, a.N = N;
-    auto run = [&](int cl, int tpc) {
+    auto run = [&](int cl, int tpc, bool fused = false) {
       dconv.put(conv0);
       dS.put(S0);
       dcore.poison();
+      dconvout.poison();
       const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
+      const bool fused0 = cuda::deltanet_fused();
       cuda::set_recurrence_split(cl, tpc);
+      cuda::set_deltanet_fused(fused);
       cuda::deltanet(a, nullptr);
-      cuda::set_recurrence_split(cl0, tpc0);  // the default (or the environment's) for the tests after this one
-      std::vector<float> out = dcore.get(), st = dS.get(), cs = dconv.get();
+      cuda::set_deltanet_fused(fused0);  // the default (or the environment's) for the tests after this one
+      cuda::set_recurrence_split(cl0, tpc0);
+      std::vector<float> out = dcore.get(), st = dS.get(), cs = dconv.get(), co = dconvout.get();
       out.insert(out.end(), st.begin(), st.end());
       out.insert(out.end(), cs.begin(), cs.end());
+      out.insert(out.end(), co.begin(), co.end());  // q and k normalized, v as the conv made it
       return out;
     };
     const std::vector<float> want = run(1, 1);
@@ -671,6 +677,28 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       const std::string d = first_diff(run(cl, tpc), want);
       std::printf("deltanet recurrence(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk, dv, cl, tpc,
                   d.empty() ? "OK" : ("FAIL " + d).c_str());
+      CHECK_MESSAGE(d.empty(), d);
+    }
+    // the conv, the l2norm and the split recurrence in one launch, where the shape takes it: (blocks, threads a
+    // column) with dv/blocks·threads = dk
+    for (auto [cl, tpc] : std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 2}}) {
+      if (dv / cl * tpc != dk) continue;
+      const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
+      const bool fused0 = cuda::deltanet_fused();
+      cuda::set_recurrence_split(cl, tpc);
+      cuda::set_deltanet_fused(true);
+      const bool taken = cuda::deltanet_fused_form(a);
+      cuda::set_deltanet_fused(fused0);
+      cuda::set_recurrence_split(cl0, tpc0);
+      if (!cuda::clusters_supported()) {  // the fused form needs clusters; without them the three launches run
+        CHECK(!taken);
+        std::printf("deltanet fused(blocks=%d): not run, this card has no thread-block clusters\n", cl);
+        continue;
+      }
+      CHECK(taken);  // else this compares the three launches with themselves
+      const std::string d = first_diff(run(cl, tpc, true), want);
+      std::printf("deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk,
+                  dv, cl, tpc, d.empty() ? "OK" : ("FAIL " + d).c_str());
       CHECK_MESSAGE(d.empty(), d);
     }
   }
