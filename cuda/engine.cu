@@ -624,23 +624,12 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       residual_mv(L.out, core_, int64_t(nv) * dv, true);
       li++;
     }
-    // The MLP. Fused (decode): gate|up with SwiGLU in its store, x = rmsnorm(h) made in its prologue, then the down
-    // launch makes the records of its x itself. Else the two products, silu_mul (with x's records for MLX4), down.
-    const MatTask down{L.down, h_, E, true};
-    if (fuse && !pending && mlp_fusion_enabled() && matvec_swiglu_fuses(L.gate, L.up, N, true) &&
-        matvec_fuses_records(&down, 1, N, false)) {
-      XSource src;
-      src.x = h_, src.ldx = E, src.norm_w = L.post_norm, src.eps = eps;
-      matvec_swiglu(L.gate, L.up, big_, I, N, src, st);
-      residual_mv(L.down, big_, I, true);
-    } else {
-      norm_mv(L.post_norm, {{L.gate, big_, I}, {L.up, big2_, I}});
-      if (L.down.type == WType::MLX4)
-        silu_mul_xq(big_, big2_, N * I, xq, st);
-      else
-        silu_mul(big_, big2_, N * I, st);
-      residual_mv(L.down, big_, I, false);
-    }
+    norm_mv(L.post_norm, {{L.gate, big_, I}, {L.up, big2_, I}});
+    if (L.down.type == WType::MLX4)
+      silu_mul_xq(big_, big2_, N * I, xq, st);
+    else
+      silu_mul(big_, big2_, N * I, st);
+    residual_mv(L.down, big_, I, false);
     if (taps) {
       add_inplace(h_, y_, N * E, st);
       tap(l, "hidden", h_, E);

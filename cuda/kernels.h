@@ -50,8 +50,6 @@ struct MatTask {
   float* y = nullptr;
   int64_t ldy = 0;
   bool add = false;
-  bool swiglu =
-      false;  // (matvec_swiglu) paired with the next task, y = silu_c(W·x)·(next W·x); that task stores nothing
 };
 constexpr int kMaxTasks = 4;
 // Where a decode MLX4 launch gets its x's records when it makes them itself (matvec_multi's src): from the
@@ -73,20 +71,6 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
-// The shared memory the decode MLX4 kernel takes a block at most on this card (records and staged values).
-size_t decode_smem_limit();
-// The decode MLP's gate and up products and SwiGLU in one launch: y[n·ldy + r] = silu_c(gate_r·x_n)·(up_r·x_n),
-// the bytes matvec_multi({gate, up}) and silu_mul give, each warp taking rows of both (its store does silu_mul's
-// operation), with x's records made from src as matvec_multi's src. matvec_swiglu_fuses: whether it takes these
-// matrices and N (those of matvec_fuses_records, gate and up of one shape).
-bool matvec_swiglu_fuses(const DMat& gate, const DMat& up, int64_t N, bool norm);
-void matvec_swiglu(const DMat& gate, const DMat& up, float* y, int64_t ldy, int64_t N, const XSource& src,
-                   cudaStream_t st);
-// On by default (HKV_MLP_FUSE=0 or set_mlp_fusion(false) turns it off): the decode fusion (decode_fusion_enabled)
-// runs gate|up with SwiGLU in its store (matvec_swiglu) and the down launch makes the records of its x, where the
-// silu_mul_xq launch made them between the two. The same bytes.
-bool mlp_fusion_enabled();
-void set_mlp_fusion(bool on);
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that

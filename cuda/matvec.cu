@@ -31,7 +31,6 @@
 // exact path).
 // Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
-#include <algorithm>
 #include <cstdlib>
 #include <map>
 
@@ -72,19 +71,7 @@ int g_pdl = -1;  // -1: not yet read from the environment
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
-// The decode kernel's shared memory at most: the records of two inputs of the widest matrix (the 27B down_proj,
-// 17408 columns) and the transposed values a launch that makes the records stages (smem_bytes); no more than the
-// card lets a block have (smem_cap).
-constexpr int kSmemMax = 2 * 17408 * 4 + 32 * (17408 / 32 + 1) * 4;
-size_t smem_cap() {
-  static const size_t cap = [] {
-    int dev = 0, v = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return std::min(size_t(kSmemMax), size_t(v) - 1024);  // (the kernel's static shared memory: make_records' r_s)
-  }();
-  return cap;
-}
+constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // xq[n][c]: a block covers 8 chunks of one row, warp w the record of chunk 8·blockIdx.x + w (xq_chunk).
 __global__ void xq_records_kernel(const float* X, int64_t ldx, int64_t nch, uint32_t* xq) {
@@ -224,27 +211,19 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
 // chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
 // chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
-// up (the SwiGLU pair, RW even): the group is rows r0 … r0 + RW/2 − 1 of the task's matrix (the gate) and the
-// same rows of *up, and the store is y = silu_c(gate row)·(up row), silu_mul's operation on the two products.
-template <int NB, int RW, int U, bool STREAM, class RecAt, bool PAIR = false>
-__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at,
-                                          const DMat* up = nullptr) {
-  static_assert(!PAIR || RW % 2 == 0, "a SwiGLU group holds as many gate rows as up rows");
+template <int NB, int RW, int U, bool STREAM, class RecAt>
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
   const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
-  constexpr int half = RW / 2;
-  constexpr bool pair = PAIR;
   const uint4* q[RW];
   const uint16_t *srow[RW], *brow[RW];
 #pragma unroll
   for (int r = 0; r < RW; r++) {
-    const DMat& M = pair && r >= half ? *up : W;
-    const int64_t ri = r0 + (pair ? r % half : r);
-    const int64_t rr = ri < M.rows ? ri : M.rows - 1;  // a missing row re-reads the last (not stored)
-    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(M.data) + rr * (cols / 8));
-    srow[r] = M.scales + rr * gpr;
-    brow[r] = M.biases + rr * gpr;
+    const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
+    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
+    srow[r] = W.scales + rr * gpr;
+    brow[r] = W.biases + rr * gpr;
   }
   float acc[RW][NB];
 #pragma unroll
@@ -273,26 +252,16 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
       mlx4_chunk<NB, RW>(u[k], sb[k], bb[k], c, rec_at, acc);
     }
   }
-  if constexpr (PAIR) {
 #pragma unroll
-    for (int r = 0; r < half; r++)
+  for (int r = 0; r < RW; r++)
 #pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float g = warp_tree_sum(acc[r][n]), v = warp_tree_sum(acc[r + half][n]);
-        if (lane == 0 && r0 + r < W.rows) task.y[n * task.ldy + r0 + r] = hkv::silu_c(g) * v;
+    for (int n = 0; n < NB; n++) {
+      const float v = warp_tree_sum(acc[r][n]);
+      if (lane == 0 && r0 + r < W.rows) {
+        float* y = task.y + n * task.ldy + r0 + r;
+        *y = task.add ? *y + v : v;  // the residual add h = h + y, one fp32 addition
       }
-  } else {
-#pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float v = warp_tree_sum(acc[r][n]);
-        if (lane == 0 && r0 + r < W.rows) {
-          float* y = task.y + n * task.ldy + r0 + r;
-          *y = task.add ? *y + v : v;  // the residual add h = h + y, one fp32 addition
-        }
-      }
-  }
+    }
 }
 
 // N of 4 or 8 (and x too wide for shared memory): the records through L1. Warp w of a block carries rows
@@ -408,8 +377,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 
 // WARPS warps a block, MINB blocks a multiprocessor at least (the register cap). src.x null: the records come
 // from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
-// PAIR: the launch of matvec_swiglu.
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool PAIR = false>
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src) {
   extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
@@ -419,19 +387,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
     if (g < total) {
       int64_t local;
-      const MatTask& task = ts.t[PAIR ? 0 : find_task(ts, g, local)];
+      const MatTask& task = ts.t[find_task(ts, g, local)];
       const int64_t rows = task.W.rows;
-      if constexpr (PAIR) {  // rows g·RW/2 … of the gate and of the up
-        for (int r = 0; r < RW / 2 && g * (RW / 2) + r < rows; r++)
-          for (int m = 0; m < 2; m++) {
-            const uint4* q = reinterpret_cast<const uint4*>(ts.t[m].W.data) + (g * (RW / 2) + r) * (cols / 32);
-            for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
-          }
-      } else {
-        for (int r = 0; r < RW && local * RW + r < rows; r++) {
-          const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-          for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
-        }
+      for (int r = 0; r < RW && local * RW + r < rows; r++) {
+        const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
+        for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
       }
     }
     pdl_wait();
@@ -446,22 +406,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
     }
     __syncthreads();
   }
-  auto rec = [&](int n, int c, uint4(&P)[7]) {
-    const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
-    const int sw = (n * nch + c) & 7;
+  for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
+    int64_t local;
+    const int t = find_task(ts, g, local);
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
+      const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
+      const int sw = (n * nch + c) & 7;
 #pragma unroll
-    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-  };
-  if constexpr (PAIR) {         // task 0 the gate, task 1 the up: RW/2 rows of each a group (matvec_swiglu)
-    const DMat up = ts.t[1].W;  // (a copy: the address of a kernel parameter would put ts on the stack)
-    for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride)
-      mlx4_rows<NB, RW, U, true, decltype(rec), true>(ts.t[0], g * (RW / 2), lane, rec, &up);
-  } else {
-    for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, rec);
-    }
+      for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+    });
   }
 }
 
@@ -474,9 +427,7 @@ Tasks make_tasks(const MatTask* tasks, int n, int64_t rows_per_block) {
   for (int i = 0; i < n && i < kMaxTasks; i++) {  // (n ≤ kMaxTasks: matvec_multi checks)
     ts.t[i] = tasks[i];
     ts.block_start[i] = b;
-    // a SwiGLU task's groups hold half their rows from it and half from the next task, which has none of its own
-    const int64_t per = tasks[i].swiglu ? rows_per_block / 2 : rows_per_block;
-    if (i == 0 || !tasks[i - 1].swiglu) b += (tasks[i].W.rows + per - 1) / per;
+    b += (tasks[i].W.rows + rows_per_block - 1) / rows_per_block;
   }
   ts.block_start[n] = b;
   return ts;
@@ -535,39 +486,28 @@ size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
   return smem_bytes(nb, cols, src.x != nullptr, src.norm_w != nullptr);
 }
 
-template <int NB, int RW, int U, int MINB, int WARPS, bool PAIR>
-void launch_mlx4_smem_as(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
+template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
+void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
-    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, PAIR>;
-    const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, smem_cap(), g);
+    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
+    const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src);
     return;
   }
-  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS, PAIR>;
-  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, smem_cap(), g);
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS>;
+  const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
   kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src);
   HKV_CHECK_LAUNCH();
-}
-
-// A SwiGLU pair (tasks[0].swiglu: matvec_swiglu) takes the PAIR kernel.
-template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
-void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
-  if (tasks[0].swiglu)
-    launch_mlx4_smem_as<NB, RW, U, MINB, WARPS, true>(tasks, n, xq, src, st);
-  else
-    launch_mlx4_smem_as<NB, RW, U, MINB, WARPS, false>(tasks, n, xq, src, st);
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <int NB, int RW, int U>
 void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
-  for (int i = 0; i < n; i++)
-    if (tasks[i].swiglu) throw std::logic_error("matvec: a SwiGLU pair takes the shared-memory kernel only");
   const Tasks ts = make_tasks(tasks, n, int64_t(kWarps) * RW);
   if (ts.block_start[n] == 0) return;
   matvec_mlx4_kernel<NB, RW, U><<<unsigned(ts.block_start[n]), kWarps * 32, 0, st>>>(ts, xq);
@@ -579,7 +519,7 @@ void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t s
 template <int NB>
 void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const uint32_t* xq, const XSource& src,
                    cudaStream_t st) {
-  if (smem_bytes(NB, cols, src) > smem_cap()) {  // (matvec_fuses_records refuses src here)
+  if (smem_bytes(NB, cols, src) > size_t(kSmemMax)) {  // (matvec_fuses_records refuses src here)
     launch_mlx4<NB, 1, 2>(tasks, n, xq, st);
     return;
   }
@@ -652,16 +592,11 @@ int g_fuse = -1;
 }
 bool decode_fusion_enabled() { return env_switch(g_fuse, "HKV_DECODE_FUSE", true); }
 void set_decode_fusion(bool on) { g_fuse = on ? 1 : 0; }
-namespace {
-int g_mlp = -1;
-}
-bool mlp_fusion_enabled() { return env_switch(g_mlp, "HKV_MLP_FUSE", true); }
-void set_mlp_fusion(bool on) { g_mlp = on ? 1 : 0; }
 void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void reload_switches() {
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_mlp = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
 }
@@ -672,8 +607,6 @@ void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* 
   launch_k(xq_records_kernel, dim3(unsigned((nch + 7) / 8), unsigned(N)), dim3(256), 0, st, X, ldx, nch, xq);
 }
 
-size_t decode_smem_limit() { return smem_cap(); }
-
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm) {
   if (ntasks <= 0 || ntasks > kMaxTasks || N < 1 || N > 2) return false;
   const DMat& W0 = tasks[0].W;
@@ -682,7 +615,7 @@ bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm
     if (W.type != WType::MLX4 || W.cols != W0.cols || W.group != W0.group) return false;
   }
   if (W0.cols % 32 != 0 || W0.cols <= 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128)) return false;
-  return smem_bytes(int(N), W0.cols, true, norm) <= smem_cap();
+  return smem_bytes(int(N), W0.cols, true, norm) <= size_t(kSmemMax);
 }
 
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
@@ -751,27 +684,6 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
     }
     n0 += nb;
   }
-}
-
-bool matvec_swiglu_fuses(const DMat& gate, const DMat& up, int64_t N, bool norm) {
-  const MatTask t[2] = {{gate}, {up}};
-  return gate.rows == up.rows && matvec_fuses_records(t, 2, N, norm);
-}
-
-void matvec_swiglu(const DMat& gate, const DMat& up, float* y, int64_t ldy, int64_t N, const XSource& src,
-                   cudaStream_t st) {
-  if (N <= 0 || gate.rows == 0) return;
-  if (!src.x || !matvec_swiglu_fuses(gate, up, N, src.norm_w != nullptr))
-    throw std::runtime_error(
-        "matvec_swiglu: needs MLX4 gate and up of one shape and group, N <= 2 and a source x (matvec_swiglu_fuses)");
-  if (!aligned16(gate.data) || !aligned16(up.data)) throw std::runtime_error("matvec: MLX4 needs 16-byte aligned rows");
-  MatTask t[2] = {{gate, y, ldy}, {up}};
-  t[0].swiglu = true;
-  // rows: both matrices', so the launch takes the configuration the two products took in one matvec_multi
-  if (N == 2)
-    dispatch_mlx4<2>(t, 2, 2 * gate.rows, gate.cols, nullptr, src, st);
-  else
-    dispatch_mlx4<1>(t, 2, 2 * gate.rows, gate.cols, nullptr, src, st);
 }
 
 void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq,
