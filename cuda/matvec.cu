@@ -475,6 +475,27 @@ bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
 int g_u3 = -1;
 bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 
+// On by default (HKV_MV_BALANCE=0 or set_mlx4_balance(false) turns it off): a launch of 16K rows or more takes the
+// 3-chunk launch of 20 warps (u3_enabled) instead of 4 rows a warp in 2 blocks of 8 warps where that leaves its
+// warps less to carry (u3_fits_better): the 27B gate|up launch's 8,704 groups of 4 rows on 2,112 warps gave 256
+// warps (32 of 264 blocks) a fifth group, the rest of the card idle meanwhile; 17,408 groups of 2 rows on 2,640
+// warps give at most 7 where the mean is 6.6. The same bytes (a row's bytes do not depend on the grouping).
+int g_balance = -1;
+bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
+
+// Whether the 3-chunk launch (2 rows a warp, one block of 20 warps a multiprocessor) leaves a bandwidth-bound
+// launch of these tasks less time than 4 rows a warp in 2 blocks of 8 warps: each warp's time is the rows it
+// carries, ⌈groups / warps⌉ groups of RW rows, over its share of its multiprocessor's bandwidth (1/20 or 1/16).
+bool u3_fits_better(const MatTask* tasks, int n) {
+  auto cost = [&](int64_t rw, int64_t warps_per_sm) {
+    int64_t groups = 0;
+    for (int i = 0; i < n; i++) groups += (tasks[i].W.rows + rw - 1) / rw;
+    const int64_t warps = warps_per_sm * sm_count();
+    return (groups + warps - 1) / warps * rw * warps_per_sm;
+  };
+  return cost(2, 20) < cost(4, 16);
+}
+
 // The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
 // values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
 size_t smem_bytes(int nb, int64_t cols, bool made, bool norm) {
@@ -525,7 +546,7 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
-    if (rows >= 16384) {
+    if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
       return;
@@ -595,8 +616,9 @@ void set_decode_fusion(bool on) { g_fuse = on ? 1 : 0; }
 void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
+void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void reload_switches() {
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
 }

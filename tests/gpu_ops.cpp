@@ -206,17 +206,21 @@ namespace {
 // The decode MLX4 kernel's launch configurations, by index: (1) the programmatic dependent launch (the default)
 // and (0) the ordinary one (HKV_PDL=0), whose shapes under 16K rows take 3 chunks a round in one block of 20 warps;
 // then with 2 chunks a round (HKV_MV_U3=0): (4) one block of 24 warps, (3) 3 blocks of 8 warps (HKV_MV_BIG=0), (2) 2
-// blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0).
-const char* const kLaunch[] = {"plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps", "pdl,2-chunks-24-warps"};
-const int kLaunches[] = {1, 0, 2, 3, 4};
+// blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
+// rows a warp (HKV_MV_BALANCE=0).
+const char* const kLaunch[] = {
+    "plain", "pdl", "pdl,2-blocks", "pdl,3-blocks-of-8-warps", "pdl,2-chunks-24-warps", "pdl,4-rows-a-warp-past-16K"};
+const int kLaunches[] = {1, 0, 2, 3, 4, 5};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
 void in_launch(int cfg, F&& f) {
   cuda::set_pdl(cfg != 0);
   cuda::set_mlx4_occ3(cfg != 2);
   cuda::set_mlx4_big_blocks(cfg != 3);
-  cuda::set_mlx4_u3(cfg < 2);
+  cuda::set_mlx4_u3(cfg < 2 || cfg == 5);
+  cuda::set_mlx4_balance(cfg != 5);
   f();
+  cuda::set_mlx4_balance(true);
   cuda::set_pdl(true);
   cuda::set_mlx4_occ3(true);
   cuda::set_mlx4_big_blocks(true);
@@ -305,7 +309,10 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
     int64_t cols;
     int group;
   };
-  const std::vector<Shape> shapes = {{{5120}, 6144, 64}, {{16500, 37}, 5120, 64}, {{70, 9, 1}, 1024, 32}};
+  // (17408 + 17408 rows: the gate|up shape, which the 3-chunk launch takes by HKV_MV_BALANCE; 16537 rows take 4
+  // rows a warp)
+  const std::vector<Shape> shapes = {
+      {{5120}, 6144, 64}, {{16500, 37}, 5120, 64}, {{70, 9, 1}, 1024, 32}, {{17408, 17408}, 1024, 64}};
   int passed = 0, total = 0;
   for (size_t si = 0; si < shapes.size(); si++) {
     const Shape& sh = shapes[si];
