@@ -65,6 +65,7 @@ commands:
                [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2,narrow-h1]
                [--variants "default;HKV_DN_SPLIT=1,HKV_DN_TPC=1" (engine switches timed in one process,
                 their tokens interleaved) [--rounds 4]]
+               [--timeline (then, a row, each kernel of a token as the card timed it: CUPTI)]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50] [--chain (then a token's 257 launches in one graph, each with its own matrices)
                [--variants "default;HKV_MV_U3=0" [--rounds 4]]]

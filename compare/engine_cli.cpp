@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "compare/draft.h"
 #include "compare/gate.h"
 #include "compare/gpu_bench.h"
+#include "compare/timeline.h"
 #include "compare/variants.h"
 #include "cuda/check.h"
 #include "cuda/engine.h"
@@ -329,11 +331,35 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
   return 0;
 }
 
+// A row's timeline: where a token's time goes, the kernels by their time a token.
+void print_timeline(const TokenTimeline& t, const std::string& fmt, int64_t depth) {
+  std::printf(
+      "  timeline %s depth %lld (%d tokens traced): a token's kernels span %.3f ms, some kernel running %.3f ms "
+      "(idle %.3f ms); their durations sum to %.3f ms\n",
+      fmt.c_str(), (long long)depth, t.tokens, t.span_ms, t.busy_ms, t.span_ms - t.busy_ms, t.sum_ms);
+  std::printf("  | kernel | launches a token | µs a token | µs a launch | gap before it, µs a launch |\n");
+  std::printf("  |---|---|---|---|---|\n");
+  for (const TimelineRow& r : t.rows)
+    std::printf("  | %s | %.0f | %.1f | %.2f | %.2f |\n", r.kernel.c_str(), r.launches, r.busy_us, r.mean_us, r.gap_us);
+}
+
+nlohmann::json timeline_json(const TokenTimeline& t) {
+  nlohmann::json j = {{"tokens", t.tokens}, {"span_ms", t.span_ms}, {"busy_ms", t.busy_ms}, {"sum_ms", t.sum_ms}};
+  j["kernels"] = nlohmann::json::array();
+  for (const TimelineRow& r : t.rows)
+    j["kernels"].push_back({{"kernel", r.kernel},
+                            {"launches_per_token", r.launches},
+                            {"us_per_token", r.busy_us},
+                            {"us_per_launch", r.mean_us},
+                            {"gap_before_us", r.gap_us}});
+  return j;
+}
+
 }  // namespace
 
 // hkv bench [--model builtin:27b-mlx4] [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16]
 //           [--json FILE] [--attention | --attention-only] [--attn-shape auto,narrow,wide] [--embed host|device]
-//           [--variants "default;VAR=VALUE[,VAR=VALUE]" [--rounds 4]]
+//           [--variants "default;VAR=VALUE[,VAR=VALUE]" [--rounds 4]] [--timeline]
 // Decode tokens/s at batch 1 over a cache at each depth (rows written directly, no prefill; the timed tokens
 // sit at positions depth − tokens … depth − 1, so the cache holds `depth` positions), peak device memory, and
 // the floor: bytes a token must read (weights once, the cache to its depth, DeltaNet states read and written)
@@ -347,6 +373,10 @@ int cmd_bench(const Args& a) {
   const bool graphs = a.get("graphs", "on") != "off";
   const bool attn_only = a.has("attention-only"), attn = attn_only || a.has("attention");
   const bool embed_host = a.get("embed", "host") != "device";
+  // --timeline: after each row's timed tokens, kTraced more under CUPTI (the first, whose graphs are captured anew
+  // under the trace, left out), each kernel's start and end as the card stamped them (compare/timeline.h)
+  const bool timeline = a.has("timeline");
+  constexpr int kTraced = 5;
   if (ntok < 1) throw UsageError("hkv bench: --tokens must be at least 1");
   if (formats.empty()) throw UsageError("hkv bench: --kv-cache names no format");
   for (const std::string& fs : formats) KvFormat::parse(fs);  // refused here, before the engine is built
@@ -355,10 +385,14 @@ int cmd_bench(const Args& a) {
   // reload_switches), so that the variants share the process, the card's state and the cache.
   if (a.has("variants") && attn_only)
     throw UsageError("hkv bench: --variants times decode tokens, not --attention-only");
+  if (timeline && (attn_only || a.has("variants")))
+    throw UsageError("hkv bench: --timeline traces the decode tokens of each row, without --variants");
+  if (timeline && !KernelTrace::available())
+    throw UsageError("hkv bench: --timeline needs CUPTI, which this hkv was built without");
   const VariantsOption vo = variants_option(a, "hkv bench");
   const std::vector<EnvVariant>& variants = vo.list;
   const int nvar = variants.empty() ? 1 : int(variants.size()), rounds = vo.rounds;
-  const int64_t span = int64_t(rounds) * nvar * (warm + ntok);  // decode steps a (cache, depth)
+  const int64_t span = int64_t(rounds) * nvar * (warm + ntok) + (timeline ? kTraced : 0);  // decode steps a row
   for (int64_t d : depths)
     if (d < span + 1)
       throw UsageError("hkv bench: each depth must exceed the tokens decoded at it, " + std::to_string(span) +
@@ -426,6 +460,7 @@ int cmd_bench(const Args& a) {
       double ms, floor_ms, gb, peak_gib, round_lo, round_hi;
     };
     std::vector<Row> rows;
+    std::map<std::string, nlohmann::json> timelines;  // by "cache/depth"
     EnvVariants env(variants, [&] {  // at each change: the switches read again, the decode graphs captured anew
       cuda::reload_switches();
       eng->drop_graphs();
@@ -481,6 +516,23 @@ int cmd_bench(const Args& a) {
               round_ms[size_t(v)].push_back(median(block));
             }
           rm.sample();
+          if (timeline) {
+            KernelTrace trace;
+            eng->drop_graphs();  // captured anew while the trace runs
+            trace.begin();
+            for (int i = 0; i < kTraced; i++) tok = argmax(eng->forward(*s, {tok}, o).data(), c.vocab_size);
+            std::vector<KernelSpan> spans = trace.end();
+            const std::string first = "embed_kernel";
+            size_t starts = 0;  // leave the first token out: from the second embedding on
+            std::sort(spans.begin(), spans.end(),
+                      [](const KernelSpan& x, const KernelSpan& y) { return x.start < y.start; });
+            auto second = std::find_if(spans.begin(), spans.end(),
+                                       [&](const KernelSpan& k) { return k.name == first && ++starts == 2; });
+            spans.erase(spans.begin(), second);
+            const TokenTimeline tl = summarize_tokens(spans, first);
+            print_timeline(tl, f.name(), depth);
+            timelines[f.name() + "/" + std::to_string(depth)] = timeline_json(tl);
+          }
         }
         if (!variants.empty()) env.restore();  // the environment and switches as found
         mem.peak = std::max(mem.peak, rm.peak);
@@ -515,6 +567,7 @@ int cmd_bench(const Args& a) {
             row["variant"] = vname;
             row["round_medians_ms"] = round_ms[size_t(v)];
           }
+          if (timeline) row["timeline"] = timelines[f.name() + "/" + std::to_string(depth)];
           js["decode"].push_back(row);
           std::printf("  %s%s%s depth %lld: median %.3f ms/token (min %.3f, max %.3f over %zu tokens), peak %.2f GiB\n",
                       vname.c_str(), vname.empty() ? "" : ": ", f.name().c_str(), (long long)depth, med, tv.front(),
