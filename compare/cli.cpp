@@ -66,6 +66,7 @@ commands:
                [--variants "default;HKV_DN_SPLIT=1,HKV_DN_TPC=1" (engine switches timed in one process,
                 their tokens interleaved) [--rounds 4]]
                [--timeline (then, a row, each kernel of a token as the card timed it: CUPTI)]
+               [--greedy device|host (each token's argmax on the card, the default, or its logits copied back)]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50] [--chain (then a token's 257 launches in one graph, each with its own matrices)
                [--variants "default;HKV_MV_U3=0" [--rounds 4]]]

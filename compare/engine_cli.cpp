@@ -141,9 +141,9 @@ int cmd_generate_cuda(const Args& a) {
     o.last_only = true;
     for (int step = 0; step < n; step++) {
       o.prefill = step == 0 ? prefill : Prefill::Exact;  // the prompts' path; decode is exact
-      std::vector<std::vector<float>> logits = eng.forward_batch(ptrs, feed, o);
+      const std::vector<std::vector<int32_t>> ids = eng.forward_batch_argmax(ptrs, feed, o);  // argmax on the card
       for (int i = 0; i < batch; i++) {
-        outs[size_t(i)].push_back(argmax(logits[size_t(i)].data(), m.config.vocab_size));
+        outs[size_t(i)].push_back(ids[size_t(i)].at(0));
         feed[size_t(i)] = {outs[size_t(i)].back()};
       }
     }
@@ -168,11 +168,11 @@ int cmd_generate_cuda(const Args& a) {
     ForwardOptions o;
     o.last_only = true;
     o.prefill = prefill;
-    std::vector<float> logits = eng.forward(*s, prompt, o);
-    o.prefill = Prefill::Exact;  // decode is exact
+    int32_t next = eng.forward_argmax(*s, prompt, o).at(0);  // greedy: the argmax taken on the card
+    o.prefill = Prefill::Exact;                              // decode is exact
     for (int i = 0; i < n; i++) {
-      out.push_back(argmax(logits.data(), m.config.vocab_size));
-      if (i + 1 < n) logits = eng.forward(*s, {out.back()}, o);
+      out.push_back(next);
+      if (i + 1 < n) next = eng.forward_argmax(*s, {next}, o).at(0);
     }
   }
   std::printf("[");
@@ -359,7 +359,7 @@ nlohmann::json timeline_json(const TokenTimeline& t) {
 
 // hkv bench [--model builtin:27b-mlx4] [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16]
 //           [--json FILE] [--attention | --attention-only] [--attn-shape auto,narrow,wide] [--embed host|device]
-//           [--variants "default;VAR=VALUE[,VAR=VALUE]" [--rounds 4]] [--timeline]
+//           [--variants "default;VAR=VALUE[,VAR=VALUE]" [--rounds 4]] [--timeline] [--greedy device|host]
 // Decode tokens/s at batch 1 over a cache at each depth (rows written directly, no prefill; the timed tokens
 // sit at positions depth − tokens … depth − 1, so the cache holds `depth` positions), peak device memory, and
 // the floor: bytes a token must read (weights once, the cache to its depth, DeltaNet states read and written)
@@ -376,6 +376,10 @@ int cmd_bench(const Args& a) {
   // --timeline: after each row's timed tokens, kTraced more under CUPTI (the first, whose graphs are captured anew
   // under the trace, left out), each kernel's start and end as the card stamped them (compare/timeline.h)
   const bool timeline = a.has("timeline");
+  // --greedy device (the default): each token's argmax taken on the card, 4 bytes back (Engine::forward_argmax);
+  // host: its logits (1 MB at the 27B vocabulary) copied back and the argmax taken here, as before session 10
+  const std::string greedy = a.get("greedy", "device");
+  if (greedy != "device" && greedy != "host") throw UsageError("hkv bench: --greedy is device or host");
   constexpr int kTraced = 5;
   if (ntok < 1) throw UsageError("hkv bench: --tokens must be at least 1");
   if (formats.empty()) throw UsageError("hkv bench: --kv-cache names no format");
@@ -452,6 +456,7 @@ int cmd_bench(const Args& a) {
     js["tokens_timed"] = ntok;
     js["warmup_tokens"] = warm;
     js["graphs"] = graphs;
+    js["greedy"] = greedy;
     js["decode"] = nlohmann::json::array();
 
     struct Row {
@@ -482,7 +487,8 @@ int cmd_bench(const Args& a) {
       eng->fill_random_cache(*s, 32, 12345);
       ForwardOptions o;
       o.last_only = true;
-      for (int i = 0; i < 16; i++) eng->forward(*s, {1}, o);
+      for (int i = 0; i < 16; i++)
+        greedy == "device" ? (void)eng->forward_argmax(*s, {1}, o) : (void)eng->forward(*s, {1}, o);
     }
     for (const std::string& fs : formats)
       for (int64_t depth : depths) {
@@ -500,16 +506,20 @@ int cmd_bench(const Args& a) {
           ForwardOptions o;
           o.last_only = true;
           int32_t tok = 1;
+          auto step = [&](int32_t t) {  // one decode token and its greedy successor, as --greedy says
+            if (greedy == "device") return eng->forward_argmax(*s, {t}, o).at(0);
+            const std::vector<float> lg = eng->forward(*s, {t}, o);
+            return argmax(lg.data(), c.vocab_size);
+          };
           for (int r = 0; r < rounds; r++)
             for (int v = 0; v < nvar; v++) {
               if (!variants.empty()) env.apply(size_t(v));
               std::vector<double> block;
               for (int i = 0; i < warm + ntok; i++) {
                 const auto ts = std::chrono::steady_clock::now();
-                std::vector<float> lg = eng->forward(*s, {tok}, o);  // includes the logits' copy to the host
+                tok = step(tok);
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
-                tok = argmax(lg.data(), c.vocab_size);
                 if (i >= warm) block.push_back(ms);
               }
               times[size_t(v)].insert(times[size_t(v)].end(), block.begin(), block.end());
@@ -520,7 +530,7 @@ int cmd_bench(const Args& a) {
             KernelTrace trace;
             eng->drop_graphs();  // captured anew while the trace runs
             trace.begin();
-            for (int i = 0; i < kTraced; i++) tok = argmax(eng->forward(*s, {tok}, o).data(), c.vocab_size);
+            for (int i = 0; i < kTraced; i++) tok = step(tok);
             std::vector<KernelSpan> spans = trace.end();
             const std::string first = "embed_kernel";
             size_t starts = 0;  // leave the first token out: from the second embedding on

@@ -97,6 +97,7 @@ void Engine::init_common() {
   HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   err_ = static_cast<int*>(device_alloc(sizeof(int), "the engine's error flag"));
   HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
+  argmax_ = device_alloc(size_t(kMaxRows) * (1 + 2 * kArgmaxParts) * 4, "the greedy decode's argmax buffers");
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -272,6 +273,7 @@ Engine::~Engine() {
   free_scratch();
   for (void* p : weight_allocs_) device_free(p);
   device_free(err_);
+  device_free(argmax_);
   if (stream_) cudaStreamDestroy(stream_);
   if (host_embed_) cudaFreeHost(host_embed_);
 }
@@ -666,7 +668,8 @@ void Engine::check_pack_error(cudaStream_t st) {
   }
 }
 
-void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<float>* logits_out) {
+void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<float>* logits_out,
+                       std::vector<int32_t>* ids_out) {
   Round r = r0;
   const Config& c = c_;
   const int64_t N = r.N;
@@ -746,9 +749,19 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
     launch_layers(r, &opt);
   }
 
+  std::vector<int32_t> ids(r.logit_rows.size());
+  if (ids_out && !ids.empty()) {  // the wanted rows' argmax on the device; 4 bytes a row come back
+    int32_t* d_ids = static_cast<int32_t*>(argmax_);
+    float* part_v = reinterpret_cast<float*>(d_ids + kMaxRows);
+    int* part_i = reinterpret_cast<int*>(part_v + kMaxRows * kArgmaxParts);
+    argmax_rows(logits_, int64_t(ids.size()), c.vocab_size, d_ids, part_v, part_i, stream_);
+    HKV_CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_ids, ids.size() * 4, cudaMemcpyDeviceToHost, stream_));
+  }
   check_pack_error(stream_);
   for (int b = 0; b < B; b++) r.seqs[size_t(b)]->pos_ += r.count[size_t(b)];
-  if (!r.logit_rows.empty()) {
+  if (ids_out) {
+    for (size_t i = 0; i < ids.size(); i++) ids_out[size_t(r.logit_seq[i])].push_back(ids[i]);
+  } else if (!r.logit_rows.empty()) {
     const size_t V = size_t(c.vocab_size);
     std::vector<float> hbuf(r.logit_rows.size() * V);
     HKV_CUDA_CHECK(cudaMemcpy(hbuf.data(), logits_, hbuf.size() * 4, cudaMemcpyDeviceToHost));
@@ -759,9 +772,9 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
   }
 }
 
-std::vector<std::vector<float>> Engine::forward_batch(const std::vector<Sequence*>& seqs,
-                                                      const std::vector<std::vector<int32_t>>& tokens,
-                                                      const ForwardOptions& opt) {
+void Engine::run_rounds(const std::vector<Sequence*>& seqs, const std::vector<std::vector<int32_t>>& tokens,
+                        const ForwardOptions& opt, std::vector<std::vector<float>>* logits_out,
+                        std::vector<std::vector<int32_t>>* ids_out) {
   const Config& c = c_;
   if (seqs.size() != tokens.size()) throw std::runtime_error("engine: one token list per sequence");
   for (size_t i = 0; i < seqs.size(); i++) {
@@ -774,11 +787,15 @@ std::vector<std::vector<float>> Engine::forward_batch(const std::vector<Sequence
     check_forward_input(c, s.pos_, s.capacity_, tokens[i]);
   }
   std::vector<std::vector<float>> logits(seqs.size());
+  std::vector<std::vector<int32_t>> ids(seqs.size());
   std::vector<size_t> done(seqs.size(), 0);
   for (size_t i = 0; i < seqs.size(); i++)  // issue #6: long prompts through the fast prefill path
     if (uses_fast_prefill(int64_t(tokens[i].size()), opt)) {
       logits[i] = forward_fast(*seqs[i], tokens[i], opt);
       done[i] = tokens[i].size();
+      if (ids_out)  // its logits are on the host already
+        for (size_t r = 0; r * size_t(c.vocab_size) < logits[i].size(); r++)
+          ids[i].push_back(argmax(logits[i].data() + r * size_t(c.vocab_size), c.vocab_size));
     }
   for (;;) {
     Round r;
@@ -810,14 +827,37 @@ std::vector<std::vector<float>> Engine::forward_batch(const std::vector<Sequence
       }
       done[i] += size_t(take);
     }
-    run_round(r, opt, logits.data());
+    run_round(r, opt, logits.data(), ids_out ? ids.data() : nullptr);
   }
+  if (logits_out) *logits_out = std::move(logits);
+  if (ids_out) *ids_out = std::move(ids);
+}
+
+std::vector<std::vector<float>> Engine::forward_batch(const std::vector<Sequence*>& seqs,
+                                                      const std::vector<std::vector<int32_t>>& tokens,
+                                                      const ForwardOptions& opt) {
+  std::vector<std::vector<float>> logits;
+  run_rounds(seqs, tokens, opt, &logits, nullptr);
   return logits;
+}
+
+std::vector<std::vector<int32_t>> Engine::forward_batch_argmax(const std::vector<Sequence*>& seqs,
+                                                               const std::vector<std::vector<int32_t>>& tokens,
+                                                               const ForwardOptions& opt) {
+  std::vector<std::vector<int32_t>> ids;
+  run_rounds(seqs, tokens, opt, nullptr, &ids);
+  return ids;
 }
 
 std::vector<float> Engine::forward(Sequence& s, const std::vector<int32_t>& tokens, const ForwardOptions& opt) {
   if (tokens.empty()) return {};
   return forward_batch({&s}, {tokens}, opt)[0];
+}
+
+std::vector<int32_t> Engine::forward_argmax(Sequence& s, const std::vector<int32_t>& tokens,
+                                            const ForwardOptions& opt) {
+  if (tokens.empty()) return {};
+  return forward_batch_argmax({&s}, {tokens}, opt)[0];
 }
 
 }  // namespace hkv::cuda

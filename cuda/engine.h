@@ -94,6 +94,14 @@ class Engine {
                                                 const std::vector<std::vector<int32_t>>& tokens,
                                                 const ForwardOptions& opt = {});
 
+  // Greedy decoding: forward() and forward_batch() with the wanted rows' logits left on the device and only their
+  // argmax (reference argmax(), taken on the device) coming back, one id a wanted row (a decode step copies 4
+  // bytes to the host instead of its logits). The same sequence state and the same ids as argmax of forward().
+  std::vector<int32_t> forward_argmax(Sequence& s, const std::vector<int32_t>& tokens, const ForwardOptions& opt = {});
+  std::vector<std::vector<int32_t>> forward_batch_argmax(const std::vector<Sequence*>& seqs,
+                                                         const std::vector<std::vector<int32_t>>& tokens,
+                                                         const ForwardOptions& opt = {});
+
   // The sequence's state as the oracle holds it, and back (save_state / load_state use these files).
   SequenceState download(const Sequence& s) const;
   std::unique_ptr<Sequence> upload(const SequenceState& st);
@@ -146,7 +154,13 @@ class Engine {
   float* upload_vec(const std::vector<float>& v);
   DMat upload_matrix(const Matrix& m, std::map<const void*, DMat>& seen);
   void ensure_scratch(int64_t rows, int max_keys);
-  void run_round(const Round& r, const ForwardOptions& opt, std::vector<float>* logits);
+  // A round's logits to logits[seq] or, with ids, their argmax to ids[seq] (the logits stay on the device).
+  void run_round(const Round& r, const ForwardOptions& opt, std::vector<float>* logits,
+                 std::vector<int32_t>* ids = nullptr);
+  // forward_batch and forward_batch_argmax: one of logits and ids is wanted.
+  void run_rounds(const std::vector<Sequence*>& seqs, const std::vector<std::vector<int32_t>>& tokens,
+                  const ForwardOptions& opt, std::vector<std::vector<float>>* logits,
+                  std::vector<std::vector<int32_t>>* ids);
   void launch_layers(const Round& r, const ForwardOptions* tap_opt);
   void check_fits(size_t need, const std::string& what) const;
   void check_pack_error(cudaStream_t st);
@@ -178,6 +192,7 @@ class Engine {
   void* meta_ = nullptr;  // per-round device metadata (Round::host_meta)
   size_t meta_bytes_ = 0;
   int* err_ = nullptr;
+  void* argmax_ = nullptr;  // forward_argmax: the ids of a round's rows, then argmax_rows' partials
   bool graphs_ = false;
   size_t fast_tile_cap_ = 0;
   std::map<std::string, cudaGraphExec_t> graph_cache_;

@@ -167,7 +167,7 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   EnvVariants env(
       parse_variants(
           "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;HKV_MV_U3=0;HKV_PDL=0,HKV_PDL_ALL=0;HKV_DN_SPLIT=4;"
-          "HKV_DN_FUSED=0"),
+          "HKV_DN_FUSED=0;HKV_MV_BALANCE=0;HKV_MERGE_SPLIT=0"),
       [&] {
         cuda::reload_switches();
         eng.drop_graphs();
@@ -186,6 +186,7 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
     // the hook ran: the switches read now are the variant's
     CHECK(cuda::decode_fusion_enabled() == (env[size_t(i) % env.size()].text != "HKV_DECODE_FUSE=0"));
     CHECK(cuda::deltanet_fused() == (env[size_t(i) % env.size()].text != "HKV_DN_FUSED=0"));
+    CHECK(cuda::merge_split_enabled() == (env[size_t(i) % env.size()].text != "HKV_MERGE_SPLIT=0"));
     const int32_t next = argmax(lo.data(), m.config.vocab_size);
     lo = forward(m, os, {next}, o);
     le = eng.forward(*es, {next}, o);
@@ -195,6 +196,55 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   env.restore();
   if (d.empty()) d = compare_states(eng.download(*es), os, m.config);
   report("variants between decode steps(27b-layout,mlx4,q4h,steps=" + std::to_string(steps) + ")", d);
+}
+
+TEST_CASE("greedy decode with the argmax on the card: the ids of argmax(forward), the same states") {
+  // forward_argmax / forward_batch_argmax leave the logits on the device and return their argmax: against the
+  // argmax of forward()'s logits, for a prompt, decode steps and a batch of two sequences of different lengths
+  // (graphs on, the decode path's), and the sequences' states after it byte for byte.
+  Model m = build_synthetic(head_layout_27b(true));
+  Engine eng(m);
+  eng.set_graphs(true);
+  const KvFormat f = KvFormat::q4h();
+  const std::vector<int32_t> prompt = random_tokens(size_t(len(30, 12)), m.config.vocab_size, 6);
+  const int steps = 6;
+  auto a = eng.new_sequence(f, int64_t(prompt.size()) + steps + 1),
+       b = eng.new_sequence(f, int64_t(prompt.size()) + steps + 1);
+  ForwardOptions o;
+  o.last_only = true;
+  std::vector<float> la = eng.forward(*a, prompt, o);
+  std::vector<int32_t> ib = eng.forward_argmax(*b, prompt, o);
+  std::string d;
+  for (int i = 0; i <= steps && d.empty(); i++) {
+    const int32_t want = argmax(la.data(), m.config.vocab_size);
+    if (ib.size() != 1 || ib[0] != want)
+      d = "step " + std::to_string(i) + ": " + (ib.empty() ? std::string("no id") : std::to_string(ib[0])) +
+          " against argmax " + std::to_string(want);
+    if (i < steps && d.empty()) {
+      la = eng.forward(*a, {want}, o);
+      ib = eng.forward_argmax(*b, {want}, o);
+    }
+  }
+  if (d.empty()) d = compare_states(eng.download(*b), eng.download(*a), m.config);
+  // a batch of two new sequences, one token and three, every row's logits wanted, twice (logits, then ids)
+  if (d.empty()) {
+    ForwardOptions all;
+    const std::vector<std::vector<int32_t>> feed = {{5}, {prompt.begin(), prompt.begin() + 3}};
+    auto a2 = eng.new_sequence(f, 16), c2 = eng.new_sequence(f, 16), a3 = eng.new_sequence(f, 16),
+         c3 = eng.new_sequence(f, 16);
+    const std::vector<std::vector<float>> lg = eng.forward_batch({a2.get(), c2.get()}, feed, all);
+    const std::vector<std::vector<int32_t>> ids = eng.forward_batch_argmax({a3.get(), c3.get()}, feed, all);
+    for (size_t sq = 0; sq < 2 && d.empty(); sq++) {
+      const size_t rows = lg[sq].size() / size_t(m.config.vocab_size);
+      if (ids[sq].size() != rows)
+        d = "batch sequence " + std::to_string(sq) + ": " + std::to_string(ids[sq].size()) + " ids for " +
+            std::to_string(rows) + " rows";
+      for (size_t r = 0; r < rows && d.empty(); r++)
+        if (ids[sq][r] != argmax(lg[sq].data() + r * size_t(m.config.vocab_size), m.config.vocab_size))
+          d = "batch sequence " + std::to_string(sq) + " row " + std::to_string(r) + ": another id";
+    }
+  }
+  report("greedy argmax on the card(27b-layout,mlx4,q4h,steps=" + std::to_string(steps) + ",batch of 2)", d);
 }
 
 TEST_CASE("whole model: the transformers fixtures (fixtures/hf)") {

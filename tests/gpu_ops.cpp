@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "cuda/kernels.h"
@@ -445,6 +446,70 @@ TEST_CASE("add_rmsnorm_rows and silu_mul_xq: the fused decode steps and their re
   CHECK_MESSAGE(d.empty(), d);
 }
 
+TEST_CASE("argmax_rows: reference argmax() of each row, ties, NaN and infinities included") {
+  // Rows made to catch a reduction that is not the sequential scan's: the largest value twice (the first wins),
+  // +0 and -0 as the largest (equal: the first), NaN at index 0 (the answer is 0), NaNs elsewhere (never taken),
+  // every value NaN, every value -inf, the largest last, in the first and in the last part of the split.
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(1000), int64_t(65536 + 3), int64_t(248320)}) {
+    std::vector<std::vector<float>> rows;
+    auto base = [&](uint64_t seed) { return gaussian(size_t(n), seed, 3.0f); };
+    rows.push_back(base(1));
+    {
+      std::vector<float> r = base(2);
+      const float top = 50.0f;
+      r[size_t(n / 3)] = top, r[size_t(n - 1)] = top;
+      rows.push_back(r);
+    }
+    {
+      std::vector<float> r(size_t(n), -1.0f);
+      r[size_t(n / 2)] = -0.0f, r[size_t(n - 1)] = 0.0f;
+      rows.push_back(r);
+    }
+    {
+      std::vector<float> r = base(3);
+      r[0] = nan;
+      r[size_t(n - 1)] = 99.0f;
+      rows.push_back(r);
+    }
+    {
+      std::vector<float> r = base(4);
+      for (int64_t i = 1; i < n; i += 5) r[size_t(i)] = nan;
+      rows.push_back(r);
+    }
+    rows.push_back(std::vector<float>(size_t(n), nan));
+    rows.push_back(std::vector<float>(size_t(n), -inf));
+    {
+      std::vector<float> r = base(5);
+      r[size_t(n - 1)] = inf;
+      rows.push_back(r);
+    }
+    {
+      std::vector<float> r = base(6);
+      r[0] = 1e30f;
+      rows.push_back(r);
+    }
+    std::vector<float> flat;
+    for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+    DBuf<float> dx(flat);
+    DBuf<int32_t> dout(rows.size());
+    const int64_t R = int64_t(rows.size());
+    DBuf<float> pv(size_t(R * cuda::kArgmaxParts));
+    DBuf<int> pi(size_t(R * cuda::kArgmaxParts));
+    cuda::argmax_rows(dx.p, R, n, dout.p, pv.p, pi.p, nullptr);
+    const std::vector<int32_t> got = dout.get();
+    std::string d;
+    for (int64_t r = 0; r < R; r++) {
+      const int32_t want = argmax(rows[size_t(r)].data(), n);
+      if (got[size_t(r)] != want && d.empty())
+        d = "row " + std::to_string(r) + ": " + std::to_string(got[size_t(r)]) + " against " + std::to_string(want);
+    }
+    std::printf("argmax_rows(n=%lld,rows=%lld): %s\n", (long long)n, (long long)R,
+                d.empty() ? "OK" : ("FAIL " + d).c_str());
+    CHECK_MESSAGE(d.empty(), d);
+  }
+}
+
 TEST_CASE("rmsnorm and l2norm: byte for byte") {
   for (int64_t n : {5120, 256, 100, 77, 3}) {
     const int64_t rows = 3;
@@ -601,10 +666,15 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       DBuf<int> dn(k.n);
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
-      // every kernel shape and the automatic choice
+      // every kernel shape and the automatic choice; then Auto with the merge as one block of head_dim threads
+      // (HKV_MERGE_SPLIT=0; the default splits a head's elements over head_dim/64 blocks)
+      const bool split0 = cuda::merge_split_enabled();
+      int split_pass = 0;
       for (cuda::AttnShape shape :
            {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::NarrowV,
-            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1}) {
+            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1, cuda::AttnShape::Auto}) {
+        const bool one_block_merge = shape == cuda::AttnShape::Auto && split_pass++ > 0;
+        cuda::set_merge_split(!one_block_merge);
         out.poison();
         part.poison();
         cuda::AttnArgs a;
@@ -614,9 +684,11 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
         cuda::attention(a, nullptr);
+        cuda::set_merge_split(split0);
         std::string d = first_diff(out.get(), ref);
-        std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s): %s\n", f.name().c_str(), k.D, k.H, k.KV,
-                    cap, cuda::attn_shape_name(shape), d.empty() ? "OK" : d.c_str());
+        std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,merge=%s): %s\n", f.name().c_str(), k.D,
+                    k.H, k.KV, cap, cuda::attn_shape_name(shape), one_block_merge ? "one-block" : "split",
+                    d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
     }
