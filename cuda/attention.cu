@@ -26,9 +26,8 @@
 // element pair at 6:1; at depth 262,144 in the 27B shape that is 51.5 G fmas a token, about 1.5 ms at the
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
-// attn_merge_kernel grid (rows, H, head_dim/64), 64 threads (HKV_MERGE_SPLIT=0: grid (rows, H), head_dim threads):
-// in every block the running maximum over chunks in order (a scan by warp 0), the factors a, b of every chunk (all
-// threads) and l's chain (one thread); o[d]'s chain in thread d of the block that holds element d.
+// attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
+// warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
 #include <cmath>
 #include <iterator>
 #include <stdexcept>
@@ -503,8 +502,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   pdl_wait();  // as attn_chunk_kernel
   __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
-  // (block z of a head takes elements z·blockDim … of it; every block makes the same scan, factors and l)
-  const int tid = threadIdx.x, d = int(blockIdx.z * blockDim.x) + tid, lane = tid & 31, h = blockIdx.y;
+  const int d = threadIdx.x, lane = d & 31, h = blockIdx.y;
   const int64_t row = blockIdx.x;
   const int D = a.D, n = a.n_keys[row], nch = (n + kChunk - 1) / kChunk;
   const float* part = a.part + (row * a.H + h) * int64_t(maxch) * (D + 2);
@@ -515,13 +513,13 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
     __syncthreads();
     // every chunk's (mc, lc) of the tile into shared memory at once: the chains below then wait on no
     // global load (thread 0's l chain had one load's latency a chunk: 512 at depth 262,144)
-    for (int i = tid; i < tn; i += blockDim.x) {
+    for (int i = d; i < tn; i += blockDim.x) {
       const float* p = part + int64_t(t0 + i) * (D + 2);
       mc_s[i] = p[0];
       lc_s[i] = p[1];
     }
     __syncthreads();
-    if (tid < 32) {  // the running maximum m_i = max(m_{i-1}, mc_i), chunks in order, as a scan by warp 0:
+    if (d < 32) {  // the running maximum m_i = max(m_{i-1}, mc_i), chunks in order, as a scan by warp 0:
       // a maximum is exact and does not depend on the order it is taken in (NaN aside), so 32 chunks at a
       // time, each lane's prefix by five shuffles, give the sequential loop's values (a loop in one thread took
       // tens of cycles a chunk: 512 chunks at depth 262,144)
@@ -543,13 +541,13 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
       }
     }
     __syncthreads();
-    for (int i = tid; i < tn; i += blockDim.x) {
+    for (int i = d; i < tn; i += blockDim.x) {
       const float mc = mc_s[i], mn = mn_s[i];
       fa_s[i] = hkv::exp_c(fa_s[i] - mn);
       fb_s[i] = hkv::exp_c(mc - mn);
     }
     __syncthreads();
-    if (tid == 0) {
+    if (d == 0) {
 #pragma unroll 32
       for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
     }
@@ -557,7 +555,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
 #pragma unroll 64
     for (int i = 0; i < tn; i++) o = hkv::fma_rn(o, fa_s[i], part[int64_t(t0 + i) * (D + 2) + 2 + d] * fb_s[i]);
   }
-  if (tid == 0) l_s = l;
+  if (d == 0) l_s = l;
   __syncthreads();
   float out = o / l_s;
   if (rotated) out = warp_wht32(out, lane);
@@ -685,17 +683,8 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  // the merge: a head's elements over D/64 blocks of 64 threads (merge_split), or one block of D threads
-  const int split = merge_split_enabled() && a.D % 64 == 0 ? a.D / 64 : 1;
-  launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H), unsigned(split)), dim3(unsigned(a.D / split)), 0, st,
-           a, maxch, a.kind == KvKind::Q4H);
+  launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
+           a.kind == KvKind::Q4H);
 }
-
-namespace {
-int g_merge_split = -1;
-}
-bool merge_split_enabled() { return env_switch(g_merge_split, "HKV_MERGE_SPLIT", true); }
-void set_merge_split(bool on) { g_merge_split = on ? 1 : 0; }
-void forget_merge_split() { g_merge_split = -1; }
 
 }  // namespace hkv::cuda

@@ -71,13 +71,6 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
-// On by default (HKV_MERGE_SPLIT=0 or set_merge_split(false) turns it off; to be measured): the decode attention's
-// merge of a head's chunks over head_dim/64 blocks of 64 threads, each its 64 elements (every block makes the
-// same running maximum, factors and l), instead of one block of head_dim threads: 4 times the multiprocessors
-// on the merge's chains (24 blocks at batch 1 in the 27B shape). The same bytes.
-bool merge_split_enabled();
-void set_merge_split(bool on);
-void forget_merge_split();
 // Greedy decoding's argmax on the device (cuda/argmax.cu): out[r] = reference argmax() of row r of x (rows × n
 // floats: the first index of the largest non-NaN value, 0 when x[r][0] is NaN); part_v and part_i hold
 // rows · kArgmaxParts entries each (the partial results).

@@ -167,7 +167,7 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   EnvVariants env(
       parse_variants(
           "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;HKV_MV_U3=0;HKV_PDL=0,HKV_PDL_ALL=0;HKV_DN_SPLIT=4;"
-          "HKV_DN_FUSED=0;HKV_MV_BALANCE=0;HKV_MERGE_SPLIT=0"),
+          "HKV_DN_FUSED=0;HKV_MV_BALANCE=0"),
       [&] {
         cuda::reload_switches();
         eng.drop_graphs();
@@ -186,7 +186,6 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
     // the hook ran: the switches read now are the variant's
     CHECK(cuda::decode_fusion_enabled() == (env[size_t(i) % env.size()].text != "HKV_DECODE_FUSE=0"));
     CHECK(cuda::deltanet_fused() == (env[size_t(i) % env.size()].text != "HKV_DN_FUSED=0"));
-    CHECK(cuda::merge_split_enabled() == (env[size_t(i) % env.size()].text != "HKV_MERGE_SPLIT=0"));
     const int32_t next = argmax(lo.data(), m.config.vocab_size);
     lo = forward(m, os, {next}, o);
     le = eng.forward(*es, {next}, o);
