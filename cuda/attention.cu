@@ -497,6 +497,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 }
 
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
+constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   pdl_wait();  // as attn_chunk_kernel
@@ -551,9 +552,24 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
 #pragma unroll 32
       for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
     }
-    // unrolled by 64: the 64 loads of oc are issued before the chain needs them (by 8 they were 8 a latency)
-#pragma unroll 64
-    for (int i = 0; i < tn; i++) o = hkv::fma_rn(o, fa_s[i], part[int64_t(t0 + i) * (D + 2) + 2 + d] * fb_s[i]);
+    // o's chain, kMergeLoads chunks at a time, the next batch's oc values loaded while this batch's run through
+    // the chain, so that a batch's loads are in flight together whatever order the compiler gives them. (With the
+    // loop only unrolled, "#pragma unroll 64", each load sat next to its use and about one was in flight: 65.6 µs
+    // a layer at depth 262,144, 254 cycles a chunk; H200, 2026-11-30, hkv bench --timeline.)
+    float cur[kMergeLoads], nxt[kMergeLoads];
+    auto load = [&](float(&v)[kMergeLoads], int i0) {
+#pragma unroll
+      for (int k = 0; k < kMergeLoads; k++) v[k] = i0 + k < tn ? part[int64_t(t0 + i0 + k) * (D + 2) + 2 + d] : 0.0f;
+    };
+    load(cur, 0);
+    for (int i0 = 0; i0 < tn; i0 += kMergeLoads) {
+      if (i0 + kMergeLoads < tn) load(nxt, i0 + kMergeLoads);
+#pragma unroll
+      for (int k = 0; k < kMergeLoads; k++)
+        if (i0 + k < tn) o = hkv::fma_rn(o, fa_s[i0 + k], cur[k] * fb_s[i0 + k]);
+#pragma unroll
+      for (int k = 0; k < kMergeLoads; k++) cur[k] = nxt[k];
+    }
   }
   if (d == 0) l_s = l;
   __syncthreads();

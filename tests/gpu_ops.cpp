@@ -629,7 +629,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
   };
   // The 27B shape (head_dim 256, 24 query heads over 4 KV heads, 6:1) at 1, 511, 512, 513 keys and across two
   // chunk boundaries in one batch of rows with different n_keys; odd head counts (5:1, 3:1 are padded to the
-  // kernel's 6 and 4), 16:1 (two blocks of 8 heads), rows not a multiple of 16 bytes (head_dim 32, 64).
+  // kernel's 6 and 4), 16:1 (two blocks of 8 heads), rows not a multiple of 16 bytes (head_dim 32, 64), more
+  // chunks than the merge loads at once.
   std::vector<Case> cases = {{256, 2, 1, {1, 7, 512, 513, 1100}},
                              {128, 4, 1, {300, 1024, 1025}},
                              {256, 24, 4, {1, 511, 512, 513, 1537, 2}},
@@ -638,7 +639,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                              {96, 3, 1, {700}},
                              {64, 16, 1, {520}},
                              {64, 7, 1, {515}},
-                             {32, 2, 2, {33}}};
+                             {32, 2, 2, {33}},
+                             // 34 chunks: the merge's batches of 32 chunks' loads, a batch past the first
+                             {256, 2, 1, {16901, 40}}};
   for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
     for (const Case& k : cases) {
       const size_t rb = kv_row_bytes(f, k.D);
