@@ -497,8 +497,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 }
 
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
+constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
-template <int LOADS>
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   pdl_wait();  // as attn_chunk_kernel
   __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
@@ -548,27 +548,27 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
       fb_s[i] = hkv::exp_c(mc - mn);
     }
     __syncthreads();
-    // o's chain, LOADS chunks at a time, the next batch's oc values loaded while this batch's run through the
-    // chain, so that a batch's loads are in flight together whatever order the compiler gives them. (With the loop
-    // only unrolled, "#pragma unroll 64", each load sat next to its use and about one was in flight: 65.6 µs a
-    // layer at depth 262,144, 254 cycles a chunk; H200, 2026-11-30, hkv bench --timeline.) Thread 0 runs l's chain
-    // in the same loop, beside its o chain (it ran it alone first, the block waiting on it at l_s).
-    float cur[LOADS], nxt[LOADS];
-    auto load = [&](float(&v)[LOADS], int i0) {
+    if (d == 0) {
+#pragma unroll 32
+      for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
+    }
+    // o's chain, kMergeLoads chunks at a time, the next batch's oc values loaded while this batch's run through
+    // the chain, so that a batch's loads are in flight together whatever order the compiler gives them. (With the
+    // loop only unrolled, "#pragma unroll 64", each load sat next to its use and about one was in flight: 65.6 µs
+    // a layer at depth 262,144, 254 cycles a chunk; H200, 2026-11-30, hkv bench --timeline.)
+    float cur[kMergeLoads], nxt[kMergeLoads];
+    auto load = [&](float(&v)[kMergeLoads], int i0) {
 #pragma unroll
-      for (int k = 0; k < LOADS; k++) v[k] = i0 + k < tn ? part[int64_t(t0 + i0 + k) * (D + 2) + 2 + d] : 0.0f;
+      for (int k = 0; k < kMergeLoads; k++) v[k] = i0 + k < tn ? part[int64_t(t0 + i0 + k) * (D + 2) + 2 + d] : 0.0f;
     };
     load(cur, 0);
-    for (int i0 = 0; i0 < tn; i0 += LOADS) {
-      if (i0 + LOADS < tn) load(nxt, i0 + LOADS);
+    for (int i0 = 0; i0 < tn; i0 += kMergeLoads) {
+      if (i0 + kMergeLoads < tn) load(nxt, i0 + kMergeLoads);
 #pragma unroll
-      for (int k = 0; k < LOADS; k++)
-        if (i0 + k < tn) {
-          o = hkv::fma_rn(o, fa_s[i0 + k], cur[k] * fb_s[i0 + k]);
-          if (d == 0) l = hkv::fma_rn(l, fa_s[i0 + k], lc_s[i0 + k] * fb_s[i0 + k]);
-        }
+      for (int k = 0; k < kMergeLoads; k++)
+        if (i0 + k < tn) o = hkv::fma_rn(o, fa_s[i0 + k], cur[k] * fb_s[i0 + k]);
 #pragma unroll
-      for (int k = 0; k < LOADS; k++) cur[k] = nxt[k];
+      for (int k = 0; k < kMergeLoads; k++) cur[k] = nxt[k];
     }
   }
   if (d == 0) l_s = l;
@@ -699,23 +699,8 @@ void attention(const AttnArgs& a, cudaStream_t st) {
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  // the merge's batch of loads a thread (HKV_MERGE_LOADS: 32, the default, or 64)
-  if (merge_loads() == 64)
-    launch_k(attn_merge_kernel<64>, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
-             a.kind == KvKind::Q4H);
-  else
-    launch_k(attn_merge_kernel<32>, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
-             a.kind == KvKind::Q4H);
+  launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
+           a.kind == KvKind::Q4H);
 }
-
-namespace {
-int g_merge_loads = -1;
-}
-int merge_loads() {
-  if (g_merge_loads < 0) g_merge_loads = env_choice("HKV_MERGE_LOADS", {32, 64}, 32);
-  return g_merge_loads;
-}
-void set_merge_loads(int n) { g_merge_loads = n == 64 ? 64 : 32; }
-void forget_merge_loads() { g_merge_loads = -1; }
 
 }  // namespace hkv::cuda

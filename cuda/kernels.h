@@ -71,11 +71,6 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
-// The decode attention merge's batch: the chunks whose values a thread loads together before they run through its
-// chain (HKV_MERGE_LOADS=32, the default, or 64; to be measured). The same bytes.
-int merge_loads();
-void set_merge_loads(int n);
-void forget_merge_loads();
 // Greedy decoding's argmax on the device (cuda/argmax.cu): out[r] = reference argmax() of row r of x (rows × n
 // floats: the first index of the largest non-NaN value, 0 when x[r][0] is NaN); part_v and part_i hold
 // rows · kArgmaxParts entries each (the partial results).

@@ -669,15 +669,10 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       DBuf<int> dn(k.n);
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
-      // every kernel shape and the automatic choice; then Auto with the merge's loads in batches of 64
-      // (HKV_MERGE_LOADS=64; the default 32)
-      const int loads0 = cuda::merge_loads();
-      int auto_pass = 0;
+      // every kernel shape and the automatic choice
       for (cuda::AttnShape shape :
            {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::NarrowV,
-            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1, cuda::AttnShape::Auto}) {
-        const int loads = shape == cuda::AttnShape::Auto && auto_pass++ > 0 ? 64 : 32;
-        cuda::set_merge_loads(loads);
+            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1}) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
@@ -687,10 +682,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
         cuda::attention(a, nullptr);
-        cuda::set_merge_loads(loads0);
         std::string d = first_diff(out.get(), ref);
-        std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,merge loads=%d): %s\n", f.name().c_str(),
-                    k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), loads, d.empty() ? "OK" : d.c_str());
+        std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s): %s\n", f.name().c_str(), k.D, k.H, k.KV,
+                    cap, cuda::attn_shape_name(shape), d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
     }
