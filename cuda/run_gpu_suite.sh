@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [bench-ab] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [stalls] [prefill] [generate] [sass]
+# [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -173,6 +173,15 @@ for s in $stages; do
         ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache q4h --tokens 8} --json "$OUT/bench-ab.json" > "$OUT/bench-ab.log" 2>&1
       echo "bench-ab: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
       grep -E "hkv bench|copy bandwidth|variants|^\||error|exception" "$OUT/bench-ab.log" | tee -a "$summary" ;;
+    timeline)  # hkv bench --timeline: a token's kernels as the card timed them (CUPTI), summed by kernel;
+      # HKV_TIMELINE_ARGS picks the rows; $OUT/timeline.json
+      t=$SECONDS
+      # shellcheck disable=SC2086
+      timeout "${HKV_BENCH_LIMIT:-170}" build-gpu/hkv bench --timeline \
+        ${HKV_TIMELINE_ARGS:---depths 1024,131072 --kv-cache q4h --tokens 8} --json "$OUT/timeline.json" \
+        > "$OUT/timeline.log" 2>&1
+      echo "timeline: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
+      grep -E "timeline |median|^  \||error|exception" "$OUT/timeline.log" | tee -a "$summary" ;;
     attn)  # the decode attention kernels alone, every shape; $OUT/attn.json
       t=$SECONDS
       timeout "${HKV_ATTN_LIMIT:-170}" build-gpu/hkv bench --attention-only \
