@@ -93,9 +93,9 @@ void set_mlx4_big_blocks(bool on);
 // 2026-11-30: a token's matvecs 5.80 against 5.89 ms): those launches with 3 chunks a round in one block of 20 warps
 // a multiprocessor. The same bytes.
 void set_mlx4_u3(bool on);
-// On by default (HKV_MV_BALANCE=0 turns it off): launches of 16K rows or more take that 3-chunk launch where it
-// leaves each warp fewer rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same
-// bytes.
+// On by default (HKV_MV_BALANCE=0 turns it off; H200, 2026-11-30, same process: =0 +0.65–0.91% a q4h token at 1K,
+// 32K and 128K, RESULTS §2): launches of 16K rows or more take that 3-chunk launch where it leaves each warp fewer
+// rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
 void set_mlx4_balance(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as

@@ -480,6 +480,8 @@ bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 // warps less to carry (u3_fits_better): the 27B gate|up launch's 8,704 groups of 4 rows on 2,112 warps gave 256
 // warps (32 of 264 blocks) a fifth group, the rest of the card idle meanwhile; 17,408 groups of 2 rows on 2,640
 // warps give at most 7 where the mean is 6.6. The same bytes (a row's bytes do not depend on the grouping).
+// Measured (H200, 2026-11-30, session 10 run 3, RESULTS §2): with it off a token took 0.65–0.91% longer (q4h)
+// and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
 
