@@ -124,6 +124,23 @@ __global__ void recurrence_kernel(DeltaArgs a) {
   for (int i = 0; i < DK; i++) S[int64_t(i) * dv + j] = s[i];
 }
 
+// Σ_i s_i·v_i for one column of S held by TPC threads (thread p of the column: rows p·DP … p·DP + DP − 1), one chain
+// in row order: thread p continues the chain thread p − 1 ended, passed by a shuffle; every thread of the column
+// gets the result.
+template <int DP, int TPC>
+__device__ __forceinline__ float column_chain(const float (&s)[DP], const float* v, int p, int lane) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int q = 0; q < TPC; q++) {
+    if (p == q) {
+#pragma unroll
+      for (int i = 0; i < DP; i++) acc = hkv::fma_rn(s[i], v[i], acc);
+    }
+    if (TPC > 1) acc = __shfl_sync(kFull, acc, (lane & ~(TPC - 1)) | (q + 1 < TPC ? q : TPC - 1));
+  }
+  return acc;
+}
+
 // recurrence_kernel with each (sequence, value head) split over the CL blocks of a cluster, and each column of S
 // over TPC threads (adjacent lanes). Block r owns columns r·dv/CL … (r+1)·dv/CL − 1, so that a head's state is read
 // and written by CL multiprocessors instead of one; thread p of a column holds rows p·DK/TPC … of it in registers
@@ -193,7 +210,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       q_s[t_] = qc;
       k_s[t_] = kc;
       __syncthreads();
-      if (t_ < 32) {
+      if (t_ < 32) {  // warp 0 the q head's norm, warp 1 the k head's
         const float r = hkv::rsqrt_c(warp_sum_squares(q_s, DK, lane) + 1e-6f);
         if (lane == 0) rq_s = r;
       } else if (t_ < 64) {
@@ -218,27 +235,11 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     const float* qp = q_s + p * DP;
 #pragma unroll
     for (int i = 0; i < DP; i++) s[i] = s[i] * decay;
-    float mj = 0.0f;  // m = Σ_i s_i·k_i, the chain handed from thread to thread in row order
-#pragma unroll
-    for (int q = 0; q < TPC; q++) {
-      if (p == q) {
-#pragma unroll
-        for (int i = 0; i < DP; i++) mj = hkv::fma_rn(s[i], kp[i], mj);
-      }
-      if (TPC > 1) mj = __shfl_sync(kFull, mj, (lane & ~(TPC - 1)) | (q + 1 < TPC ? q : TPC - 1));
-    }
+    const float mj = column_chain<DP, TPC>(s, kp, p, lane);  // m = Σ_i s_i·k_i
     const float delta = beta * (vj - mj);
 #pragma unroll
     for (int i = 0; i < DP; i++) s[i] = hkv::fma_rn(kp[i], delta, s[i]);
-    float oj = 0.0f;  // o = Σ_i s_i·q_i, likewise
-#pragma unroll
-    for (int q = 0; q < TPC; q++) {
-      if (p == q) {
-#pragma unroll
-        for (int i = 0; i < DP; i++) oj = hkv::fma_rn(s[i], qp[i], oj);
-      }
-      if (TPC > 1) oj = __shfl_sync(kFull, oj, (lane & ~(TPC - 1)) | (q + 1 < TPC ? q : TPC - 1));
-    }
+    const float oj = column_chain<DP, TPC>(s, qp, p, lane);  // o = Σ_i s_i·q_i
     if (p == 0) o_s[c] = oj;
     __syncthreads();
     if (t_ < dvb / 4) {  // lane rank·dvb/4 + t_'s chain over its 4 elements, all in this block
