@@ -531,15 +531,8 @@ int cmd_bench(const Args& a) {
             eng->drop_graphs();  // captured anew while the trace runs
             trace.begin();
             for (int i = 0; i < kTraced; i++) tok = step(tok);
-            std::vector<KernelSpan> spans = trace.end();
-            const std::string first = "embed_kernel";
-            size_t starts = 0;  // leave the first token out: from the second embedding on
-            std::sort(spans.begin(), spans.end(),
-                      [](const KernelSpan& x, const KernelSpan& y) { return x.start < y.start; });
-            auto second = std::find_if(spans.begin(), spans.end(),
-                                       [&](const KernelSpan& k) { return k.name == first && ++starts == 2; });
-            spans.erase(spans.begin(), second);
-            const TokenTimeline tl = summarize_tokens(spans, first);
+            // tokens start with the embedding; the first, whose graphs were captured, is left out
+            const TokenTimeline tl = summarize_tokens(trace.end(), "embed_kernel", 1);
             print_timeline(tl, f.name(), depth);
             timelines[f.name() + "/" + std::to_string(depth)] = timeline_json(tl);
           }

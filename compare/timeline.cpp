@@ -40,12 +40,15 @@ std::string short_kernel_name(const std::string& mangled) {
   return s;
 }
 
-TokenTimeline summarize_tokens(std::vector<KernelSpan> spans, const std::string& first) {
+TokenTimeline summarize_tokens(std::vector<KernelSpan> spans, const std::string& first, int skip) {
   std::stable_sort(spans.begin(), spans.end(),
                    [](const KernelSpan& a, const KernelSpan& b) { return a.start < b.start; });
-  size_t i0 = 0;
-  while (i0 < spans.size() && spans[i0].name != first) i0++;
-  if (i0 == spans.size()) throw std::runtime_error("timeline: no kernel named " + first + " starts a token");
+  size_t i0 = 0;  // the first kernel of the first token kept
+  for (int starts = 0; i0 < spans.size(); i0++)
+    if (spans[i0].name == first && starts++ == skip) break;
+  if (i0 == spans.size())
+    throw std::runtime_error("timeline: no token starting with " + first + " after the " + std::to_string(skip) +
+                             " left out");
   struct Acc {
     double n = 0, busy_ns = 0, gap_ns = 0, gaps = 0;
   };

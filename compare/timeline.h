@@ -42,8 +42,9 @@ struct TokenTimeline {
 };
 
 // Splits spans (in any order) into tokens, each starting where a kernel named `first` starts (a decode token
-// starts with the embedding); kernels before the first such start are left out. Throws when there is none.
-TokenTimeline summarize_tokens(std::vector<KernelSpan> spans, const std::string& first);
+// starts with the embedding); kernels before the first such start are left out, and so are the first `skip`
+// tokens. Throws when no token is left.
+TokenTimeline summarize_tokens(std::vector<KernelSpan> spans, const std::string& first, int skip = 0);
 
 // "void hkv::cuda::(anonymous namespace)::attn_chunk_kernel<(hkv::KvKind)2, 6>(hkv::cuda::AttnArgs, int)" ->
 // "attn_chunk_kernel<2, 6>"; a name that does not demangle is kept as it is.
