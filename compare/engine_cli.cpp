@@ -481,14 +481,19 @@ int cmd_bench(const Args& a) {
       std::printf("variants interleaved: %d rounds, each with every variant's %d warm-up and %d timed tokens\n", rounds,
                   warm, ntok);
     }
+    // one decode token of s and its greedy successor, as --greedy says
+    auto step = [&](cuda::Sequence& s, int32_t t) {
+      ForwardOptions o;
+      o.last_only = true;
+      if (greedy == "device") return eng->forward_argmax(s, {t}, o).at(0);
+      const std::vector<float> lg = eng->forward(s, {t}, o);
+      return argmax(lg.data(), c.vocab_size);
+    };
     {  // the process's first tokens ran slow (H200, 2026-11-30: q4h 1K 8.17 ms as the first row, 7.47 in the
        // run before): 16 untimed tokens over a short cache of the first format before any row
       auto s = eng->new_sequence(KvFormat::parse(formats.at(0)), 64);
       eng->fill_random_cache(*s, 32, 12345);
-      ForwardOptions o;
-      o.last_only = true;
-      for (int i = 0; i < 16; i++)
-        greedy == "device" ? (void)eng->forward_argmax(*s, {1}, o) : (void)eng->forward(*s, {1}, o);
+      for (int i = 0; i < 16; i++) step(*s, 1);
     }
     for (const std::string& fs : formats)
       for (int64_t depth : depths) {
@@ -503,21 +508,14 @@ int cmd_bench(const Args& a) {
           row_bytes = s->row_bytes();
           eng->fill_random_cache(*s, start, 12345);
           rm.sample();
-          ForwardOptions o;
-          o.last_only = true;
           int32_t tok = 1;
-          auto step = [&](int32_t t) {  // one decode token and its greedy successor, as --greedy says
-            if (greedy == "device") return eng->forward_argmax(*s, {t}, o).at(0);
-            const std::vector<float> lg = eng->forward(*s, {t}, o);
-            return argmax(lg.data(), c.vocab_size);
-          };
           for (int r = 0; r < rounds; r++)
             for (int v = 0; v < nvar; v++) {
               if (!variants.empty()) env.apply(size_t(v));
               std::vector<double> block;
               for (int i = 0; i < warm + ntok; i++) {
                 const auto ts = std::chrono::steady_clock::now();
-                tok = step(tok);
+                tok = step(*s, tok);
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
                 if (i >= warm) block.push_back(ms);
@@ -530,7 +528,7 @@ int cmd_bench(const Args& a) {
             KernelTrace trace;
             eng->drop_graphs();  // captured anew while the trace runs
             trace.begin();
-            for (int i = 0; i < kTraced; i++) tok = step(tok);
+            for (int i = 0; i < kTraced; i++) tok = step(*s, tok);
             // tokens start with the embedding; the first, whose graphs were captured, is left out
             const TokenTimeline tl = summarize_tokens(trace.end(), "embed_kernel", 1);
             print_timeline(tl, f.name(), depth);

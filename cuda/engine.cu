@@ -749,8 +749,8 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
     launch_layers(r, &opt);
   }
 
-  std::vector<int32_t> ids(r.logit_rows.size());
-  if (ids_out && !ids.empty()) {  // the wanted rows' argmax on the device; 4 bytes a row come back
+  std::vector<int32_t> ids(ids_out ? r.logit_rows.size() : 0);
+  if (!ids.empty()) {  // the wanted rows' argmax on the device; 4 bytes a row come back
     int32_t* d_ids = static_cast<int32_t*>(argmax_);
     float* part_v = reinterpret_cast<float*>(d_ids + kMaxRows);
     int* part_i = reinterpret_cast<int*>(part_v + kMaxRows * kArgmaxParts);

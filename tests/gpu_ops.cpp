@@ -310,8 +310,8 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
     int64_t cols;
     int group;
   };
-  // (17408 + 17408 rows: the gate|up shape, which the 3-chunk launch takes by HKV_MV_BALANCE; 16537 rows take 4
-  // rows a warp)
+  // (17408 + 17408 rows: the gate|up shape, which the 3-chunk launch takes by HKV_MV_BALANCE on the H200's 132
+  // multiprocessors; 16537 rows take 4 rows a warp there; launch 5 turns the balance off)
   const std::vector<Shape> shapes = {
       {{5120}, 6144, 64}, {{16500, 37}, 5120, 64}, {{70, 9, 1}, 1024, 32}, {{17408, 17408}, 1024, 64}};
   int passed = 0, total = 0;
