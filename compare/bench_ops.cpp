@@ -66,11 +66,55 @@ struct DeviceX {
 // chained as the engine chains them, and replayed: a token's matvecs without the other kernels, against the sum of
 // the launches timed alone. Under --variants (hkv bench's syntax) the graph is captured anew for each variant, in
 // `rounds` rounds interleaving the variants.
-void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, double bw, double alone_ms) {
+// --phases (with --chain): the chain captured once more with the decode launches stamping their phases
+// (cuda::mlx4_stamps_begin) and replayed once; per launch kind, the mean over its launches of: the spread of its
+// blocks' starts, the wait in pdl_wait, the prologue (until the last block has x's records staged), the stream
+// (until the first warp ends), the tail (until the last warp ends), and the gap from its last warp's end to the
+// next launch's first block (%globaltimer, ns).
+void print_phases(const std::vector<std::string>& names, const std::vector<cuda::MatvecStamps>& st) {
+  struct Acc {
+    double n = 0, spread = 0, wait = 0, prologue = 0, stream = 0, tail = 0, total = 0, gap = 0, gaps = 0;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Acc> acc;
+  Acc all;
+  for (size_t i = 0; i < st.size() && i < names.size(); i++) {
+    const cuda::MatvecStamps& s = st[i];
+    auto d = [](uint64_t a, uint64_t b) { return (double(int64_t(a - b))) / 1e3; };  // µs
+    if (!acc.count(names[i])) order.push_back(names[i]);
+    for (Acc* a : {&acc[names[i]], &all}) {
+      a->n += 1;
+      a->spread += d(s.start[1], s.start[0]);
+      a->wait += d(s.waited[0], s.start[0]);
+      a->prologue += d(s.records[1], s.waited[0]);
+      a->stream += d(s.end[0], s.records[1]);
+      a->tail += d(s.end[1], s.end[0]);
+      a->total += d(s.end[1], s.start[0]);
+      if (i + 1 < st.size()) a->gap += d(st[i + 1].start[0], s.end[1]), a->gaps += 1;
+    }
+  }
+  std::printf("\nphases of each launch in the chain (--phases; µs, the mean over a kind's launches; %%globaltimer)\n");
+  std::printf(
+      "| launch | a token | block starts spread | pdl_wait | prologue | stream | tail | launch | gap to the next |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  auto row = [](const std::string& name, const Acc& a) {
+    std::printf("| %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", name.c_str(), a.n, a.spread / a.n,
+                a.wait / a.n, a.prologue / a.n, a.stream / a.n, a.tail / a.n, a.total / a.n,
+                a.gaps ? a.gap / a.gaps : 0.0);
+  };
+  for (const std::string& n : order) row(n, acc[n]);
+  row("all", all);
+  std::printf("a token: launches %.3f ms from first start to last end, of which gaps %.3f ms\n",
+              (all.total + all.gap) / 1e3, all.gap / 1e3);
+}
+
+void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, double bw, double alone_ms,
+                 bool phases) {
   const int64_t E = 5120, I = 17408, G = 64;
   struct Step {
     std::vector<cuda::MatTask> tasks;
     int64_t cols;
+    std::string name;
   };
   std::vector<std::unique_ptr<DeviceMatrix>> mats;
   std::vector<Step> steps;
@@ -78,8 +122,8 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
   HKV_CUDA_CHECK(cudaMalloc(&y, size_t(248320) * 4));
   uint64_t tensor = 1000;
   double bytes = 0;
-  auto step = [&](std::vector<int64_t> rows, int64_t cols) {
-    Step s{{}, cols};
+  auto step = [&](std::vector<int64_t> rows, int64_t cols, const char* name) {
+    Step s{{}, cols, name};
     int64_t off = 0;
     for (int64_t r : rows) {
       mats.push_back(std::make_unique<DeviceMatrix>(r, cols, int(G), tensor++));
@@ -91,16 +135,16 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
   };
   for (int l = 0; l < 64; l++) {
     if (l % 4 == 3) {  // full attention
-      step({12288, 1024, 1024}, E);
-      step({E}, 6144);
+      step({12288, 1024, 1024}, E, "full-attn q|k|v");
+      step({E}, 6144, "full-attn o");
     } else {
-      step({10240, 6144, 48, 48}, E);
-      step({E}, 6144);
+      step({10240, 6144, 48, 48}, E, "deltanet qkv|z|b|a");
+      step({E}, 6144, "deltanet out");
     }
-    step({I, I}, E);
-    step({E}, I);
+    step({I, I}, E, "mlp gate|up");
+    step({E}, I, "mlp down");
   }
-  step({248320}, E);
+  step({248320}, E, "lm_head");
   std::map<int64_t, std::unique_ptr<DeviceX>> xs;  // x and its records, by width
   for (int64_t cols : {E, int64_t(6144), I}) xs[cols] = std::make_unique<DeviceX>(cols);
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
@@ -128,6 +172,20 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
       HKV_CUDA_CHECK(cudaGraphExecDestroy(ge));
     }
   env.restore();
+  if (phases) {
+    cuda::mlx4_stamps_begin(int(steps.size()));
+    cudaGraphExec_t ge = capture();
+    HKV_CUDA_CHECK(cudaGraphLaunch(ge, st));
+    HKV_CUDA_CHECK(cudaStreamSynchronize(st));
+    HKV_CUDA_CHECK(cudaGraphExecDestroy(ge));
+    const std::vector<cuda::MatvecStamps> stamps = cuda::mlx4_stamps_end();
+    if (stamps.size() != steps.size())
+      throw std::runtime_error("bench-ops --phases: " + std::to_string(stamps.size()) + " launches stamped of " +
+                               std::to_string(steps.size()));
+    std::vector<std::string> names;
+    for (const Step& s : steps) names.push_back(s.name);
+    print_phases(names, stamps);
+  }
   std::printf(
       "\n%zu launches a token in one graph (--chain), %.2f GB, floor %.3f ms; median of %d replays a round, "
       "%d round(s)\n",
@@ -150,12 +208,13 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
 
 }  // namespace
 
-// hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]]]
+// hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]] [--phases]]
 int cmd_bench_ops(const Args& a) {
   const int reps = int(a.get_int("reps", 50));
   if (reps < 1) throw UsageError("hkv bench-ops: --reps must be at least 1");
   const bool chain = a.has("chain");
   if (a.has("variants") && !chain) throw UsageError("hkv bench-ops: --variants compares the --chain graph");
+  if (a.has("phases") && !chain) throw UsageError("hkv bench-ops: --phases stamps the --chain graph's launches");
   const VariantsOption vo = variants_option(a, "hkv bench-ops");
   require_gpu("hkv bench-ops");
 
@@ -211,7 +270,7 @@ int cmd_bench_ops(const Args& a) {
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
               100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
-  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms);
+  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"));
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "reference/kvformat.h"
 #include "reference/weights.h"
@@ -76,6 +77,16 @@ bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm
 // rows · kArgmaxParts entries each (the partial results).
 constexpr int kArgmaxParts = 256;
 void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, float* part_v, int* part_i, cudaStream_t st);
+// Phase stamps of the dependent decode MLX4 launches (hkv bench-ops --chain --phases): after mlx4_stamps_begin(n),
+// those launches take an instantiation that records, for each of the next n launches, the earliest and latest
+// %globaltimer (ns) over its blocks at their start, after pdl_wait, once x's records are staged, and at each warp's
+// end; mlx4_stamps_end() turns it off and returns one record a launch that ran. For chains of matvec launches only
+// (each launch must start after the one before it has completed). The same bytes.
+struct MatvecStamps {
+  uint64_t start[2], waited[2], records[2], end[2];  // min, max
+};
+void mlx4_stamps_begin(int max_launches);
+std::vector<MatvecStamps> mlx4_stamps_end();
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that

@@ -33,6 +33,7 @@
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 #include "cuda/check.h"
 #include "cuda/device.cuh"
@@ -67,11 +68,33 @@ int sm_count() {
 namespace {
 
 // The decode matvec is a programmatic dependent launch unless HKV_PDL=0 in the environment or set_pdl(false).
-int g_pdl = -1;  // -1: not yet read from the environment
+int g_pdl = -1;         // -1: not yet read from the environment
+bool g_stamps = false;  // the dependent decode launches take their STAMP instantiation (mlx4_stamps_begin)
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
+
+// Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
+// them): for each decode launch, over its blocks, the earliest and the latest %globaltimer (ns) at a block's start,
+// after its pdl_wait, once x's records are in its shared memory, and at each warp's end (kStampWords words a launch:
+// min, max of each). The launch's slot is g_stamp_launch, read at a block's start; the last block to end moves it
+// on (the chain's next launch starts after this one has completed, so it reads the new slot).
+constexpr int kStampWords = 8;
+__device__ unsigned long long* g_stamp_buf;
+__device__ unsigned g_stamp_launch, g_stamp_done, g_stamp_cap;
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void stamp(unsigned slot, int word, unsigned long long t) {
+  if (slot >= g_stamp_cap) return;
+  unsigned long long* p = g_stamp_buf + size_t(slot) * kStampWords + word;
+  atomicMin(p, t);
+  atomicMax(p + 1, t);
+}
 
 // xq[n][c]: a block covers 8 chunks of one row, warp w the record of chunk 8·blockIdx.x + w (xq_chunk).
 __global__ void xq_records_kernel(const float* X, int64_t ldx, int64_t nch, uint32_t* xq) {
@@ -377,12 +400,18 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 
 // WARPS warps a block, MINB blocks a multiprocessor at least (the register cap). src.x null: the records come
 // from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS>
+// STAMP: the phase stamps above (a diagnostic instantiation; the default launches never take it).
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src) {
   extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
   const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * WARPS;
+  unsigned slot = 0;
+  if constexpr (STAMP) {
+    slot = g_stamp_launch;
+    if (threadIdx.x == 0) stamp(slot, 0, global_ns());
+  }
   if constexpr (PDL) {  // launched as a dependent: the first round's weights (read-only) go to L2 while x is produced
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
     if (g < total) {
@@ -396,6 +425,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
     }
     pdl_wait();
   }
+  if constexpr (STAMP) {
+    if (threadIdx.x == 0) stamp(slot, 2, global_ns());
+  }
   if (src.x) {
     float* hs = reinterpret_cast<float*>(xs4 + NB * nch * 8);
     make_records<NB, WARPS * 32>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0));
@@ -406,6 +438,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
     }
     __syncthreads();
   }
+  if constexpr (STAMP) {
+    if (threadIdx.x == 0) stamp(slot, 4, global_ns());
+  }
   for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
@@ -415,6 +450,18 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
 #pragma unroll
       for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
     });
+  }
+  if constexpr (STAMP) {
+    if (lane == 0) stamp(slot, 6, global_ns());
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if (atomicAdd(&g_stamp_done, 1u) == gridDim.x - 1) {  // the launch's last block: the next launch's slot
+        g_stamp_done = 0;
+        __threadfence();
+        atomicAdd(&g_stamp_launch, 1u);
+      }
+    }
   }
 }
 
@@ -516,7 +563,8 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
-    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
+    auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
+                           : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src);
     return;
@@ -708,6 +756,45 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
     }
     n0 += nb;
   }
+}
+
+void mlx4_stamps_begin(int max_launches) {
+  if (max_launches < 1) throw std::runtime_error("mlx4_stamps_begin: at least one launch");
+  static unsigned long long* buf = nullptr;
+  static int cap = 0;
+  if (max_launches > cap) {
+    if (buf) HKV_CUDA_CHECK(cudaFree(buf));
+    HKV_CUDA_CHECK(cudaMalloc(&buf, size_t(max_launches) * kStampWords * 8));
+    cap = max_launches;
+  }
+  std::vector<unsigned long long> init(size_t(max_launches) * kStampWords);
+  for (size_t i = 0; i < init.size(); i++) init[i] = i % 2 == 0 ? ~0ull : 0ull;  // min words high, max words 0
+  HKV_CUDA_CHECK(cudaMemcpy(buf, init.data(), init.size() * 8, cudaMemcpyHostToDevice));
+  const unsigned zero = 0, ucap = unsigned(max_launches);
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_buf, &buf, sizeof(buf)));
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_launch, &zero, sizeof(zero)));
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_done, &zero, sizeof(zero)));
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_cap, &ucap, sizeof(ucap)));
+  g_stamps = true;
+}
+
+std::vector<MatvecStamps> mlx4_stamps_end() {
+  g_stamps = false;
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  unsigned launches = 0, cap = 0;
+  unsigned long long* buf = nullptr;
+  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&launches, g_stamp_launch, sizeof(launches)));
+  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&cap, g_stamp_cap, sizeof(cap)));
+  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&buf, g_stamp_buf, sizeof(buf)));
+  const unsigned n = std::min(launches, cap);
+  std::vector<unsigned long long> h(size_t(n) * kStampWords);
+  if (n) HKV_CUDA_CHECK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
+  std::vector<MatvecStamps> out(n);
+  for (unsigned i = 0; i < n; i++) {
+    const unsigned long long* w = h.data() + size_t(i) * kStampWords;
+    out[i] = {{w[0], w[1]}, {w[2], w[3]}, {w[4], w[5]}, {w[6], w[7]}};
+  }
+  return out;
 }
 
 void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq,

@@ -408,6 +408,43 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
   CHECK_THROWS_AS(cuda::matvec_multi(&td, 1, nullptr, 0, 1, nullptr, nullptr, &src), std::runtime_error);
 }
 
+TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record a launch, phases in order") {
+  // Two dependent decode launches with the stamping instantiation: their outputs as the oracle's, one record each,
+  // and in each record start <= after pdl_wait <= records staged <= end, min <= max.
+  const MatSet ms = random_matrices(WType::MLX4, {5000, 20000}, 1024, 64, 2100);
+  const std::vector<float> X = gaussian(1024, 2101, 1.0f);
+  DBuf<float> dx(X);
+  DBuf<uint32_t> xs(size_t((1024 / 32 + 1) * cuda::kXqWords));
+  cuda::xq_records(dx.p, 1024, 1, 1024, xs.p, nullptr);
+  std::string d;
+  cuda::mlx4_stamps_begin(4);
+  std::vector<std::unique_ptr<DBuf<float>>> outs;
+  for (size_t m = 0; m < 2; m++) {
+    outs.push_back(std::make_unique<DBuf<float>>(size_t(ms.dev[m].rows)));
+    outs.back()->poison();
+    const cuda::MatTask t{ms.dev[m], outs.back()->p, ms.dev[m].rows};
+    cuda::matvec_multi(&t, 1, dx.p, 1024, 1, xs.p, nullptr);
+  }
+  const std::vector<cuda::MatvecStamps> st = cuda::mlx4_stamps_end();
+  for (size_t m = 0; m < 2 && d.empty(); m++) {
+    std::vector<float> ref(size_t(ms.dev[m].rows));
+    matmul(ms.host[m]->m, X.data(), 1, ref.data());
+    d = first_diff(outs[m]->get(), ref);
+  }
+  if (d.empty() && st.size() != 2) d = std::to_string(st.size()) + " launches stamped of 2";
+  for (size_t i = 0; i < st.size() && d.empty(); i++) {
+    const cuda::MatvecStamps& s = st[i];
+    const bool ordered = s.start[0] <= s.start[1] && s.waited[0] <= s.waited[1] && s.records[0] <= s.records[1] &&
+                         s.end[0] <= s.end[1] && s.start[0] <= s.waited[0] && s.waited[1] <= s.records[1] &&
+                         s.records[0] <= s.end[1] && s.end[1] - s.start[0] < 1000000000ull;
+    if (!ordered) d = "launch " + std::to_string(i) + ": phases out of order";
+  }
+  if (d.empty() && st.size() == 2 && st[1].start[0] < st[0].end[1])
+    d = "the second launch began before the first ended";
+  std::printf("matvec phase stamps(2 launches): %s\n", d.empty() ? "OK" : ("FAIL " + d).c_str());
+  CHECK_MESSAGE(d.empty(), d);
+}
+
 TEST_CASE("add_rmsnorm_rows and silu_mul_xq: the fused decode steps and their records, byte for byte") {
   for (int64_t n : {5120, 256, 96, 40}) {
     const int64_t rows = 3;
