@@ -40,6 +40,10 @@
 namespace hkv::cuda {
 namespace {
 
+// s10-exp: the chunk kernel's phases, summed over blocks (attn_phases_begin / attn_phases_end)
+bool g_attn_phases = false;                      // host: the narrow-v2 launches take their PH instantiation
+__device__ unsigned long long g_attn_cycles[4];  // q, scores and weights, values (cycles), blocks
+
 constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;  // e_s: [key][kEs] weights of a chunk
 constexpr size_t kStageMax = 160 * 1024;                      // staged rows of a chunk (fp8 V at head_dim 256: 139 KB)
 
@@ -327,11 +331,16 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
-template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1>
+// PH (s10-exp diagnostic, narrow-v2 only): thread 0 counts its cycles in each phase (attn_phases_begin).
+template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, bool PH = false>
 // (__launch_bounds__(T) alone: with a min-blocks hint of 1 added, ptxas gave the narrow-v2 shape 160 registers
 // instead of 112, one block a multiprocessor instead of two, and q4h at 262K took 8.6 ms instead of 6.3; RESULTS §12.)
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
+  pdl_wait();                  // nothing is read before the kernel ahead has completed (launch_k)
+  constexpr bool phases = PH;  // s10-exp diagnostic (attn_phases_begin): thread 0's cycles a phase
+  long long k0 = 0, k1 = 0, k2 = 0;
+  if constexpr (phases)
+    if (threadIdx.x == 0) k0 = clock64();
   extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
   __shared__ __align__(16) float q_s[NG * kMaxD];     // [head][D]
   __shared__ __align__(16) float e_s[kChunk * kEs];   // [key][head]: scores, then weights
@@ -347,6 +356,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
   const bool v16 = a.row_bytes % 16 == 0;
   load_q<F, NG, T>(a, row, h0, ng, q_s);
+  if constexpr (phases)  // q loaded (and rotated), the rows' copies issued
+    if (tid == 0) k1 = clock64();
 
   const size_t stride = size_t(a.KV) * a.row_bytes;
   const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
@@ -385,6 +396,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
       }
   }
   chunk_weights<NG, T>(mloc, e_s, len, red_s, mc_s);
+  if constexpr (phases)  // every key's score, the chunk's maximum and weights
+    if (tid == 0) k2 = clock64();
 
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
@@ -492,6 +505,16 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
         if (h < ng)
 #pragma unroll
           for (int i = 0; i < DPT; i++) part[h * head_stride + 2 + d0 + i] = oc[h][i];
+    }
+  }
+  if constexpr (phases) {  // (attn_phases_begin) the block's three phases, in thread 0's cycles
+    __syncthreads();
+    if (tid == 0) {
+      const long long k3 = clock64();
+      atomicAdd(&g_attn_cycles[0], (unsigned long long)(k1 - k0));
+      atomicAdd(&g_attn_cycles[1], (unsigned long long)(k2 - k1));
+      atomicAdd(&g_attn_cycles[2], (unsigned long long)(k3 - k2));
+      atomicAdd(&g_attn_cycles[3], 1ull);
     }
   }
 }
@@ -602,8 +625,12 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   } else if (shape == AttnShape::NarrowV2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
              kChunk * a.row_bytes <= kStageMax) {
     // V staged, two elements a thread
-    launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
-                                                          scale);
+    if (g_attn_phases)
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2, true>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb,
+                                                                  maxch, scale);
+    else
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
+                                                            scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
     // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
     launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
@@ -701,6 +728,25 @@ void attention(const AttnArgs& a, cudaStream_t st) {
   }
   launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
            a.kind == KvKind::Q4H);
+}
+
+void attn_phases_begin() {
+  const unsigned long long zero[4] = {0, 0, 0, 0};
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_attn_cycles, zero, sizeof(zero)));
+  g_attn_phases = true;
+}
+
+AttnPhases attn_phases_end() {
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  g_attn_phases = false;
+  unsigned long long c[4];
+  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(c, g_attn_cycles, sizeof(c)));
+  AttnPhases p;
+  p.blocks = double(c[3]);
+  if (c[3])
+    p.q_cycles = double(c[0]) / p.blocks, p.score_cycles = double(c[1]) / p.blocks,
+    p.value_cycles = double(c[2]) / p.blocks;
+  return p;
 }
 
 }  // namespace hkv::cuda

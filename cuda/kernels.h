@@ -72,6 +72,15 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
+// s10-exp diagnostic: between attn_phases_begin() and attn_phases_end(), the narrow-v2 chunk blocks (Auto's shape
+// past one wave of blocks) take an instantiation that adds thread 0's clock64 cycles in each phase (q loaded and
+// the rows' copies issued; scores, maximum and weights; weighted values, to the block's end) to global sums; the
+// end returns the mean a block (blocks 0: no narrow-v2 launch ran). The same bytes.
+struct AttnPhases {
+  double blocks = 0, q_cycles = 0, score_cycles = 0, value_cycles = 0;
+};
+void attn_phases_begin();
+AttnPhases attn_phases_end();
 // Greedy decoding's argmax on the device (cuda/argmax.cu): out[r] = reference argmax() of row r of x (rows × n
 // floats: the first index of the largest non-NaN value, 0 when x[r][0] is NaN); part_v and part_i hold
 // rows · kArgmaxParts entries each (the partial results).
