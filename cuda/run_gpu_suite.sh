@@ -188,7 +188,7 @@ for s in $stages; do
         ${HKV_ATTN_ARGS:---depths 1024,8192,32768,131072,262144 --kv-cache q4h,bf16,fp8 --attn-shape auto,narrow,wide} \
         --json "$OUT/attn.json" > "$OUT/attn.log" 2>&1
       echo "attn: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
-      grep -E "copy bandwidth|attention alone|^\||error|exception" "$OUT/attn.log" | tee -a "$summary" ;;
+      grep -E "copy bandwidth|attention alone|^\||phases|error|exception" "$OUT/attn.log" | tee -a "$summary" ;;
     peer)  # PyTorch on the same card (issue #6): decode attention and the 27B matrix-vector shapes
       t=$SECONDS
       timeout "${HKV_PEER_LIMIT:-240}" python3 scripts/peer_torch.py --json "$OUT/peer.json" ${HKV_PEER_ARGS:-} \
