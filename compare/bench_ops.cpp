@@ -108,26 +108,45 @@ void print_phases(const std::vector<std::string>& names, const std::vector<cuda:
               (all.total + all.gap) / 1e3, all.gap / 1e3);
 }
 
-void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, double bw, double alone_ms,
-                 bool phases) {
+// as_token (--as-token): each launch as the engine's decode token launches it (the decode fusion): the launches
+// after a norm make x = rmsnorm(h) and its records in their prologue, the o and out launches make their x's records
+// and add their products into h, down adds into h from the records SwiGLU made; else every launch reads x's
+// records from memory.
+void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, double bw, double alone_ms, bool phases,
+                 bool as_token) {
   const int64_t E = 5120, I = 17408, G = 64;
+  enum class Src { Records, Norm, Plain };
   struct Step {
     std::vector<cuda::MatTask> tasks;
     int64_t cols;
     std::string name;
+    Src src;
   };
+  float *h = nullptr, *w = nullptr;  // the residual stream and a norm weight (--as-token)
+  HKV_CUDA_CHECK(cudaMalloc(&h, size_t(E) * 4));
+  HKV_CUDA_CHECK(cudaMalloc(&w, size_t(E) * 4));
+  {
+    std::vector<float> hh(static_cast<size_t>(E)), hw(static_cast<size_t>(E));
+    for (size_t i = 0; i < hh.size(); i++) hh[i] = float(int(i % 89) - 44) * 0.02f, hw[i] = float(int(i % 13)) * 0.01f;
+    HKV_CUDA_CHECK(cudaMemcpy(h, hh.data(), hh.size() * 4, cudaMemcpyHostToDevice));
+    HKV_CUDA_CHECK(cudaMemcpy(w, hw.data(), hw.size() * 4, cudaMemcpyHostToDevice));
+  }
   std::vector<std::unique_ptr<DeviceMatrix>> mats;
   std::vector<Step> steps;
   float* y = nullptr;  // every launch's outputs (their values are not read)
   HKV_CUDA_CHECK(cudaMalloc(&y, size_t(248320) * 4));
   uint64_t tensor = 1000;
   double bytes = 0;
-  auto step = [&](std::vector<int64_t> rows, int64_t cols, const char* name) {
-    Step s{{}, cols, name};
+  // src: where the launch's x comes from under --as-token; residual: it adds its product into h
+  auto step = [&](std::vector<int64_t> rows, int64_t cols, const char* name, Src src, bool residual) {
+    Step s{{}, cols, name, as_token ? src : Src::Records};
     int64_t off = 0;
     for (int64_t r : rows) {
       mats.push_back(std::make_unique<DeviceMatrix>(r, cols, int(G), tensor++));
-      s.tasks.push_back({mats.back()->d, y + off, r});
+      if (as_token && residual)
+        s.tasks.push_back({mats.back()->d, h, E, true});
+      else
+        s.tasks.push_back({mats.back()->d, y + off, r});
       off += r;
       bytes += double(mats.back()->d.nbytes());
     }
@@ -135,16 +154,16 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
   };
   for (int l = 0; l < 64; l++) {
     if (l % 4 == 3) {  // full attention
-      step({12288, 1024, 1024}, E, "full-attn q|k|v");
-      step({E}, 6144, "full-attn o");
+      step({12288, 1024, 1024}, E, "full-attn q|k|v", Src::Norm, false);
+      step({E}, 6144, "full-attn o", Src::Plain, true);
     } else {
-      step({10240, 6144, 48, 48}, E, "deltanet qkv|z|b|a");
-      step({E}, 6144, "deltanet out");
+      step({10240, 6144, 48, 48}, E, "deltanet qkv|z|b|a", Src::Norm, false);
+      step({E}, 6144, "deltanet out", Src::Plain, true);
     }
-    step({I, I}, E, "mlp gate|up");
-    step({E}, I, "mlp down");
+    step({I, I}, E, "mlp gate|up", Src::Norm, false);
+    step({E}, I, "mlp down", Src::Records, true);
   }
-  step({248320}, E, "lm_head");
+  step({248320}, E, "lm_head", Src::Records, false);
   std::map<int64_t, std::unique_ptr<DeviceX>> xs;  // x and its records, by width
   for (int64_t cols : {E, int64_t(6144), I}) xs[cols] = std::make_unique<DeviceX>(cols);
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
@@ -153,8 +172,18 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
   auto capture = [&] {
     cudaGraph_t g;
     HKV_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
-    for (const Step& s : steps)
-      cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols]->x, s.cols, 1, xs[s.cols]->rec, st);
+    for (const Step& s : steps) {
+      if (s.src == Src::Records) {
+        cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols]->x, s.cols, 1, xs[s.cols]->rec, st);
+        continue;
+      }
+      cuda::XSource src;  // the launch makes x's records: from rmsnorm(h) (1 + w), or from x as it is
+      if (s.src == Src::Norm)
+        src.x = h, src.ldx = E, src.norm_w = w, src.eps = 1e-6f;
+      else
+        src.x = xs[s.cols]->x, src.ldx = s.cols;
+      cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), nullptr, 0, 1, nullptr, st, &src);
+    }
     HKV_CUDA_CHECK(cudaStreamEndCapture(st, &g));
     cudaGraphExec_t ge;
     HKV_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
@@ -203,18 +232,19 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
                 rm.front(), rm.back(), 100.0 * bytes / (med * 1e-3) / bw, alone_ms);
   }
   HKV_CUDA_CHECK(cudaStreamDestroy(st));
-  cudaFree(y);
+  cudaFree(y), cudaFree(h), cudaFree(w);
 }
 
 }  // namespace
 
-// hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]] [--phases]]
+// hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]] [--phases] [--as-token]]
 int cmd_bench_ops(const Args& a) {
   const int reps = int(a.get_int("reps", 50));
   if (reps < 1) throw UsageError("hkv bench-ops: --reps must be at least 1");
   const bool chain = a.has("chain");
   if (a.has("variants") && !chain) throw UsageError("hkv bench-ops: --variants compares the --chain graph");
   if (a.has("phases") && !chain) throw UsageError("hkv bench-ops: --phases stamps the --chain graph's launches");
+  if (a.has("as-token") && !chain) throw UsageError("hkv bench-ops: --as-token shapes the --chain graph's launches");
   const VariantsOption vo = variants_option(a, "hkv bench-ops");
   require_gpu("hkv bench-ops");
 
@@ -270,7 +300,7 @@ int cmd_bench_ops(const Args& a) {
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
               100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
-  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"));
+  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"), a.has("as-token"));
   return 0;
 }
 

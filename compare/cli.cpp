@@ -69,7 +69,8 @@ commands:
                [--greedy device|host (each token's argmax on the card, the default, or its logits copied back)]
   bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
                [--reps 50] [--chain (then a token's 257 launches in one graph, each with its own matrices)
-               [--variants "default;HKV_MV_U3=0" [--rounds 4]] [--phases (each launch's phases, %globaltimer)]]
+               [--variants "default;HKV_MV_U3=0" [--rounds 4]] [--phases (each launch's phases, %globaltimer)]
+               [--as-token (the launches as a decode token makes them: norms and records in their prologues)]]
   bench-prefill  the fast prefill path's time and peak memory; --attention-only: its attention alone (GPU only)
                [--model builtin:27b-mlx4]  [--tokens 4096,32768]  [--kv-cache q4h]  [--decode N]  [--exact]
                [--embed host|device]  [--limit-gib G (ballast: the card limited to G GiB)]
