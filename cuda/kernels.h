@@ -81,6 +81,12 @@ struct AttnPhases {
 };
 void attn_phases_begin();
 AttnPhases attn_phases_end();
+// On by default in s10-exp (HKV_PACK_GROUPS=0 gives the warp a row; to be measured): kv_pack with a warp a group
+// of 32 (the 27B shape: 8 warps a row instead of one warp looping over 8 groups). The same bytes; a row with a
+// non-finite element or an overflowing scale is not written at all.
+bool pack_groups_enabled();
+void set_pack_groups(bool on);
+void forget_pack_groups();
 // Greedy decoding's argmax on the device (cuda/argmax.cu): out[r] = reference argmax() of row r of x (rows × n
 // floats: the first index of the largest non-NaN value, 0 when x[r][0] is NaN); part_v and part_i hold
 // rows · kArgmaxParts entries each (the partial results).

@@ -81,6 +81,65 @@ __global__ void kv_pack_kernel(KvKind kind, const float* k, int64_t ldk, const f
   if (overflow && lane == 0) atomicOr(err, 2);
 }
 
+// kv_pack_kernel with one warp a group instead of a warp a row (HKV_PACK_GROUPS, s10-exp, to be measured): block
+// (token, kv head, K or V) of 32·(D/32) threads, warp g taking group g as the loop above takes it, the same
+// operations in the same order. The row's finiteness is checked by the block first, and every group's scale before
+// any byte is written, so a row with a non-finite element or a scale overflowing fp16 is not written at all (the
+// loop above had written the groups before an overflowing one).
+__global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
+                                      uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
+                                      size_t row_bytes, int* err) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  const int tid = threadIdx.x, lane = tid & 31, g = tid >> 5, h = blockIdx.y, which = blockIdx.z;
+  const int64_t row = blockIdx.x;
+  const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
+  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + (size_t(pos[row]) * size_t(KV) + size_t(h)) * row_bytes;
+  float val = x[tid];  // element tid: lane `lane` of group g
+  if (__syncthreads_or(!hkv::is_finite(val))) {
+    if (tid == 0) atomicOr(err, 1);
+    return;
+  }
+  if (kind == KvKind::BF16) {
+    put_u16(out + 2 * tid, hkv::bf16_from_f32(val));
+    return;
+  }
+  if (kind == KvKind::Q4H) val = warp_wht32(val, lane);
+  const float a = val < 0.0f ? -val : val;
+  const float amax = warp_max(a > 0.0f ? a : 0.0f);  // +0 start, as the oracle's running maximum
+  float wanted;
+  if (kind == KvKind::FP8) {
+    wanted = amax / 448.0f;
+  } else {
+    float extreme = 0.0f;
+    if (amax > 0.0f) {
+      unsigned hits = __ballot_sync(kFull, a == amax);
+      extreme = __shfl_sync(kFull, val, __ffs(int(hits)) - 1);
+    }
+    wanted = extreme / -8.0f;
+  }
+  const uint16_t bits = hkv::f16_from_f32(wanted);
+  if (__syncthreads_or((bits & 0x7c00u) == 0x7c00u)) {
+    if (tid == 0) atomicOr(err, 2);
+    return;
+  }
+  const float s = hkv::f32_from_f16(bits);
+  if (kind == KvKind::FP8) {
+    out[g * 32 + lane] = s == 0.0f ? uint8_t(0) : hkv::e4m3_from_f32(val / s);
+    if (lane == 0) put_u16(out + D + 2 * g, bits);
+  } else {
+    int c = 8;
+    if (s != 0.0f) {
+      float t = val / s;
+      t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
+      c = int(hkv::round_even_small(t)) + 8;
+      c = c < 0 ? 0 : (c > 15 ? 15 : c);
+    }
+    const int hi = __shfl_down_sync(kFull, c, 1);
+    if ((lane & 1) == 0) out[(g * 32 + lane) / 2] = uint8_t(c | (hi << 4));
+    if (lane == 0) put_u16(out + D / 2 + 2 * g, bits);
+  }
+}
+
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -111,9 +170,20 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
   if (N <= 0) return;
   if (D % 32 != 0) throw std::runtime_error("kv_pack: head_dim must be a multiple of 32");
   KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
-  launch_k(kv_pack_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(32), 0, st, kind, k, ldk, v, ldv, kdst, vdst, pos,
-           KV, D, kv_row_bytes(f, D), err);
+  if (pack_groups_enabled() && D <= 1024)
+    launch_k(kv_pack_groups_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(unsigned(D)), 0, st, kind, k, ldk, v, ldv,
+             kdst, vdst, pos, KV, D, kv_row_bytes(f, D), err);
+  else
+    launch_k(kv_pack_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(32), 0, st, kind, k, ldk, v, ldv, kdst, vdst, pos,
+             KV, D, kv_row_bytes(f, D), err);
 }
+
+namespace {
+int g_pack_groups = -1;
+}
+bool pack_groups_enabled() { return env_switch(g_pack_groups, "HKV_PACK_GROUPS", true); }
+void set_pack_groups(bool on) { g_pack_groups = on ? 1 : 0; }
+void forget_pack_groups() { g_pack_groups = -1; }
 
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {
   KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();

@@ -671,6 +671,7 @@ void reload_switches() {
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
+  forget_pack_groups();
 }
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {

@@ -615,48 +615,70 @@ std::vector<float> test_row(int kind, int D, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("cache row packing: bf16, fp8, q4h bytes equal kv_pack_row") {
-  for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
-    for (int D : {32, 64, 128, 256}) {
-      const size_t rb = kv_row_bytes(f, D);
-      const int KV = 2, N = 6;  // rows are the six test kinds; K and V from different seeds
-      std::vector<float> k, v;
-      for (int r = 0; r < N; r++)
-        for (int h = 0; h < KV; h++) {
-          auto a = test_row(r, D, 1000 + uint64_t(r * 7 + h)), b = test_row((r + 3) % 6, D, 2000 + uint64_t(r * 7 + h));
-          k.insert(k.end(), a.begin(), a.end());
-          v.insert(v.end(), b.begin(), b.end());
+  // both kernels: a warp a group (HKV_PACK_GROUPS, the default) and a warp a row
+  const bool groups0 = cuda::pack_groups_enabled();
+  for (bool by_group : {true, false})
+    for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
+      for (int D : {32, 64, 128, 256}) {
+        cuda::set_pack_groups(by_group);
+        const size_t rb = kv_row_bytes(f, D);
+        const int KV = 2, N = 6;  // rows are the six test kinds; K and V from different seeds
+        std::vector<float> k, v;
+        for (int r = 0; r < N; r++)
+          for (int h = 0; h < KV; h++) {
+            auto a = test_row(r, D, 1000 + uint64_t(r * 7 + h)),
+                 b = test_row((r + 3) % 6, D, 2000 + uint64_t(r * 7 + h));
+            k.insert(k.end(), a.begin(), a.end());
+            v.insert(v.end(), b.begin(), b.end());
+          }
+        std::vector<uint8_t> kref(size_t(N * KV) * rb), vref(size_t(N * KV) * rb);
+        for (int r = 0; r < N; r++)
+          for (int h = 0; h < KV; h++) {
+            kv_pack_row(f, k.data() + (r * KV + h) * D, D, kref.data() + size_t(r * KV + h) * rb);
+            kv_pack_row(f, v.data() + (r * KV + h) * D, D, vref.data() + size_t(r * KV + h) * rb);
+          }
+        DBuf<float> dk(k), dv(v);
+        DBuf<uint8_t> kc(kref.size()), vc(vref.size());
+        kc.poison();
+        vc.poison();
+        std::vector<uint8_t*> kp(size_t(N), kc.p), vp(size_t(N), vc.p);
+        std::vector<int> pos(static_cast<size_t>(N));
+        for (int r = 0; r < N; r++) pos[size_t(r)] = r;
+        DBuf<uint8_t*> dkp(kp), dvp(vp);
+        DBuf<int> dpos(pos), err(std::vector<int>{0});
+        cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                      nullptr);
+        std::vector<uint8_t> kg = kc.get(), vg = vc.get();
+        std::string d = first_diff_bytes(kg.data(), kref.data(), kref.size());
+        if (d.empty()) d = first_diff_bytes(vg.data(), vref.data(), vref.size());
+        std::printf("kv_pack(format=%s,D=%d,%s): %s\n", f.name().c_str(), D,
+                    by_group ? "a warp a group" : "a warp a row", d.empty() ? "OK" : d.c_str());
+        CHECK_MESSAGE(d.empty(), d);
+        CHECK(err.get()[0] == 0);
+        // a non-finite element sets the error flag (the oracle throws std::domain_error)
+        k[5] = std::nanf("");
+        CHECK_THROWS_AS(kv_pack_row(f, k.data(), D, kref.data()), std::domain_error);
+        dk.put(k);
+        cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                      nullptr);
+        CHECK((err.get()[0] & 1) == 1);
+        if (by_group && f.kind != KvKind::BF16 && D >= 128) {
+          // a scale past fp16 in the last group: the flag's bit 2, and (a warp a group) not one byte of the row written
+          std::vector<float> big = k;
+          big[5] = 1.0f;
+          for (int j = 0; j < 32; j++) big[size_t(D - 32 + j)] = 1e9f;  // row 0, K, head 0: its last group
+          dk.put(big);
+          err.put({0});
+          kc.poison();
+          const std::vector<uint8_t> before = kc.get();
+          cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                        nullptr);
+          CHECK((err.get()[0] & 2) == 2);
+          const std::vector<uint8_t> after = kc.get();
+          CHECK(first_diff_bytes(after.data(), before.data(), rb).empty());  // row 0 of K, head 0, as poisoned
         }
-      std::vector<uint8_t> kref(size_t(N * KV) * rb), vref(size_t(N * KV) * rb);
-      for (int r = 0; r < N; r++)
-        for (int h = 0; h < KV; h++) {
-          kv_pack_row(f, k.data() + (r * KV + h) * D, D, kref.data() + size_t(r * KV + h) * rb);
-          kv_pack_row(f, v.data() + (r * KV + h) * D, D, vref.data() + size_t(r * KV + h) * rb);
-        }
-      DBuf<float> dk(k), dv(v);
-      DBuf<uint8_t> kc(kref.size()), vc(vref.size());
-      kc.poison();
-      vc.poison();
-      std::vector<uint8_t*> kp(size_t(N), kc.p), vp(size_t(N), vc.p);
-      std::vector<int> pos(static_cast<size_t>(N));
-      for (int r = 0; r < N; r++) pos[size_t(r)] = r;
-      DBuf<uint8_t*> dkp(kp), dvp(vp);
-      DBuf<int> dpos(pos), err(std::vector<int>{0});
-      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
-                    nullptr);
-      std::vector<uint8_t> kg = kc.get(), vg = vc.get();
-      std::string d = first_diff_bytes(kg.data(), kref.data(), kref.size());
-      if (d.empty()) d = first_diff_bytes(vg.data(), vref.data(), vref.size());
-      std::printf("kv_pack(format=%s,D=%d): %s\n", f.name().c_str(), D, d.empty() ? "OK" : d.c_str());
-      CHECK_MESSAGE(d.empty(), d);
-      CHECK(err.get()[0] == 0);
-      // a non-finite element sets the error flag (the oracle throws std::domain_error)
-      k[5] = std::nanf("");
-      CHECK_THROWS_AS(kv_pack_row(f, k.data(), D, kref.data()), std::domain_error);
-      dk.put(k);
-      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
-                    nullptr);
-      CHECK((err.get()[0] & 1) == 1);
-    }
+      }
+  cuda::set_pack_groups(groups0);
 }
 
 TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte with attend()") {
