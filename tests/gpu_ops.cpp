@@ -408,6 +408,117 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
   CHECK_THROWS_AS(cuda::matvec_multi(&td, 1, nullptr, 0, 1, nullptr, nullptr, &src), std::runtime_error);
 }
 
+TEST_CASE("matvec_chain: a layer's o/out product, gate|up and down in one launch, byte for byte with the oracle") {
+  // The engine's chain (one round of one row): h1 = h0 + Wo·xo; x = rmsnorm_1pw(h1); g = Wg·x, u = Wu·x;
+  // h2 = h1 + Wd·(silu_c(g)·u); and, as a fourth stage, two matrices of rmsnorm_1pw(h2) (the next layer's input
+  // products). Every stage reads what the one before wrote in the same launch (through the grid barrier), so a
+  // missing or early barrier, a stale read or a wrong record gives other bytes. Run under the dependent and the
+  // ordinary launch and with the L2 prefetch of 0, 1 and 4 rounds (HKV_CHAIN_PF); the barrier's words must be back
+  // to count 0 with the generation moved on by the launch's barriers.
+  struct Shape {
+    int64_t E, O, I;
+    int group;
+  };
+  const std::vector<Shape> shapes = {{5120, 6144, 17408, 64}, {1024, 512, 2048, 32}, {256, 384, 1152, 128}};
+  for (size_t si = 0; si < shapes.size(); si++) {
+    const Shape& sh = shapes[si];
+    const uint64_t seed = 2100 + 10 * si;
+    const MatSet mo = random_matrices(WType::MLX4, {sh.E}, sh.O, sh.group, seed);
+    const MatSet mgu = random_matrices(WType::MLX4, {sh.I, sh.I}, sh.E, sh.group, seed + 3);
+    const MatSet md = random_matrices(WType::MLX4, {sh.E}, sh.I, sh.group, seed + 6);
+    const MatSet mqk = random_matrices(WType::MLX4, {sh.O + 64, 96}, sh.E, sh.group, seed + 8);
+    const std::vector<float> xo = gaussian(size_t(sh.O), seed, 1.0f), h0 = gaussian(size_t(sh.E), seed + 1, 2.0f),
+                             w = gaussian(size_t(sh.E), seed + 2, 0.3f), w2 = gaussian(size_t(sh.E), seed + 3, 0.3f);
+    // the oracle
+    std::vector<float> h1(h0), x(size_t(sh.E)), g(size_t(sh.I)), u(size_t(sh.I)), a(size_t(sh.I)), h2,
+        p(size_t(std::max(sh.E, sh.O + 64))), x3(size_t(sh.E)), yq(size_t(sh.O + 64)), yk(96);
+    matmul(mo.host[0]->m, xo.data(), 1, p.data());
+    for (int64_t r = 0; r < sh.E; r++) h1[size_t(r)] = h1[size_t(r)] + p[size_t(r)];
+    rmsnorm_1pw(h1.data(), w.data(), sh.E, 1e-6f, x.data());
+    matmul(mgu.host[0]->m, x.data(), 1, g.data());
+    matmul(mgu.host[1]->m, x.data(), 1, u.data());
+    for (int64_t i = 0; i < sh.I; i++) a[size_t(i)] = silu_c(g[size_t(i)]) * u[size_t(i)];
+    matmul(md.host[0]->m, a.data(), 1, p.data());
+    h2 = h1;
+    for (int64_t r = 0; r < sh.E; r++) h2[size_t(r)] = h2[size_t(r)] + p[size_t(r)];
+    rmsnorm_1pw(h2.data(), w2.data(), sh.E, 1e-6f, x3.data());
+    matmul(mqk.host[0]->m, x3.data(), 1, yq.data());
+    matmul(mqk.host[1]->m, x3.data(), 1, yk.data());
+
+    DBuf<float> dxo(xo), dw(w), dw2(w2), dh(h0), dg(size_t(sh.I)), du(size_t(sh.I)), dq(size_t(sh.O + 64)), dk(96);
+    DBuf<uint32_t> dxq(size_t(sh.I / 32 * cuda::kXqWords)), bar(2);
+    HKV_CUDA_CHECK(cudaMemset(bar.p, 0, 8));
+    cuda::ChainStage cs[4];
+    cs[0].tasks[0] = {mo.dev[0], dh.p, sh.E, true}, cs[0].ntasks = 1;
+    cs[0].src.x = dxo.p, cs[0].src.ldx = sh.O;
+    cs[1].tasks[0] = {mgu.dev[0], dg.p, sh.I}, cs[1].tasks[1] = {mgu.dev[1], du.p, sh.I}, cs[1].ntasks = 2;
+    cs[1].src.x = dh.p, cs[1].src.ldx = sh.E, cs[1].src.norm_w = dw.p, cs[1].src.eps = 1e-6f;
+    cs[2].tasks[0] = {md.dev[0], dh.p, sh.E, true}, cs[2].ntasks = 1;
+    cs[2].gate = dg.p, cs[2].up = du.p;
+    cs[3].tasks[0] = {mqk.dev[0], dq.p, sh.O + 64}, cs[3].tasks[1] = {mqk.dev[1], dk.p, 96}, cs[3].ntasks = 2;
+    cs[3].src.x = dh.p, cs[3].src.ldx = sh.E, cs[3].src.norm_w = dw2.p, cs[3].src.eps = 1e-6f;
+    REQUIRE(cuda::matvec_chain_fits(cs, 3));
+    REQUIRE(cuda::matvec_chain_fits(cs, 4));
+    uint32_t gen = 0;
+    for (int stages : {3, 4})
+      for (int pdl = 1; pdl >= 0; pdl--)
+        for (const char* pf : {"1", "0", "4"}) {
+          setenv("HKV_CHAIN_PF", pf, 1);
+          cuda::reload_switches();
+          cuda::set_pdl(pdl == 1);
+          HKV_CUDA_CHECK(cudaMemcpy(dh.p, h0.data(), h0.size() * 4, cudaMemcpyHostToDevice));
+          dg.poison(), du.poison(), dq.poison(), dk.poison(), dxq.poison();
+          cuda::matvec_chain(cs, stages, dxq.p, bar.p, nullptr);
+          HKV_CUDA_CHECK(cudaDeviceSynchronize());
+          cuda::set_pdl(true);
+          unsetenv("HKV_CHAIN_PF");
+          cuda::reload_switches();
+          std::string d;
+          auto part = [&](const char* what, const std::string& diff) {
+            if (d.empty() && !diff.empty()) d = std::string(what) + ": " + diff;
+          };
+          part("gate", first_diff(dg.get(), g));
+          part("up", first_diff(du.get(), u));
+          part("h", first_diff(dh.get(), h2));
+          part("SwiGLU's records", record_diff(dxq.get(), expected_records(a.data(), 1, sh.I)));
+          if (stages == 4) {
+            part("q", first_diff(dq.get(), yq));
+            part("k", first_diff(dk.get(), yk));
+          }
+          gen += stages;  // barriers a launch: one between stages, and one inside the SwiGLU stage
+          const std::vector<uint32_t> b = bar.get();
+          if (d.empty() && (b[0] != 0 || b[1] != gen))
+            d = "barrier words " + std::to_string(b[0]) + ", " + std::to_string(b[1]) + " after the launch, want 0, " +
+                std::to_string(gen);
+          std::printf("matvec_chain(E=%lld,O=%lld,I=%lld,group=%d,stages=%d,%s,pf=%s): %s\n", (long long)sh.E,
+                      (long long)sh.O, (long long)sh.I, sh.group, stages, pdl ? "pdl" : "plain", pf,
+                      d.empty() ? "OK" : ("FAIL " + d).c_str());
+          CHECK_MESSAGE(d.empty(), d);
+        }
+  }
+  // what the chain refuses
+  std::vector<std::unique_ptr<DBuf<uint8_t>>> keep;
+  auto dense = random_matrix(WType::BF16, 64, 256, 0, 2190);
+  auto m4 = random_matrix(WType::MLX4, 64, 256, 64, 2191);
+  DBuf<float> dx(size_t(256)), dy(size_t(64));
+  DBuf<uint32_t> bar(2);
+  cuda::ChainStage c;
+  c.tasks[0] = {to_device(m4->m, keep), dy.p, 64}, c.ntasks = 1;
+  CHECK_FALSE(cuda::matvec_chain_fits(&c, 1));  // neither a source nor a gate
+  c.src.x = dx.p;
+  CHECK(cuda::matvec_chain_fits(&c, 1));
+  c.gate = dx.p, c.up = dx.p;
+  CHECK_FALSE(cuda::matvec_chain_fits(&c, 1));  // both
+  c.gate = c.up = nullptr;
+  const cuda::ChainStage five[5] = {c, c, c, c, c};
+  CHECK_FALSE(cuda::matvec_chain_fits(five, 5));
+  c.tasks[1] = {to_device(dense->m, keep), dy.p, 64}, c.ntasks = 2;
+  CHECK_FALSE(cuda::matvec_chain_fits(&c, 1));  // a dense matrix
+  CHECK_THROWS_AS(cuda::matvec_chain(&c, 1, nullptr, bar.p, nullptr), std::runtime_error);
+  c.ntasks = 1;
+  CHECK_THROWS_AS(cuda::matvec_chain(&c, 1, nullptr, nullptr, nullptr), std::runtime_error);  // no barrier
+}
+
 TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record a launch, phases in order") {
   // Two dependent decode launches with the stamping instantiation: their outputs as the oracle's, one record each,
   // and in each record start <= after pdl_wait <= records staged <= end, min <= max.
