@@ -532,7 +532,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   // Matrices that read the same x go out in as few launches as their types allow (matvec_multi); the
   // records of x that MLX4 reads come from x's producer (add_rmsnorm_rows, silu_mul_xq) or xq_records.
   uint32_t* const xq = reinterpret_cast<uint32_t*>(xq_);
-  auto mv = [&](const std::vector<MatTask>& tasks, const float* X, int64_t ldx, int64_t rows) {
+  auto mv = [&](std::initializer_list<MatTask> tasks, const float* X, int64_t ldx, int64_t rows) {
     std::vector<MatTask> group;
     auto flush = [&] {
       if (!group.empty()) matvec_multi(group.data(), int(group.size()), X, ldx, rows, xq, st);
@@ -555,7 +555,8 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   const bool fuse = !taps && N <= 2 && decode_fusion_enabled();
   const float* pending = nullptr;  // a residual y_ not yet added into h_ (added by the next norm)
   // x = rmsnorm(h + pending) with weight w, then the matrices that read x
-  auto norm_mv = [&](const float* w, const std::vector<MatTask>& ts) {
+  auto norm_mv = [&](const float* w, std::initializer_list<MatTask> tasks) {
+    const std::vector<MatTask> ts(tasks);
     if (fuse && !pending && matvec_fuses_records(ts.data(), int(ts.size()), N, true)) {
       XSource src;
       src.x = h_, src.ldx = E, src.norm_w = w, src.eps = eps;
@@ -564,7 +565,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     }
     add_rmsnorm_rows(h_, pending, w, E, eps, N, x_, xs_E, st);
     pending = nullptr;
-    mv(ts, x_, E, N);
+    mv(tasks, x_, E, N);
   };
   // h = h + W·x (fused), or y_ = W·x left pending for the next norm; xrec: make x's records (x is not a
   // SwiGLU output, whose records silu_mul_xq made)
@@ -581,37 +582,21 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     if (!fuse) pending = y_;
   };
 
-  // A layer's input products: q|k|v (full attention) or qkv|z|b|a (DeltaNet), of rmsnorm(h) with its input norm.
-  auto in_tasks = [&](const Layer& L) -> std::vector<MatTask> {
-    if (L.kind == LayerKind::Full)
-      return {{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}};
-    return {{L.qkv, big_, C}, {L.z, zbuf_, int64_t(nv) * dv}, {L.b, bbuf_, nv}, {L.a, abuf_, nv}};
-  };
   // The chain (matvec_chain, one launch, the same bytes): the o or out product into h, gate|up of rmsnorm(h), and
-  // down of SwiGLU's output into h, for rounds of one row; with HKV_CHAIN_NEXT also the next layer's input products
-  // of rmsnorm(h) (big_ is free again by then: SwiGLU's records are made before the down stage); else the same steps
-  // as launches. Returns whether the next layer's input products were made.
+  // down of SwiGLU's output into h, for rounds of one row; else the same steps as launches.
   const bool chain = fuse && N == 1 && chain_enabled();
-  auto mlp = [&](const Layer& L, const DMat& Wo, const float* xo, int64_t ldxo, const Layer* next) {
+  auto mlp = [&](const Layer& L, const DMat& Wo, const float* xo, int64_t ldxo) {
     if (chain && !pending && L.down.type == WType::MLX4) {
-      ChainStage cs[4];
+      ChainStage cs[3];
       cs[0].tasks[0] = {Wo, h_, E, true}, cs[0].ntasks = 1;
       cs[0].src.x = xo, cs[0].src.ldx = ldxo;
       cs[1].tasks[0] = {L.gate, big_, I}, cs[1].tasks[1] = {L.up, big2_, I}, cs[1].ntasks = 2;
       cs[1].src.x = h_, cs[1].src.ldx = E, cs[1].src.norm_w = L.post_norm, cs[1].src.eps = eps;
       cs[2].tasks[0] = {L.down, h_, E, true}, cs[2].ntasks = 1;
       cs[2].gate = big_, cs[2].up = big2_;
-      int n = 3;
-      if (next && chain_next_enabled()) {
-        const std::vector<MatTask> nt = in_tasks(*next);
-        for (size_t i = 0; i < nt.size(); i++) cs[3].tasks[i] = nt[i];
-        cs[3].ntasks = int(nt.size());
-        cs[3].src.x = h_, cs[3].src.ldx = E, cs[3].src.norm_w = next->input_norm, cs[3].src.eps = eps;
-        n = matvec_chain_fits(cs, 4) ? 4 : 3;
-      }
-      if (matvec_chain_fits(cs, n)) {
-        matvec_chain(cs, n, xq, chain_bar_, st);
-        return n == 4;
+      if (matvec_chain_fits(cs, 3)) {
+        matvec_chain(cs, 3, xq, chain_bar_, st);
+        return;
       }
     }
     residual_mv(Wo, xo, ldxo, true);
@@ -621,17 +606,15 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     else
       silu_mul(big_, big2_, N * I, st);
     residual_mv(L.down, big_, I, false);
-    return false;
   };
 
   embed_rows(embed_, r.d_tok, N, h_, st);
   int fi = 0, li = 0;
-  bool in_done = false;  // this layer's input products made by the chain before it
   for (int l = 0; l < c.num_hidden_layers; l++) {
     const Layer& L = layers_[size_t(l)];
-    const Layer* next = l + 1 < c.num_hidden_layers ? &layers_[size_t(l) + 1] : nullptr;
-    if (!in_done) norm_mv(L.input_norm, in_tasks(L));
     if (L.kind == LayerKind::Full) {
+      norm_mv(L.input_norm,
+              {{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}});
       attn_prep(big_, qbuf_, kbuf_, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps, st);
       kv_pack(r.kind, kbuf_, int64_t(KV) * D, vbuf_, int64_t(KV) * D, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N,
               r.d_pos, N, KV, D, err_, st);
@@ -652,9 +635,10 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.part = part_;
       attention(a, st);
       tap(l, "attn", att_, int64_t(H) * D);
-      in_done = mlp(L, L.o, att_, int64_t(H) * D, next);
+      mlp(L, L.o, att_, int64_t(H) * D);
       fi++;
     } else {
+      norm_mv(L.input_norm, {{L.qkv, big_, C}, {L.z, zbuf_, int64_t(nv) * dv}, {L.b, bbuf_, nv}, {L.a, abuf_, nv}});
       DeltaArgs d;
       d.nk = nk, d.nv = nv, d.dk = dk, d.dv = dv, d.K = c.linear_conv_kernel_dim, d.C = C;
       d.eps = eps;
@@ -668,7 +652,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       d.N = N;
       deltanet(d, st);
       tap(l, "deltanet", core_, int64_t(nv) * dv);
-      in_done = mlp(L, L.out, core_, int64_t(nv) * dv, next);
+      mlp(L, L.out, core_, int64_t(nv) * dv);
       li++;
     }
     if (taps) {

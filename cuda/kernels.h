@@ -96,10 +96,6 @@ bool matvec_chain_fits(const ChainStage* stages, int n);
 void matvec_chain(const ChainStage* stages, int n, uint32_t* xq, unsigned* barrier, cudaStream_t st);
 bool chain_enabled();
 void set_chain(bool on);
-// Off by default (to be measured; HKV_CHAIN_NEXT=1): the engine's chain also makes the next layer's input products
-// (q|k|v or qkv|z|b|a of rmsnorm(h) with its input norm) as a fourth stage.
-bool chain_next_enabled();
-void set_chain_next(bool on);
 // Diagnostic: between attn_phases_begin() and attn_phases_end(), the narrow-v2 chunk blocks (Auto's shape
 // past one wave of blocks) take an instantiation that adds thread 0's clock64 cycles in each phase (q loaded and
 // the rows' copies issued; scores, maximum and weights; weighted values, to the block's end) to global sums; the

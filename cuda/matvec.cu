@@ -490,32 +490,28 @@ struct ChainDev {
   int n, pf;
 };
 
-// The grid barrier: bar[0] counts arrivals over the launch, bar[1] the blocks that have ended. Barrier k (1, 2, …)
-// of a launch: after __syncthreads, the block's thread 0 adds 1 to bar[0] with release semantics at gpu scope (what
-// the block wrote before the __syncthreads is visible to whoever acquires the count after it) and waits, by acquire
-// loads, until bar[0] reaches k·gridDim.x; then __syncthreads. One atomic a block and no fence.sc: the first form
-// (a generation word moved on by the last block to arrive, between __threadfence()s: three MEMBAR.SC.GPU a block a
-// barrier) made a layer's chain 70.4 µs against 66 µs of separate launches (H200, 2026-11-30, session 11 run 2).
-// The block that ends last sets both words back to 0 (chain_end): every block has passed every barrier by then,
-// and the next chain cannot start before this launch has completed (it is a programmatic dependent launch, and
-// nothing in the stream triggers its dependents before its own pdl_wait).
-__device__ __forceinline__ void grid_barrier(unsigned* bar, unsigned k) {
+// The grid barrier: bar[0] counts the blocks that arrived, bar[1] is the generation. A block's thread 0 reads the
+// generation before it arrives; the last block to arrive resets the count and moves the generation on, which the
+// others wait for. Self-resetting: the words are as they were after every barrier (count 0), so launches reuse
+// them. __threadfence before arriving makes this block's writes visible to the grid; after the wait it orders
+// the block's later reads after the other blocks' writes.
+__device__ __forceinline__ void grid_barrier(unsigned* bar) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned v;
-    asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(bar) : "memory");
-    const unsigned target = k * gridDim.x;
-    do {
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(bar) : "memory");
-    } while (v < target);
+    volatile unsigned* gen = bar + 1;
+    const unsigned g = *gen;
+    __threadfence();
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      while (*gen == g) {
+      }
+    }
+    __threadfence();
   }
   __syncthreads();
-}
-__device__ __forceinline__ void chain_end(unsigned* bar) {
-  if (threadIdx.x == 0 && atomicAdd(bar + 1, 1u) == gridDim.x - 1) {
-    atomicExch(bar, 0u);
-    atomicExch(bar + 1, 0u);
-  }
 }
 
 // L2 prefetches of the first `rounds` rounds (3 chunks a lane, 2 rows) of row group g of a stage, as the dependent
@@ -538,7 +534,6 @@ __global__ void __launch_bounds__(kChainWarps * 32, 1) matvec_chain_kernel(Chain
   const int64_t gw = int64_t(blockIdx.x) * kChainWarps + warp, stride = int64_t(gridDim.x) * kChainWarps;
   chain_prefetch(ch.ts[0], gw, lane, ch.pf);
   if constexpr (PDL) pdl_wait();
-  unsigned nbar = 0;  // barriers passed in this launch
   for (int s = 0; s < ch.n; s++) {
     const Tasks& ts = ch.ts[s];
     const int cols = int(ts.t[0].W.cols), nch = cols / 32;
@@ -552,7 +547,7 @@ __global__ void __launch_bounds__(kChainWarps * 32, 1) matvec_chain_kernel(Chain
         xq_chunk(v, c4, xq + c * kXqWords);
         __syncwarp();
       }
-      grid_barrier(bar, ++nbar);
+      grid_barrier(bar);
       for (int i = threadIdx.x; i < nch * 8; i += blockDim.x) {
         const int c = i >> 3, v = i & 7;
         xs4[8 * c + (v ^ (c & 7))] = __ldcg(reinterpret_cast<const uint4*>(xq) + i);
@@ -575,10 +570,9 @@ __global__ void __launch_bounds__(kChainWarps * 32, 1) matvec_chain_kernel(Chain
     }
     if (s + 1 < ch.n) {
       chain_prefetch(ch.ts[s + 1], gw, lane, ch.pf);
-      grid_barrier(bar, ++nbar);
+      grid_barrier(bar);
     }
   }
-  chain_end(bar);
 }
 
 // The tasks of a launch and, in block_start, the prefix sums of their units (blocks of kWarps rows for
@@ -793,14 +787,9 @@ int chain_prefetch_rounds() {
 }
 }  // namespace
 bool chain_enabled() { return env_switch(g_chain, "HKV_MV_CHAIN", true); }
-namespace {
-int g_chain_next = -1;
-}
-bool chain_next_enabled() { return env_switch(g_chain_next, "HKV_CHAIN_NEXT", false); }
-void set_chain_next(bool on) { g_chain_next = on ? 1 : 0; }
 void set_chain(bool on) { g_chain = on ? 1 : 0; }
 void reload_switches() {
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_chain = g_chain_pf = g_chain_next = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_chain = g_chain_pf = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
   forget_pack_groups();
