@@ -98,8 +98,6 @@ void Engine::init_common() {
   err_ = static_cast<int*>(device_alloc(sizeof(int), "the engine's error flag"));
   HKV_CUDA_CHECK(cudaMemset(err_, 0, sizeof(int)));
   argmax_ = device_alloc(size_t(kMaxRows) * (1 + 2 * kArgmaxParts) * 4, "the greedy decode's argmax buffers");
-  chain_bar_ = static_cast<unsigned*>(device_alloc(2 * sizeof(unsigned), "the decode chain's grid barrier"));
-  HKV_CUDA_CHECK(cudaMemset(chain_bar_, 0, 2 * sizeof(unsigned)));
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -276,7 +274,6 @@ Engine::~Engine() {
   for (void* p : weight_allocs_) device_free(p);
   device_free(err_);
   device_free(argmax_);
-  device_free(chain_bar_);
   if (stream_) cudaStreamDestroy(stream_);
   if (host_embed_) cudaFreeHost(host_embed_);
 }
@@ -582,32 +579,6 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     if (!fuse) pending = y_;
   };
 
-  // The chain (matvec_chain, one launch, the same bytes): the o or out product into h, gate|up of rmsnorm(h), and
-  // down of SwiGLU's output into h, for rounds of one row; else the same steps as launches.
-  const bool chain = fuse && N == 1 && chain_enabled();
-  auto mlp = [&](const Layer& L, const DMat& Wo, const float* xo, int64_t ldxo) {
-    if (chain && !pending && L.down.type == WType::MLX4) {
-      ChainStage cs[3];
-      cs[0].tasks[0] = {Wo, h_, E, true}, cs[0].ntasks = 1;
-      cs[0].src.x = xo, cs[0].src.ldx = ldxo;
-      cs[1].tasks[0] = {L.gate, big_, I}, cs[1].tasks[1] = {L.up, big2_, I}, cs[1].ntasks = 2;
-      cs[1].src.x = h_, cs[1].src.ldx = E, cs[1].src.norm_w = L.post_norm, cs[1].src.eps = eps;
-      cs[2].tasks[0] = {L.down, h_, E, true}, cs[2].ntasks = 1;
-      cs[2].gate = big_, cs[2].up = big2_;
-      if (matvec_chain_fits(cs, 3)) {
-        matvec_chain(cs, 3, xq, chain_bar_, st);
-        return;
-      }
-    }
-    residual_mv(Wo, xo, ldxo, true);
-    norm_mv(L.post_norm, {{L.gate, big_, I}, {L.up, big2_, I}});
-    if (L.down.type == WType::MLX4)
-      silu_mul_xq(big_, big2_, N * I, xq, st);
-    else
-      silu_mul(big_, big2_, N * I, st);
-    residual_mv(L.down, big_, I, false);
-  };
-
   embed_rows(embed_, r.d_tok, N, h_, st);
   int fi = 0, li = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) {
@@ -635,7 +606,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.part = part_;
       attention(a, st);
       tap(l, "attn", att_, int64_t(H) * D);
-      mlp(L, L.o, att_, int64_t(H) * D);
+      residual_mv(L.o, att_, int64_t(H) * D, true);
       fi++;
     } else {
       norm_mv(L.input_norm, {{L.qkv, big_, C}, {L.z, zbuf_, int64_t(nv) * dv}, {L.b, bbuf_, nv}, {L.a, abuf_, nv}});
@@ -652,9 +623,15 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       d.N = N;
       deltanet(d, st);
       tap(l, "deltanet", core_, int64_t(nv) * dv);
-      mlp(L, L.out, core_, int64_t(nv) * dv);
+      residual_mv(L.out, core_, int64_t(nv) * dv, true);
       li++;
     }
+    norm_mv(L.post_norm, {{L.gate, big_, I}, {L.up, big2_, I}});
+    if (L.down.type == WType::MLX4)
+      silu_mul_xq(big_, big2_, N * I, xq, st);
+    else
+      silu_mul(big_, big2_, N * I, st);
+    residual_mv(L.down, big_, I, false);
     if (taps) {
       add_inplace(h_, y_, N * E, st);
       tap(l, "hidden", h_, E);

@@ -192,8 +192,7 @@ class Engine {
   void* meta_ = nullptr;  // per-round device metadata (Round::host_meta)
   size_t meta_bytes_ = 0;
   int* err_ = nullptr;
-  void* argmax_ = nullptr;         // forward_argmax: the ids of a round's rows, then argmax_rows' partials
-  unsigned* chain_bar_ = nullptr;  // matvec_chain's grid barrier (2 words, zero between launches)
+  void* argmax_ = nullptr;  // forward_argmax: the ids of a round's rows, then argmax_rows' partials
   bool graphs_ = false;
   size_t fast_tile_cap_ = 0;
   std::map<std::string, cudaGraphExec_t> graph_cache_;

@@ -72,31 +72,7 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
-// Several dependent decode products in one launch (N = 1; on by default in the engine, HKV_MV_CHAIN=0 gives the
-// launches): stage by stage, each stage what one matvec_multi launch of its tasks makes (the same bytes), with a grid
-// barrier between stages instead of a launch boundary. A stage's x is src (its records made by every block, as
-// matvec_multi's src; rmsnorm(x) with norm_w), or, with gate, x = silu_c(gate)·up over the stage's width, its
-// records made across the grid into xq (silu_mul_xq's bytes; xq holds cols/32 records) and then read by every block
-// (gate[i] and up[i] are left as they are). A stage may read what an earlier stage wrote (h after its residual add,
-// gate|up's outputs). The engine's chain is a layer's o or out product into h, then gate|up of rmsnorm(h), then
-// down of SwiGLU into h. barrier: 2 words of device memory, zero before the first launch (they are zero again after
-// each launch); no two chains may run at once on one barrier.
-constexpr int kMaxChainStages = 4;
-struct ChainStage {
-  MatTask tasks[kMaxTasks];
-  int ntasks = 0;
-  XSource src;
-  const float* gate = nullptr;
-  const float* up = nullptr;
-};
-// Whether matvec_chain takes these stages: 1..kMaxChainStages stages, each of 1..kMaxTasks MLX4 matrices of one width
-// (a multiple of 32) and group (32, 64 or 128) with 16-byte aligned rows, each with exactly one of src.x and
-// gate (with up), and its records within the decode kernel's shared memory.
-bool matvec_chain_fits(const ChainStage* stages, int n);
-void matvec_chain(const ChainStage* stages, int n, uint32_t* xq, unsigned* barrier, cudaStream_t st);
-bool chain_enabled();
-void set_chain(bool on);
-// Diagnostic: between attn_phases_begin() and attn_phases_end(), the narrow-v2 chunk blocks (Auto's shape
+// s10-exp diagnostic: between attn_phases_begin() and attn_phases_end(), the narrow-v2 chunk blocks (Auto's shape
 // past one wave of blocks) take an instantiation that adds thread 0's clock64 cycles in each phase (q loaded and
 // the rows' copies issued; scores, maximum and weights; weighted values, to the block's end) to global sums; the
 // end returns the mean a block (blocks 0: no narrow-v2 launch ran). The same bytes.
@@ -105,9 +81,9 @@ struct AttnPhases {
 };
 void attn_phases_begin();
 AttnPhases attn_phases_end();
-// On by default (HKV_PACK_GROUPS=0 gives the warp a row; H200, 2026-11-30: =0 +0.90–1.02% a q4h token at 1K and
-// 32K): kv_pack with a warp a group of 32 (the 27B shape: 8 warps a row instead of one warp looping over 8 groups).
-// The same bytes; a row with a non-finite element or an overflowing scale is not written at all.
+// On by default in s10-exp (HKV_PACK_GROUPS=0 gives the warp a row; to be measured): kv_pack with a warp a group
+// of 32 (the 27B shape: 8 warps a row instead of one warp looping over 8 groups). The same bytes; a row with a
+// non-finite element or an overflowing scale is not written at all.
 bool pack_groups_enabled();
 void set_pack_groups(bool on);
 void forget_pack_groups();
@@ -157,9 +133,8 @@ void set_pdl_all(bool on);
 bool decode_fusion_enabled();
 void set_decode_fusion(bool on);
 // Every decode switch above and below (HKV_PDL, HKV_PDL_ALL, HKV_MV_OCC3, HKV_MV_BIG, HKV_MV_U3, HKV_DECODE_FUSE,
-// HKV_MV_CHAIN, HKV_CHAIN_PF, HKV_PACK_GROUPS, HKV_DN_SPLIT, HKV_DN_TPC, …) forgotten, read from the environment again
-// at its next use (hkv bench --variants; captured CUDA graphs keep the launches they were made with:
-// Engine::drop_graphs).
+// HKV_DN_SPLIT, HKV_DN_TPC) forgotten, read from the environment again at its next use (hkv bench --variants;
+// captured CUDA graphs keep the launches they were made with: Engine::drop_graphs).
 void reload_switches();
 // xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);

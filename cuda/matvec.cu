@@ -234,8 +234,7 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
 // chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
 // chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
-// CG: y read for the add through L2 (ld.global.cg), for a launch whose y other blocks wrote in it (matvec_chain).
-template <int NB, int RW, int U, bool STREAM, bool CG = false, class RecAt>
+template <int NB, int RW, int U, bool STREAM, class RecAt>
 __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
@@ -283,7 +282,7 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
       const float v = warp_tree_sum(acc[r][n]);
       if (lane == 0 && r0 + r < W.rows) {
         float* y = task.y + n * task.ldy + r0 + r;
-        *y = task.add ? (CG ? __ldcg(y) : *y) + v : v;  // the residual add h = h + y, one fp32 addition
+        *y = task.add ? *y + v : v;  // the residual add h = h + y, one fp32 addition
       }
     }
 }
@@ -368,15 +367,14 @@ __device__ __forceinline__ void record_of_chunk(const float* v, int vstride, uin
 // and every element (h·r)·(1 + w), or (h·r)·w when plain, as add_rmsnorm_kernel), the values transposed
 // (element 32c + j at vt[j·(nch + 1) + c], so that thread c reads chunk c without bank conflicts), then thread c
 // makes chunk c's record into the swizzled records xs4. hs: cols floats (the norm only); vt: 32·(nch + 1).
-// CG: x read through L2 (ld.global.cg), for an x that other blocks wrote in this launch (matvec_chain).
-template <int NB, int T, bool CG = false>
+template <int NB, int T>
 __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs, float* vt) {
   const int nch = cols / 32, tp = nch + 1, tid = threadIdx.x;
   __shared__ float r_s;
   for (int n = 0; n < NB; n++) {
     const float* x = src.x + int64_t(n) * src.ldx;
     if (src.norm_w) {
-      for (int i = tid; i < cols; i += T) hs[i] = CG ? __ldcg(x + i) : x[i];
+      for (int i = tid; i < cols; i += T) hs[i] = x[i];
       __syncthreads();
       if (tid < 32) {
         const float acc = warp_sum_squares_smem<false>(hs, cols, tid);  // cols is a multiple of 32
@@ -389,7 +387,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
         vt[(i & 31) * tp + (i >> 5)] = src.plain ? (hs[i] * r) * w : (hs[i] * r) * (1.0f + w);
       }
     } else {
-      for (int i = tid; i < cols; i += T) vt[(i & 31) * tp + (i >> 5)] = CG ? __ldcg(x + i) : x[i];
+      for (int i = tid; i < cols; i += T) vt[(i & 31) * tp + (i >> 5)] = x[i];
     }
     __syncthreads();
     for (int c = tid; c < nch; c += T) {
@@ -463,114 +461,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
         __threadfence();
         atomicAdd(&g_stamp_launch, 1u);
       }
-    }
-  }
-}
-
-// ---- The decode chain (matvec_chain, HKV_MV_CHAIN): several dependent decode launches as one ----
-// One launch runs up to kMaxChainStages stages, each what one matvec_mlx4_smem_kernel<1, 2, 3, …, 20> launch does
-// (2 rows a warp, 3 chunks a round, one block of 20 warps a multiprocessor, persistent), with a grid barrier
-// between stages in place of the launch boundary: the same rows, the same records, the same order within each row,
-// so the same bytes. A stage's records come either from make_records (x, or rmsnorm(x), made by every block, as the
-// fused decode launch makes them) or, for x = silu_c(gate)·up, from the whole grid: warp w of the grid makes the
-// records of chunks w, w + warps, … into xq (silu_mul_xq_kernel's operations, xq_chunk), then a grid barrier, then
-// every block stages all of them (silu_mul_xq and the down launch's prologue). Before each barrier a warp issues
-// L2 prefetches for the first `pf` rounds of its first row group of the next stage (the weights are read-only), so
-// the tail of one stage overlaps the next stage's first loads. What other blocks wrote in the launch (h, gate, up,
-// xq) is read through L2 (ld.global.cg), never from a multiprocessor's L1 or the read-only path.
-// The grid is what fits on the card at once (1 block of 640 threads a multiprocessor): every block is resident
-// at the same time once the kernel ahead in the stream has ended (the launch is a programmatic dependent one and
-// this kernel never triggers its dependents early), so the barrier cannot wait for a block that cannot start.
-constexpr int kChainWarps = 20;
-struct ChainDev {
-  Tasks ts[kMaxChainStages];  // block_start: row groups of 2 rows
-  XSource src[kMaxChainStages];
-  const float* gate[kMaxChainStages];  // non-null: x = silu_c(gate)·up, records over the grid
-  const float* up[kMaxChainStages];
-  int n, pf;
-};
-
-// The grid barrier: bar[0] counts the blocks that arrived, bar[1] is the generation. A block's thread 0 reads the
-// generation before it arrives; the last block to arrive resets the count and moves the generation on, which the
-// others wait for. Self-resetting: the words are as they were after every barrier (count 0), so launches reuse
-// them. __threadfence before arriving makes this block's writes visible to the grid; after the wait it orders
-// the block's later reads after the other blocks' writes.
-__device__ __forceinline__ void grid_barrier(unsigned* bar) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    volatile unsigned* gen = bar + 1;
-    const unsigned g = *gen;
-    __threadfence();
-    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-      atomicExch(bar, 0u);
-      __threadfence();
-      atomicAdd(bar + 1, 1u);
-    } else {
-      while (*gen == g) {
-      }
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
-
-// L2 prefetches of the first `rounds` rounds (3 chunks a lane, 2 rows) of row group g of a stage, as the dependent
-// launch's prologue issues one round before its pdl_wait.
-__device__ __forceinline__ void chain_prefetch(const Tasks& ts, int64_t g, int lane, int rounds) {
-  if (g >= ts.block_start[ts.n]) return;
-  int64_t local;
-  const MatTask& task = ts.t[find_task(ts, g, local)];
-  const int nch = int(task.W.cols / 32);
-  for (int r = 0; r < 2 && local * 2 + r < task.W.rows; r++) {
-    const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * 2 + r) * nch;
-    for (int k = 0; k < 3 * rounds && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
-  }
-}
-
-template <bool PDL>
-__global__ void __launch_bounds__(kChainWarps * 32, 1) matvec_chain_kernel(ChainDev ch, uint32_t* xq, unsigned* bar) {
-  extern __shared__ uint4 xs4[];  // the stage's records [nch·8], swizzled; then hs and vt (make_records)
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t gw = int64_t(blockIdx.x) * kChainWarps + warp, stride = int64_t(gridDim.x) * kChainWarps;
-  chain_prefetch(ch.ts[0], gw, lane, ch.pf);
-  if constexpr (PDL) pdl_wait();
-  for (int s = 0; s < ch.n; s++) {
-    const Tasks& ts = ch.ts[s];
-    const int cols = int(ts.t[0].W.cols), nch = cols / 32;
-    if (ch.gate[s]) {  // records of silu_c(gate)·up: chunk c by grid warp c (silu_mul_xq_kernel's steps)
-      float4* c4 = reinterpret_cast<float4*>(xs4 + 8 * warp);  // this warp's 32 values
-      for (int64_t c = gw; c < nch; c += stride) {
-        const int64_t i = 32 * c + lane;
-        const float v = hkv::silu_c(__ldcg(ch.gate[s] + i)) * __ldcg(ch.up[s] + i);
-        reinterpret_cast<float*>(c4)[lane] = v;
-        __syncwarp();
-        xq_chunk(v, c4, xq + c * kXqWords);
-        __syncwarp();
-      }
-      grid_barrier(bar);
-      for (int i = threadIdx.x; i < nch * 8; i += blockDim.x) {
-        const int c = i >> 3, v = i & 7;
-        xs4[8 * c + (v ^ (c & 7))] = __ldcg(reinterpret_cast<const uint4*>(xq) + i);
-      }
-      __syncthreads();
-    } else {
-      float* hs = reinterpret_cast<float*>(xs4 + nch * 8);
-      make_records<1, kChainWarps * 32, true>(ch.src[s], cols, xs4, hs, hs + (ch.src[s].norm_w ? cols : 0));
-    }
-    const int64_t total = ts.block_start[ts.n];
-    for (int64_t g = gw; g < total; g += stride) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      mlx4_rows<1, 2, 3, true, true>(ts.t[t], local * 2, lane, [&](int, int c, uint4(&P)[7]) {
-        const uint4* base = xs4 + c * 8;
-        const int sw = c & 7;
-#pragma unroll
-        for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-      });
-    }
-    if (s + 1 < ch.n) {
-      chain_prefetch(ch.ts[s + 1], gw, lane, ch.pf);
-      grid_barrier(bar);
     }
   }
 }
@@ -777,19 +667,8 @@ void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
-namespace {
-// HKV_MV_CHAIN (on by default): the engine's decode chain (matvec_chain); HKV_CHAIN_PF: the rounds of the next
-// stage's first row group a warp prefetches into L2 before a barrier (default 1, as the dependent launch's prologue).
-int g_chain = -1, g_chain_pf = -1;
-int chain_prefetch_rounds() {
-  if (g_chain_pf < 0) g_chain_pf = env_choice("HKV_CHAIN_PF", {0, 1, 2, 3, 4, 6}, 1);
-  return g_chain_pf;
-}
-}  // namespace
-bool chain_enabled() { return env_switch(g_chain, "HKV_MV_CHAIN", true); }
-void set_chain(bool on) { g_chain = on ? 1 : 0; }
 void reload_switches() {
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_chain = g_chain_pf = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
   forget_pack_groups();
@@ -810,55 +689,6 @@ bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm
   }
   if (W0.cols % 32 != 0 || W0.cols <= 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128)) return false;
   return smem_bytes(int(N), W0.cols, true, norm) <= size_t(kSmemMax);
-}
-
-bool matvec_chain_fits(const ChainStage* stages, int n) {
-  if (n < 1 || n > kMaxChainStages) return false;
-  for (int s = 0; s < n; s++) {
-    const ChainStage& c = stages[s];
-    if (c.ntasks < 1 || c.ntasks > kMaxTasks || (c.src.x != nullptr) == (c.gate != nullptr)) return false;
-    if (c.gate && !c.up) return false;
-    const DMat& W0 = c.tasks[0].W;
-    for (int i = 0; i < c.ntasks; i++) {
-      const DMat& W = c.tasks[i].W;
-      if (W.type != WType::MLX4 || W.cols != W0.cols || W.group != W0.group || !aligned16(W.data)) return false;
-    }
-    if (W0.cols % 32 != 0 || W0.cols <= 0 || (W0.group != 32 && W0.group != 64 && W0.group != 128)) return false;
-    const size_t smem = c.gate ? size_t(W0.cols) * 4 : smem_bytes(1, W0.cols, true, c.src.norm_w != nullptr);
-    if (smem > size_t(kSmemMax)) return false;
-  }
-  return true;
-}
-
-void matvec_chain(const ChainStage* stages, int n, uint32_t* xq, unsigned* barrier, cudaStream_t st) {
-  if (!matvec_chain_fits(stages, n))
-    throw std::runtime_error(
-        "matvec_chain: 1 to 4 stages of MLX4 matrices of one width and group a stage, each stage with a source x or "
-        "a gate and up, its records within shared memory (matvec_chain_fits)");
-  if (!barrier) throw std::runtime_error("matvec_chain: no barrier words");
-  ChainDev ch{};
-  size_t smem = 0;
-  for (int s = 0; s < n; s++) {
-    const ChainStage& c = stages[s];
-    if (c.gate && (!xq || !aligned16(xq))) throw std::runtime_error("matvec_chain: a SwiGLU stage needs xq");
-    ch.ts[s] = make_tasks(c.tasks, c.ntasks, 2);
-    ch.src[s] = c.src;
-    ch.gate[s] = c.gate, ch.up[s] = c.up;
-    const int64_t cols = c.tasks[0].W.cols;
-    smem = std::max(smem, c.gate ? size_t(cols) * 4 : smem_bytes(1, cols, true, c.src.norm_w != nullptr));
-  }
-  ch.n = n, ch.pf = chain_prefetch_rounds();
-  // every block resident at once: the grid is what fits (see matvec_chain_kernel)
-  const bool pdl = pdl_enabled();
-  auto kernel = pdl ? matvec_chain_kernel<true> : matvec_chain_kernel<false>;
-  const int64_t grid =
-      persistent_grid(reinterpret_cast<const void*>(kernel), kChainWarps, smem, kSmemMax, int64_t(1) << 40);
-  if (pdl) {
-    launch_pdl(kernel, dim3(unsigned(grid)), dim3(kChainWarps * 32), smem, st, ch, xq, barrier);
-  } else {
-    kernel<<<unsigned(grid), kChainWarps * 32, smem, st>>>(ch, xq, barrier);
-    HKV_CHECK_LAUNCH();
-  }
 }
 
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
