@@ -123,6 +123,11 @@ void set_mlx4_u3(bool on);
 // 32K and 128K, RESULTS §2): launches of 16K rows or more take that 3-chunk launch where it leaves each warp fewer
 // rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
 void set_mlx4_balance(bool on);
+// On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off; to be measured): the decode MLX4 kernel stages x's
+// records from xq with 8 loads a thread in flight (the down_proj's 70 KB had taken one round trip per load), and
+// reads its norm's weights (read-only) into registers before pdl_wait, while the kernel ahead finishes. The same
+// bytes.
+void set_mlx4_prologue(bool stage, bool normw);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
 // programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.
@@ -133,8 +138,9 @@ void set_pdl_all(bool on);
 bool decode_fusion_enabled();
 void set_decode_fusion(bool on);
 // Every decode switch above and below (HKV_PDL, HKV_PDL_ALL, HKV_MV_OCC3, HKV_MV_BIG, HKV_MV_U3, HKV_DECODE_FUSE,
-// HKV_DN_SPLIT, HKV_DN_TPC) forgotten, read from the environment again at its next use (hkv bench --variants;
-// captured CUDA graphs keep the launches they were made with: Engine::drop_graphs).
+// HKV_MV_STAGE, HKV_MV_NORMW, HKV_DN_SPLIT, HKV_DN_TPC, HKV_PACK_GROUPS, …) forgotten, read from the environment again
+// at its next use (hkv bench --variants; captured CUDA graphs keep the launches they were made with:
+// Engine::drop_graphs).
 void reload_switches();
 // xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);

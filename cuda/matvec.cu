@@ -73,6 +73,12 @@ bool g_stamps = false;  // the dependent decode launches take their STAMP instan
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u;  // matvec_mlx4_smem_kernel's opt bits
+// On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; to be measured): the decode kernel's staging of x's
+// records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
+int g_stage = -1, g_normw = -1;
+bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
+bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
@@ -367,8 +373,11 @@ __device__ __forceinline__ void record_of_chunk(const float* v, int vstride, uin
 // and every element (h·r)·(1 + w), or (h·r)·w when plain, as add_rmsnorm_kernel), the values transposed
 // (element 32c + j at vt[j·(nch + 1) + c], so that thread c reads chunk c without bank conflicts), then thread c
 // makes chunk c's record into the swizzled records xs4. hs: cols floats (the norm only); vt: 32·(nch + 1).
-template <int NB, int T>
-__device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs, float* vt) {
+// pre: the norm weights of elements tid + k·T, k < P, are already in wpre (loaded before the launch's pdl_wait; the
+// rest are read here).
+template <int NB, int T, int P>
+__device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs, float* vt, const float (&wpre)[P],
+                             bool pre) {
   const int nch = cols / 32, tp = nch + 1, tid = threadIdx.x;
   __shared__ float r_s;
   for (int n = 0; n < NB; n++) {
@@ -382,10 +391,17 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
       }
       __syncthreads();
       const float r = r_s;
-      for (int i = tid; i < cols; i += T) {
-        const float w = src.norm_w[i];
+      auto put = [&](int i, float w) {
         vt[(i & 31) * tp + (i >> 5)] = src.plain ? (hs[i] * r) * w : (hs[i] * r) * (1.0f + w);
+      };
+      int i0 = tid;
+      if (pre) {
+#pragma unroll
+        for (int k = 0; k < P; k++)
+          if (tid + k * T < cols) put(tid + k * T, wpre[k]);
+        i0 = tid + P * T;
       }
+      for (int i = i0; i < cols; i += T) put(i, src.norm_w[i]);
     } else {
       for (int i = tid; i < cols; i += T) vt[(i & 31) * tp + (i >> 5)] = x[i];
     }
@@ -401,9 +417,13 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // WARPS warps a block, MINB blocks a multiprocessor at least (the register cap). src.x null: the records come
 // from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
 // STAMP: the phase stamps above (a diagnostic instantiation; the default launches never take it).
+// opt: kOptStage, the records from xq staged 8 loads a thread at a time (HKV_MV_STAGE); kOptNormW, the norm's
+// weights read into registers at the start, before pdl_wait (HKV_MV_NORMW). Neither changes a byte.
 template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
-__global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src) {
-  extern __shared__ uint4 xs4[];  // [NB][nch·8], swizzled
+__global__ void __launch_bounds__(WARPS * 32, MINB)
+    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
+  extern __shared__ uint4 xs4[];                         // [NB][nch·8], swizzled
+  constexpr int T = WARPS * 32, P = (5120 + T - 1) / T;  // P: the norm weights a thread preloads (27B: all)
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
   const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * WARPS;
@@ -411,6 +431,12 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
   if constexpr (STAMP) {
     slot = g_stamp_launch;
     if (threadIdx.x == 0) stamp(slot, 0, global_ns());
+  }
+  float wpre[P];  // norm weights (read-only) in flight while the kernel ahead finishes
+  const bool pre = src.x && src.norm_w && (opt & kOptNormW);
+  if (pre) {
+#pragma unroll
+    for (int k = 0; k < P; k++) wpre[k] = threadIdx.x + k * T < cols ? __ldg(src.norm_w + threadIdx.x + k * T) : 0.0f;
   }
   if constexpr (PDL) {  // launched as a dependent: the first round's weights (read-only) go to L2 while x is produced
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
@@ -430,11 +456,26 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) matvec_mlx4_smem_kernel(Task
   }
   if (src.x) {
     float* hs = reinterpret_cast<float*>(xs4 + NB * nch * 8);
-    make_records<NB, WARPS * 32>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0));
+    make_records<NB, T>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0), wpre, pre);
   } else {
-    for (int i = threadIdx.x; i < NB * nch * 8; i += blockDim.x) {
-      const int c = i >> 3, v = i & 7;  // c counts the chunks of all NB inputs
-      xs4[8 * c + (v ^ (c & 7))] = __ldg(reinterpret_cast<const uint4*>(xq) + i);
+    // c counts the chunks of all NB inputs; unit v of chunk c to its swizzled place. Staged: 8 loads a thread in
+    // flight before any store (one load per iteration left the down_proj's 70 KB to 7 round trips a thread)
+    const uint4* x4 = reinterpret_cast<const uint4*>(xq);
+    const int units = NB * nch * 8;
+    auto place = [&](int i, const uint4& u) { xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = u; };
+    if (opt & kOptStage) {
+      for (int i0 = threadIdx.x; i0 < units; i0 += 8 * T) {
+        uint4 u[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (i0 + j * T < units) u[j] = __ldg(x4 + i0 + j * T);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (i0 + j * T < units) place(i0 + j * T, u[j]);
+      }
+    } else {  // the loop before (one load an iteration)
+#pragma unroll 1
+      for (int i = threadIdx.x; i < units; i += T) place(i, __ldg(x4 + i));
     }
     __syncthreads();
   }
@@ -562,16 +603,17 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
+  const unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
-    launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src);
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
   }
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS>;
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
-  kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src);
+  kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src, opt);
   HKV_CHECK_LAUNCH();
 }
 
@@ -667,8 +709,9 @@ void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
+void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void reload_switches() {
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
   forget_pack_groups();
