@@ -128,10 +128,6 @@ void set_mlx4_balance(bool on);
 // reads its norm's weights (read-only) into registers before pdl_wait, while the kernel ahead finishes. The same
 // bytes.
 void set_mlx4_prologue(bool stage, bool normw);
-// Off by default (HKV_MV_TRIGGER=1, HKV_MV_W16=1; to be measured): the decode MLX4 launch triggering its dependent
-// launch at its start; the launches of 16K+ rows in 4 rows a warp as one block of 16 warps a multiprocessor. The
-// same bytes.
-void set_mlx4_trigger_w16(bool trigger, bool w16);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
 // programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.

@@ -73,20 +73,12 @@ bool g_stamps = false;  // the dependent decode launches take their STAMP instan
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 4u;  // matvec_mlx4_smem_kernel's opt bits
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u;  // matvec_mlx4_smem_kernel's opt bits
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; to be measured): the decode kernel's staging of x's
 // records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
 int g_stage = -1, g_normw = -1;
 bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
 bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
-// Off by default (to be measured): HKV_MV_TRIGGER=1, the dependent decode launch lets its own dependent launch at its
-// start (griddepcontrol.launch_dependents), so that the next kernel's blocks take each multiprocessor as this
-// launch's block there ends and issue their read-only loads before their pdl_wait (measured in session 9 before the
-// norm weights were read there: +0.6 to +1.0% a token); HKV_MV_W16=1, the launches of 16K+ rows in 4 rows a warp as
-// one block of 16 warps a multiprocessor instead of two of 8 (x's records made once a multiprocessor).
-int g_trigger = -1, g_w16 = -1;
-bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", false); }
-bool w16_enabled() { return env_switch(g_w16, "HKV_MV_W16", false); }
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
@@ -440,9 +432,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     slot = g_stamp_launch;
     if (threadIdx.x == 0) stamp(slot, 0, global_ns());
   }
-  if constexpr (PDL) {
-    if (opt & kOptTrigger) pdl_trigger();
-  }
   float wpre[P];  // norm weights (read-only) in flight while the kernel ahead finishes
   const bool pre = src.x && src.norm_w && (opt & kOptNormW);
   if (pre) {
@@ -614,8 +603,7 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
-  const unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u) |
-                       (trigger_enabled() ? kOptTrigger : 0u);
+  const unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
@@ -651,11 +639,8 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
     if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
-      if (per_lane >= 4 && w16_enabled())  // one block of 16 warps (HKV_MV_W16)
-        launch_mlx4_smem<NB, 4, 2, 1, 16>(tasks, n, xq, src, st);
-      else
-        per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
-                      : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
+      per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
+                    : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
       return;
     }
     if (u3_enabled()) {  // 3 chunks a round, one block of 20 warps (see u3_enabled)
@@ -725,9 +710,8 @@ void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
-void set_mlx4_trigger_w16(bool trigger, bool w16) { g_trigger = trigger ? 1 : 0, g_w16 = w16 ? 1 : 0; }
 void reload_switches() {
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = g_trigger = g_w16 = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
   forget_pack_groups();
