@@ -73,12 +73,21 @@ bool g_stamps = false;  // the dependent decode launches take their STAMP instan
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u;  // matvec_mlx4_smem_kernel's opt bits
+// matvec_mlx4_smem_kernel's opt bits; kOptPfNone / kOptPfOne: no L2 prefetch before pdl_wait, or one chunk a row
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptPfNone = 4u, kOptPfOne = 8u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; to be measured): the decode kernel's staging of x's
 // records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
 int g_stage = -1, g_normw = -1;
 bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
 bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
+// HKV_MV_PF (to be measured): the chunks a lane prefetches into L2 for each of its first rows before pdl_wait: U (the
+// default, a whole first round), 0 or 1 (the prefetches are 8 MB a 20-warp launch, queued ahead of the prologue's
+// reads of x).
+int g_pf = -2;
+int prefetch_chunks() {
+  if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1}, -1);
+  return g_pf;
+}
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
@@ -446,7 +455,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       const int64_t rows = task.W.rows;
       for (int r = 0; r < RW && local * RW + r < rows; r++) {
         const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-        for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+        const int pf = (opt & kOptPfNone) ? 0 : (opt & kOptPfOne) ? 1 : U;
+        for (int k = 0; k < pf && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
       }
     }
     pdl_wait();
@@ -603,7 +613,11 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
-  const unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
+  const int pf = prefetch_chunks();
+  const unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u) |
+                       (pf == 0   ? kOptPfNone
+                        : pf == 1 ? kOptPfOne
+                                  : 0u);
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
@@ -712,6 +726,7 @@ void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void reload_switches() {
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
+  g_pf = -2;
   forget_recurrence_split();
   forget_deltanet_fused();
   forget_pack_groups();
