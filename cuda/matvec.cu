@@ -74,20 +74,28 @@ bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
 // matvec_mlx4_smem_kernel's opt bits; kOptPfNone / kOptPfOne: no L2 prefetch before pdl_wait, or one chunk a row
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptPfNone = 4u, kOptPfOne = 8u;
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptPfNone = 4u, kOptPfOne = 8u, kOptTrigger = 16u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; to be measured): the decode kernel's staging of x's
 // records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
 int g_stage = -1, g_normw = -1;
 bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
 bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
-// HKV_MV_PF (to be measured): the chunks a lane prefetches into L2 for each of its first rows before pdl_wait: U (the
-// default, a whole first round), 0 or 1 (the prefetches are 8 MB a 20-warp launch, queued ahead of the prologue's
-// reads of x).
+// HKV_MV_PF: the chunks a lane prefetches into L2 for each of its first rows before pdl_wait: 1 (the default), 0, or 3
+// (U, a whole first round, before session 11: 8 MB a 20-warp launch, queued ahead of the prologue's reads of x).
+// Measured (H200, 2026-11-30, session 11 run 6, two A-B pairs in one process): against 1, U was 0.09-0.11% slower a
+// q4h token at 1K and 0.18-0.23% at 32K (the two default rows 0.02 and 0.08% apart), none 0.7-0.9% slower.
 int g_pf = -2;
 int prefetch_chunks() {
-  if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1}, -1);
+  if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3}, 1);
   return g_pf;
 }
+// Off by default (to be measured; HKV_MV_TRIGGER=1): the dependent decode launch lets its own dependent launch at its
+// start (griddepcontrol.launch_dependents), so that the next kernel's blocks take each multiprocessor as this
+// launch's block there ends and read their norm weights and prefetch before their pdl_wait (session 9, before the
+// norm weights were read there: +0.6 to +1.0% a token; session 11 run 5: -0.22% at 1K, inside that run's noise at
+// 32K).
+int g_trigger = -1;
+bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", false); }
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
@@ -441,6 +449,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     slot = g_stamp_launch;
     if (threadIdx.x == 0) stamp(slot, 0, global_ns());
   }
+  if constexpr (PDL) {
+    if (opt & kOptTrigger) pdl_trigger();
+  }
   float wpre[P];  // norm weights (read-only) in flight while the kernel ahead finishes
   const bool pre = src.x && src.norm_w && (opt & kOptNormW);
   if (pre) {
@@ -455,7 +466,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       const int64_t rows = task.W.rows;
       for (int r = 0; r < RW && local * RW + r < rows; r++) {
         const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-        const int pf = (opt & kOptPfNone) ? 0 : (opt & kOptPfOne) ? 1 : U;
+        const int pf = (opt & kOptPfNone) ? 0 : (opt & kOptPfOne) ? 1 : U;  // (U: HKV_MV_PF=3)
         for (int k = 0; k < pf && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
       }
     }
@@ -614,10 +625,10 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
   const int pf = prefetch_chunks();
-  const unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u) |
-                       (pf == 0   ? kOptPfNone
-                        : pf == 1 ? kOptPfOne
-                                  : 0u);
+  unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
+  if (pf == 0) opt |= kOptPfNone;
+  if (pf == 1) opt |= kOptPfOne;
+  if (trigger_enabled()) opt |= kOptTrigger;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
@@ -726,7 +737,7 @@ void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void reload_switches() {
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2;
+  g_pf = -2, g_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_fused();
   forget_pack_groups();
