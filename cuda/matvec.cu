@@ -828,15 +828,16 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
   }
 }
 
+// The stamps' device buffer, from mlx4_stamps_begin to mlx4_stamps_end (which frees it: memcheck's leak check saw the
+// buffer kept for the process, session 11 run 7).
+static unsigned long long* g_stamp_host_buf = nullptr;
+
 void mlx4_stamps_begin(int max_launches) {
   if (max_launches < 1) throw std::runtime_error("mlx4_stamps_begin: at least one launch");
-  static unsigned long long* buf = nullptr;
-  static int cap = 0;
-  if (max_launches > cap) {
-    if (buf) HKV_CUDA_CHECK(cudaFree(buf));
-    HKV_CUDA_CHECK(cudaMalloc(&buf, size_t(max_launches) * kStampWords * 8));
-    cap = max_launches;
-  }
+  if (g_stamp_host_buf) HKV_CUDA_CHECK(cudaFree(g_stamp_host_buf));
+  g_stamp_host_buf = nullptr;
+  HKV_CUDA_CHECK(cudaMalloc(&g_stamp_host_buf, size_t(max_launches) * kStampWords * 8));
+  unsigned long long* const buf = g_stamp_host_buf;
   std::vector<unsigned long long> init(size_t(max_launches) * kStampWords);
   for (size_t i = 0; i < init.size(); i++) init[i] = i % 2 == 0 ? ~0ull : 0ull;  // min words high, max words 0
   HKV_CUDA_CHECK(cudaMemcpy(buf, init.data(), init.size() * 8, cudaMemcpyHostToDevice));
@@ -852,13 +853,15 @@ std::vector<MatvecStamps> mlx4_stamps_end() {
   g_stamps = false;
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
   unsigned launches = 0, cap = 0;
-  unsigned long long* buf = nullptr;
   HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&launches, g_stamp_launch, sizeof(launches)));
   HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&cap, g_stamp_cap, sizeof(cap)));
-  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&buf, g_stamp_buf, sizeof(buf)));
-  const unsigned n = std::min(launches, cap);
+  const unsigned n = g_stamp_host_buf ? std::min(launches, cap) : 0u;
   std::vector<unsigned long long> h(size_t(n) * kStampWords);
-  if (n) HKV_CUDA_CHECK(cudaMemcpy(h.data(), buf, h.size() * 8, cudaMemcpyDeviceToHost));
+  if (n) HKV_CUDA_CHECK(cudaMemcpy(h.data(), g_stamp_host_buf, h.size() * 8, cudaMemcpyDeviceToHost));
+  if (g_stamp_host_buf) HKV_CUDA_CHECK(cudaFree(g_stamp_host_buf));
+  g_stamp_host_buf = nullptr;
+  const unsigned zero = 0;
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_cap, &zero, sizeof(zero)));  // no slot left to write
   std::vector<MatvecStamps> out(n);
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long* w = h.data() + size_t(i) * kStampWords;
