@@ -308,7 +308,7 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
           }
         };
         const Timing t = time_ms(st, 1, reps, token);
-        if (a.has("phases")) {  // s10-exp: one more token with the chunk kernel's phases counted
+        if (a.has("phases")) {  // --phases: one more token with the chunk kernel's phases counted
           cuda::attn_phases_begin();
           token();
           const cuda::AttnPhases p = cuda::attn_phases_end();

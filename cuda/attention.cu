@@ -40,7 +40,7 @@
 namespace hkv::cuda {
 namespace {
 
-// s10-exp: the chunk kernel's phases, summed over blocks (attn_phases_begin / attn_phases_end)
+// Diagnostic: the chunk kernel's phases, summed over blocks (attn_phases_begin / attn_phases_end)
 bool g_attn_phases = false;                      // host: the narrow-v2 launches take their PH instantiation
 __device__ unsigned long long g_attn_cycles[4];  // q, scores and weights, values (cycles), blocks
 
@@ -331,13 +331,13 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
-// PH (s10-exp diagnostic, narrow-v2 only): thread 0 counts its cycles in each phase (attn_phases_begin).
+// PH (a diagnostic, narrow-v2 only): thread 0 counts its cycles in each phase (attn_phases_begin).
 template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, bool PH = false>
 // (__launch_bounds__(T) alone: with a min-blocks hint of 1 added, ptxas gave the narrow-v2 shape 160 registers
 // instead of 112, one block a multiprocessor instead of two, and q4h at 262K took 8.6 ms instead of 6.3; RESULTS §12.)
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   pdl_wait();                  // nothing is read before the kernel ahead has completed (launch_k)
-  constexpr bool phases = PH;  // s10-exp diagnostic (attn_phases_begin): thread 0's cycles a phase
+  constexpr bool phases = PH;  // a diagnostic (attn_phases_begin): thread 0's cycles a phase
   long long k0 = 0, k1 = 0, k2 = 0;
   if constexpr (phases)
     if (threadIdx.x == 0) k0 = clock64();

@@ -72,18 +72,18 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
-// s10-exp diagnostic: between attn_phases_begin() and attn_phases_end(), the narrow-v2 chunk blocks (Auto's shape
-// past one wave of blocks) take an instantiation that adds thread 0's clock64 cycles in each phase (q loaded and
-// the rows' copies issued; scores, maximum and weights; weighted values, to the block's end) to global sums; the
-// end returns the mean a block (blocks 0: no narrow-v2 launch ran). The same bytes.
+// Diagnostic (hkv bench --attention-only --phases): between attn_phases_begin() and attn_phases_end(), the narrow-v2
+// chunk blocks (Auto's shape past one wave of blocks) take an instantiation that adds thread 0's clock64 cycles in each
+// phase (q loaded and the rows' copies issued; scores, maximum and weights; weighted values, to the block's end) to
+// global sums; the end returns the mean a block (blocks 0: no narrow-v2 launch ran). The same bytes.
 struct AttnPhases {
   double blocks = 0, q_cycles = 0, score_cycles = 0, value_cycles = 0;
 };
 void attn_phases_begin();
 AttnPhases attn_phases_end();
-// On by default in s10-exp (HKV_PACK_GROUPS=0 gives the warp a row; to be measured): kv_pack with a warp a group
-// of 32 (the 27B shape: 8 warps a row instead of one warp looping over 8 groups). The same bytes; a row with a
-// non-finite element or an overflowing scale is not written at all.
+// On by default (HKV_PACK_GROUPS=0 gives the warp a row; H200, 2026-11-30: =0 +0.90–1.02% a q4h token at 1K and
+// 32K): kv_pack with a warp a group of 32 (the 27B shape: 8 warps a row instead of one warp looping over 8 groups).
+// The same bytes; a row with a non-finite element or an overflowing scale is not written at all.
 bool pack_groups_enabled();
 void set_pack_groups(bool on);
 void forget_pack_groups();
@@ -123,10 +123,10 @@ void set_mlx4_u3(bool on);
 // 32K and 128K, RESULTS §2): launches of 16K rows or more take that 3-chunk launch where it leaves each warp fewer
 // rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
 void set_mlx4_balance(bool on);
-// On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off; to be measured): the decode MLX4 kernel stages x's
-// records from xq with 8 loads a thread in flight (the down_proj's 70 KB had taken one round trip per load), and
-// reads its norm's weights (read-only) into registers before pdl_wait, while the kernel ahead finishes. The same
-// bytes.
+// On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off; H200, 2026-11-30: both off +2.7–3.0% a q4h token):
+// the decode MLX4 kernel stages x's records from xq with 8 loads a thread in flight (the down_proj's 70 KB had taken
+// one round trip per load), and reads its norm's weights (read-only) into registers before pdl_wait, while the kernel
+// ahead finishes. The same bytes.
 void set_mlx4_prologue(bool stage, bool normw);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
@@ -138,9 +138,9 @@ void set_pdl_all(bool on);
 bool decode_fusion_enabled();
 void set_decode_fusion(bool on);
 // Every decode switch above and below (HKV_PDL, HKV_PDL_ALL, HKV_MV_OCC3, HKV_MV_BIG, HKV_MV_U3, HKV_DECODE_FUSE,
-// HKV_MV_STAGE, HKV_MV_NORMW, HKV_DN_SPLIT, HKV_DN_TPC, HKV_PACK_GROUPS, …) forgotten, read from the environment again
-// at its next use (hkv bench --variants; captured CUDA graphs keep the launches they were made with:
-// Engine::drop_graphs).
+// HKV_MV_STAGE, HKV_MV_NORMW, HKV_MV_PF, HKV_MV_TRIGGER, HKV_DN_SPLIT, HKV_DN_TPC, HKV_PACK_GROUPS, …) forgotten, read
+// from the environment again at its next use (hkv bench --variants; captured CUDA graphs keep the launches they were
+// made with: Engine::drop_graphs).
 void reload_switches();
 // xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);

@@ -75,7 +75,8 @@ bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 constexpr int kWarps = 8;
 // matvec_mlx4_smem_kernel's opt bits; kOptPfNone / kOptPfOne: no L2 prefetch before pdl_wait, or one chunk a row
 constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptPfNone = 4u, kOptPfOne = 8u, kOptTrigger = 16u;
-// On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; to be measured): the decode kernel's staging of x's
+// On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
+// q4h token at 1K, +2.73% at 32K; NORMW alone +2.29 / +2.10%, STAGE +0.78 / +0.69%): the decode kernel's staging of x's
 // records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
 int g_stage = -1, g_normw = -1;
 bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
@@ -89,7 +90,8 @@ int prefetch_chunks() {
   if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3}, 1);
   return g_pf;
 }
-// Off by default (to be measured; HKV_MV_TRIGGER=1): the dependent decode launch lets its own dependent launch at its
+// Off by default (HKV_MV_TRIGGER=1; session 11 run 8: -1.29 and -1.42% at 128K, -0.09 to -0.22% at 1K and 32K; on
+// once the whole suite has run with it): the dependent decode launch lets its own dependent launch at its
 // start (griddepcontrol.launch_dependents), so that the next kernel's blocks take each multiprocessor as this
 // launch's block there ends and read their norm weights and prefetch before their pdl_wait (session 9, before the
 // norm weights were read there: +0.6 to +1.0% a token; session 11 run 5: -0.22% at 1K, inside that run's noise at
