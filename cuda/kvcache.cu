@@ -20,6 +20,47 @@ __device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
   p[1] = uint8_t(v >> 8);
 }
 
+// The fp16 bits of the scale of one group of 32 (lane holds element `lane`, rotated for q4h), as kv_pack_row: fp8,
+// the largest magnitude (from +0) over 448; q4h, the element of largest magnitude (the first of equal ones) over −8.
+__device__ __forceinline__ uint16_t group_scale_bits(KvKind kind, float val) {
+  const float a = val < 0.0f ? -val : val;
+  const float amax = warp_max(a > 0.0f ? a : 0.0f);  // +0 start, as the oracle's running maximum
+  float wanted;
+  if (kind == KvKind::FP8) {
+    wanted = amax / 448.0f;
+  } else {
+    float extreme = 0.0f;
+    if (amax > 0.0f) {
+      unsigned hits = __ballot_sync(kFull, a == amax);
+      extreme = __shfl_sync(kFull, val, __ffs(int(hits)) - 1);
+    }
+    wanted = extreme / -8.0f;
+  }
+  return hkv::f16_from_f32(wanted);
+}
+
+// Group g's codes and its scale (bits, not an overflow) into the row at out (D elements): fp8, e4m3 of val / s; q4h,
+// round_even of val / s clamped to [−9, 9], + 8, clamped to [0, 15], two codes a byte (even element low).
+__device__ __forceinline__ void store_group(KvKind kind, uint8_t* out, int D, int g, int lane, float val,
+                                            uint16_t bits) {
+  const float s = hkv::f32_from_f16(bits);
+  if (kind == KvKind::FP8) {
+    out[g * 32 + lane] = s == 0.0f ? uint8_t(0) : hkv::e4m3_from_f32(val / s);
+    if (lane == 0) put_u16(out + D + 2 * g, bits);
+  } else {
+    int c = 8;
+    if (s != 0.0f) {
+      float t = val / s;
+      t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
+      c = int(hkv::round_even_small(t)) + 8;
+      c = c < 0 ? 0 : (c > 15 ? 15 : c);
+    }
+    const int hi = __shfl_down_sync(kFull, c, 1);
+    if ((lane & 1) == 0) out[(g * 32 + lane) / 2] = uint8_t(c | (hi << 4));
+    if (lane == 0) put_u16(out + D / 2 + 2 * g, bits);
+  }
+}
+
 __global__ void kv_pack_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
                                uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
                                size_t row_bytes, int* err) {
@@ -43,40 +84,12 @@ __global__ void kv_pack_kernel(KvKind kind, const float* k, int64_t ldk, const f
   for (int g = 0; g < groups; g++) {
     float val = x[g * 32 + lane];
     if (kind == KvKind::Q4H) val = warp_wht32(val, lane);
-    const float a = val < 0.0f ? -val : val;
-    const float amax = warp_max(a > 0.0f ? a : 0.0f);  // +0 start, as the oracle's running maximum
-    float wanted;
-    if (kind == KvKind::FP8) {
-      wanted = amax / 448.0f;
-    } else {
-      float extreme = 0.0f;
-      if (amax > 0.0f) {
-        unsigned hits = __ballot_sync(kFull, a == amax);
-        extreme = __shfl_sync(kFull, val, __ffs(int(hits)) - 1);
-      }
-      wanted = extreme / -8.0f;
-    }
-    const uint16_t bits = hkv::f16_from_f32(wanted);
+    const uint16_t bits = group_scale_bits(kind, val);
     if ((bits & 0x7c00u) == 0x7c00u) {
       overflow = true;
       break;
     }
-    const float s = hkv::f32_from_f16(bits);
-    if (kind == KvKind::FP8) {
-      out[g * 32 + lane] = s == 0.0f ? uint8_t(0) : hkv::e4m3_from_f32(val / s);
-      if (lane == 0) put_u16(out + D + 2 * g, bits);
-    } else {
-      int c = 8;
-      if (s != 0.0f) {
-        float t = val / s;
-        t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
-        c = int(hkv::round_even_small(t)) + 8;
-        c = c < 0 ? 0 : (c > 15 ? 15 : c);
-      }
-      const int hi = __shfl_down_sync(kFull, c, 1);
-      if ((lane & 1) == 0) out[(g * 32 + lane) / 2] = uint8_t(c | (hi << 4));
-      if (lane == 0) put_u16(out + D / 2 + 2 * g, bits);
-    }
+    store_group(kind, out, D, g, lane, val, bits);
   }
   if (overflow && lane == 0) atomicOr(err, 2);
 }
@@ -106,40 +119,12 @@ __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, 
     return;
   }
   if (kind == KvKind::Q4H) val = warp_wht32(val, lane);
-  const float a = val < 0.0f ? -val : val;
-  const float amax = warp_max(a > 0.0f ? a : 0.0f);  // +0 start, as the oracle's running maximum
-  float wanted;
-  if (kind == KvKind::FP8) {
-    wanted = amax / 448.0f;
-  } else {
-    float extreme = 0.0f;
-    if (amax > 0.0f) {
-      unsigned hits = __ballot_sync(kFull, a == amax);
-      extreme = __shfl_sync(kFull, val, __ffs(int(hits)) - 1);
-    }
-    wanted = extreme / -8.0f;
-  }
-  const uint16_t bits = hkv::f16_from_f32(wanted);
+  const uint16_t bits = group_scale_bits(kind, val);
   if (__syncthreads_or((bits & 0x7c00u) == 0x7c00u)) {
     if (tid == 0) atomicOr(err, 2);
     return;
   }
-  const float s = hkv::f32_from_f16(bits);
-  if (kind == KvKind::FP8) {
-    out[g * 32 + lane] = s == 0.0f ? uint8_t(0) : hkv::e4m3_from_f32(val / s);
-    if (lane == 0) put_u16(out + D + 2 * g, bits);
-  } else {
-    int c = 8;
-    if (s != 0.0f) {
-      float t = val / s;
-      t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
-      c = int(hkv::round_even_small(t)) + 8;
-      c = c < 0 ? 0 : (c > 15 ? 15 : c);
-    }
-    const int hi = __shfl_down_sync(kFull, c, 1);
-    if ((lane & 1) == 0) out[(g * 32 + lane) / 2] = uint8_t(c | (hi << 4));
-    if (lane == 0) put_u16(out + D / 2 + 2 * g, bits);
-  }
+  store_group(kind, out, D, g, lane, val, bits);
 }
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
