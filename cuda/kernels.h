@@ -128,6 +128,9 @@ void set_mlx4_balance(bool on);
 // one round trip per load), and reads its norm's weights (read-only) into registers before pdl_wait, while the kernel
 // ahead finishes. The same bytes.
 void set_mlx4_prologue(bool stage, bool normw);
+// Off by default (HKV_MV_TRIGGER=1 or set_mlx4_trigger(true)): the decode MLX4 launch lets its dependent launch at its
+// start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
+void set_mlx4_trigger(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
 // programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.

@@ -737,6 +737,7 @@ void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
+void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
 void reload_switches() {
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
   g_pf = -2, g_trigger = -1;

@@ -209,15 +209,17 @@ namespace {
 // then with 2 chunks a round (HKV_MV_U3=0): (4) one block of 24 warps, (3) 3 blocks of 8 warps (HKV_MV_BIG=0), (2) 2
 // blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
 // rows a warp (HKV_MV_BALANCE=0); (6) the default with the records staged one load at a time and the norm weights read
-// after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0).
+// after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default with the launch triggering its dependents at its
+// start (HKV_MV_TRIGGER=1).
 const char* const kLaunch[] = {"plain",
                                "pdl",
                                "pdl,2-blocks",
                                "pdl,3-blocks-of-8-warps",
                                "pdl,2-chunks-24-warps",
                                "pdl,4-rows-a-warp-past-16K",
-                               "pdl,prologue-unbatched"};
-const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6};
+                               "pdl,prologue-unbatched",
+                               "pdl,trigger"};
+const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
 void in_launch(int cfg, F&& f) {
@@ -227,7 +229,9 @@ void in_launch(int cfg, F&& f) {
   cuda::set_mlx4_u3(cfg < 2 || cfg >= 5);
   cuda::set_mlx4_balance(cfg != 5);
   cuda::set_mlx4_prologue(cfg != 6, cfg != 6);
+  cuda::set_mlx4_trigger(cfg == 7);
   f();
+  cuda::set_mlx4_trigger(false);
   cuda::set_mlx4_prologue(true, true);
   cuda::set_mlx4_balance(true);
   cuda::set_pdl(true);
