@@ -437,7 +437,9 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
 // STAMP: the phase stamps above (a diagnostic instantiation; the default launches never take it).
 // opt: kOptStage, the records from xq staged 8 loads a thread at a time (HKV_MV_STAGE); kOptNormW, the norm's
-// weights read into registers at the start, before pdl_wait (HKV_MV_NORMW). Neither changes a byte.
+// weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfNone / kOptPfOne, no chunk or one
+// chunk a row prefetched into L2 before pdl_wait instead of a round of U (HKV_MV_PF); kOptTrigger, the dependent
+// launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
 template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
@@ -460,7 +462,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 #pragma unroll
     for (int k = 0; k < P; k++) wpre[k] = threadIdx.x + k * T < cols ? __ldg(src.norm_w + threadIdx.x + k * T) : 0.0f;
   }
-  if constexpr (PDL) {  // launched as a dependent: the first round's weights (read-only) go to L2 while x is produced
+  if constexpr (PDL) {  // launched as a dependent: the first weights (read-only) go to L2 while x is produced
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
     if (g < total) {
       int64_t local;
