@@ -408,6 +408,10 @@ int cmd_bench(const Args& a) {
     throw UsageError("hkv bench: --timeline traces the decode tokens of each row, without --variants");
   if (timeline && !KernelTrace::available())
     throw UsageError("hkv bench: --timeline needs CUPTI, which this hkv was built without");
+  if (a.has("phases") && !attn)
+    throw UsageError(
+        "hkv bench: --phases counts the attention chunk kernel's phases, with --attention or "
+        "--attention-only");
   const VariantsOption vo = variants_option(a, "hkv bench");
   const std::vector<EnvVariant>& variants = vo.list;
   const int nvar = variants.empty() ? 1 : int(variants.size()), rounds = vo.rounds;

@@ -73,6 +73,8 @@ bool g_stamps = false;  // the dependent decode launches take their STAMP instan
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
+constexpr int kNormPreload =
+    5120;  // the norm weights a block reads before pdl_wait (the 27B hidden size; the rest after)
 // matvec_mlx4_smem_kernel's opt bits; kOptPfNone / kOptPfOne: no L2 prefetch before pdl_wait, or one chunk a row
 constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptPfNone = 4u, kOptPfOne = 8u, kOptTrigger = 16u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
@@ -443,8 +445,8 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
-  extern __shared__ uint4 xs4[];                         // [NB][nch·8], swizzled
-  constexpr int T = WARPS * 32, P = (5120 + T - 1) / T;  // P: the norm weights a thread preloads (27B: all)
+  extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
+  constexpr int T = WARPS * 32, P = (kNormPreload + T - 1) / T;  // P: the norm weights a thread preloads
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
   const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * WARPS;

@@ -513,7 +513,10 @@ TEST_CASE("the GPU benches refuse a malformed option before anything runs, with 
       {{"bench", "--attention", "--attn-shape", "auto,sideways"},
        "hkv bench: --attn-shape: attention shape 'sideways': the shapes are auto, narrow, wide, narrow-v, narrow-h2, "
        "narrow-v2"},
-      {{"bench", "--attention-only", "--reps", "0"}, "hkv bench: --reps must be at least 1"}};
+      {{"bench", "--attention-only", "--reps", "0"}, "hkv bench: --reps must be at least 1"},
+      {{"bench", "--phases"}, "hkv bench: --phases counts the attention chunk kernel's phases, with --attention"},
+      {{"bench-ops", "--phases"}, "hkv bench-ops: --phases stamps the --chain graph's launches"},
+      {{"bench-ops", "--as-token"}, "hkv bench-ops: --as-token shapes the --chain graph's launches"}};
   for (const auto& [args, want] : cases) {
     CAPTURE(want);
     const Run r = run_hkv(args, root.path / "bench.stderr");
