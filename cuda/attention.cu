@@ -526,6 +526,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   pdl_wait();  // as attn_chunk_kernel
   __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
+  __shared__ __align__(16) float4 c4_s[kMaxD / 32][8];  // xq_out: each warp's 32 outputs
   const int d = threadIdx.x, lane = d & 31, h = blockIdx.y;
   const int64_t row = blockIdx.x;
   const int D = a.D, n = a.n_keys[row], nch = (n + kChunk - 1) / kChunk;
@@ -600,6 +601,12 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   if (rotated) out = warp_wht32(out, lane);
   if (a.gate) out = out * hkv::sigmoid_c(a.gate[row * a.ldg + int64_t(h) * a.gate_stride + d]);
   a.out[row * a.ldo + int64_t(h) * D + d] = out;
+  if (a.xq_out) {  // the record of this warp's chunk of out (xq_chunk): chunk h·D/32 + d/32 of the row's H·D values
+    float4* c4 = c4_s[d >> 5];
+    reinterpret_cast<float*>(c4)[lane] = out;
+    __syncwarp();
+    xq_chunk(out, c4, a.xq_out + (row * (int64_t(a.H) * D / 32) + int64_t(h) * (D / 32) + (d >> 5)) * kXqWords);
+  }
 }
 
 // A chunk kernel with staged rows (256 threads), its dynamic shared memory allowed up to kStageMax on the

@@ -80,12 +80,13 @@ __device__ __forceinline__ void stage_qk(const DeltaArgs& a, const float* cv, in
   }
 }
 
-// Column j of value head h (dv columns) at `row` out of the gated norm: ((o·r)·w)·silu_c(z), into core.
-__device__ __forceinline__ void store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
-                                            float w) {
+// Column j of value head h (dv columns) at `row` out of the gated norm: ((o·r)·w)·silu_c(z), into core; returned.
+__device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
+                                             float w) {
   float out = (oj * r) * w;
   out = out * hkv::silu_c(a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j]);
   a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
+  return out;
 }
 
 template <int DK>
@@ -169,6 +170,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   const cg::cluster_group cluster = cg::this_cluster();
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
   __shared__ float q_s[DK], k_s[DK], o_s[128], part_s[32];
+  __shared__ __align__(16) float g_s[128];  // xq_out: the block's gated outputs, column c at c
   __shared__ float r_s, rq_s, rk_s;
   const int crank = int(cluster.block_rank()), rank = crank % CL, hb = crank - rank;  // hb: the head's first rank
   const int dv = a.dv, dvb = dv / CL;
@@ -256,7 +258,16 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
     }
     cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
-    if (p == 0) store_gated(a, row, h, j, dv, oj, r_s, w);
+    if (p == 0) g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w);
+    if (a.xq_out) {  // the records of the block's dvb columns (dvb/32 chunks), warp w chunk w (xq_chunk)
+      __syncthreads();
+      if (t_ < dvb) {
+        const int64_t chunk = (int64_t(h) * dv + rank * dvb) / 32 + (t_ >> 5);
+        xq_chunk(g_s[t_], reinterpret_cast<const float4*>(g_s + (t_ & ~31)),
+                 a.xq_out + (row * (int64_t(a.nv) * dv / 32) + chunk) * kXqWords);
+      }
+      __syncthreads();  // g_s is written again by the next row
+    }
   }
 #pragma unroll
   for (int i = 0; i < DP; i++) S[int64_t(i) * dv + j] = s[i];
@@ -375,23 +386,31 @@ static bool fused_shape_ok(const DeltaArgs& a) {
 
 bool deltanet_fused_form(const DeltaArgs& a) { return deltanet_fused() && a.N <= 8 && fused_shape_ok(a); }
 
-void deltanet(const DeltaArgs& a, cudaStream_t st) {
-  if (a.N <= 0 || a.B <= 0) return;
+bool deltanet(const DeltaArgs& a_in, cudaStream_t st) {
+  if (a_in.N <= 0 || a_in.B <= 0) return false;
+  DeltaArgs a = a_in;
+  a.xq_out = nullptr;  // records only where the split recurrence runs with whole chunks a block (below)
+  auto records = [&](int cl) {
+    if (a_in.xq_out && (a.dv / cl) % 32 == 0 && a.dv / cl <= 128) a.xq_out = a_in.xq_out;
+    return a.xq_out != nullptr;
+  };
   if (a.K < 1 || a.K > kMaxK) throw std::runtime_error("deltanet: conv kernel size must be 1..8");
   if (a.dv % 32 != 0 || a.dv > 1024) throw std::runtime_error("deltanet: value head dim must be a multiple of 32");
   if (deltanet_fused_form(a)) {  // conv, l2norm and recurrence in one launch
     const int cl = recurrence_split(), tpc = recurrence_tpc();
+    const bool rec = records(cl);
     a.dk == 128 ? launch_split_any<128, true>(a, cl, tpc, st) : launch_split_any<64, true>(a, cl, tpc, st);
     HKV_CHECK_LAUNCH();
-    return;
+    return rec;
   }
   launch_k(conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
   l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
   const auto [cl, tpc] = recurrence_form(a);
   if (cl > 1 || tpc > 1) {
+    const bool rec = records(cl);
     a.dk == 128 ? launch_split_any<128, false>(a, cl, tpc, st) : launch_split_any<64, false>(a, cl, tpc, st);
     HKV_CHECK_LAUNCH();
-    return;
+    return rec;
   }
   dim3 grid(unsigned(a.B), unsigned(a.nv));
   switch (a.dk) {
@@ -408,6 +427,7 @@ void deltanet(const DeltaArgs& a, cudaStream_t st) {
       throw std::runtime_error("deltanet: key head dim " + std::to_string(a.dk) + " (32, 64 or 128 supported)");
   }
   HKV_CHECK_LAUNCH();
+  return false;
 }
 
 void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta, const float* g,

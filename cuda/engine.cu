@@ -604,9 +604,12 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.N = N;
       a.max_keys = r.max_keys;
       a.part = part_;
+      // the merge makes o's records (HKV_REC_PRODUCER), which the o launch then stages from xq
+      const bool o_rec = fuse && records_by_producer_enabled() && L.o.type == WType::MLX4;
+      if (o_rec) a.xq_out = xq;
       attention(a, st);
       tap(l, "attn", att_, int64_t(H) * D);
-      residual_mv(L.o, att_, int64_t(H) * D, true);
+      residual_mv(L.o, att_, int64_t(H) * D, !o_rec);
       fi++;
     } else {
       norm_mv(L.input_norm, {{L.qkv, big_, C}, {L.z, zbuf_, int64_t(nv) * dv}, {L.b, bbuf_, nv}, {L.a, abuf_, nv}});
@@ -621,9 +624,10 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       d.conv_w = L.conv, d.A_log = L.A_log, d.dt_bias = L.dt_bias, d.norm_w = L.norm;
       d.qkv = big_, d.conv_out = conv_out_, d.z = zbuf_, d.b = bbuf_, d.a = abuf_, d.core = core_;
       d.N = N;
-      deltanet(d, st);
+      if (fuse && records_by_producer_enabled() && L.out.type == WType::MLX4) d.xq_out = xq;
+      const bool out_rec = deltanet(d, st);  // whether it made out's records (HKV_REC_PRODUCER)
       tap(l, "deltanet", core_, int64_t(nv) * dv);
-      residual_mv(L.out, core_, int64_t(nv) * dv, true);
+      residual_mv(L.out, core_, int64_t(nv) * dv, !out_rec);
       li++;
     }
     norm_mv(L.post_norm, {{L.gate, big_, I}, {L.up, big2_, I}});

@@ -128,8 +128,8 @@ void set_mlx4_balance(bool on);
 // one round trip per load), and reads its norm's weights (read-only) into registers before pdl_wait, while the kernel
 // ahead finishes. The same bytes.
 void set_mlx4_prologue(bool stage, bool normw);
-// Off by default (HKV_MV_TRIGGER=1 or set_mlx4_trigger(true)): the decode MLX4 launch lets its dependent launch at its
-// start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
+// On by default (HKV_MV_TRIGGER=0 or set_mlx4_trigger(false) turns it off): the decode MLX4 launch lets its dependent
+// launch at its start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
 void set_mlx4_trigger(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
@@ -198,6 +198,12 @@ enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1
 // and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
 const char* attn_shape_name(AttnShape s);
 AttnShape parse_attn_shape(const std::string& name);
+// On by default (HKV_REC_PRODUCER=0 turns it off; session 12 run 1: off +0.35 to +0.56% a token): the attention
+// merge and the split DeltaNet recurrence write the records of their output (xq_out), so that the o and out products
+// stage them from memory as down does instead of making them in their prologue. The same bytes (xq_chunk's records
+// are make_records').
+bool records_by_producer_enabled();
+
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
   int D = 0, H = 0, KV = 0;
@@ -215,6 +221,7 @@ struct AttnArgs {
   int max_keys = 0;       // the largest n_keys (sets the chunk grid)
   float* part = nullptr;  // scratch: attn_part_floats(N, H, D, max_keys)
   AttnShape shape = AttnShape::Auto;
+  uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the merge writes the records of out too ([N][H·D/32])
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);
@@ -240,9 +247,12 @@ struct DeltaArgs {
   const float* a = nullptr;            // [N][nv]
   float* core = nullptr;               // [N][nv·dv] gated, normed output
   int64_t N = 0;
+  uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the records of core ([N][nv·dv/32], xq_chunk's bytes)
 };
-// The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows.
-void deltanet(const DeltaArgs& a, cudaStream_t st);
+// The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows. Returns
+// whether it wrote the records of core into a.xq_out (asked for and taken: the split recurrence, whose blocks hold
+// whole 32-column chunks).
+bool deltanet(const DeltaArgs& a, cudaStream_t st);
 // The recurrence's blocks a (sequence, value head): 2 (the default), 1, or 4, as a cluster that splits the head's
 // columns (HKV_DN_SPLIT=1|2|4); and threads a column of S: 2 (the default) or 1 (HKV_DN_TPC=1). set_recurrence_split
 // sets both. Shapes the split kernel does not take (dk other than 64 or 128, dv > 128, dv/blocks·threads not a

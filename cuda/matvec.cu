@@ -92,14 +92,14 @@ int prefetch_chunks() {
   if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3}, 1);
   return g_pf;
 }
-// Off by default (HKV_MV_TRIGGER=1; session 11 run 8: -1.29 and -1.42% at 128K, -0.09 to -0.22% at 1K and 32K; on
-// once the whole suite has run with it): the dependent decode launch lets its own dependent launch at its
-// start (griddepcontrol.launch_dependents), so that the next kernel's blocks take each multiprocessor as this
-// launch's block there ends and read their norm weights and prefetch before their pdl_wait (session 9, before the
-// norm weights were read there: +0.6 to +1.0% a token; session 11 run 5: -0.22% at 1K, inside that run's noise at
-// 32K).
+// On by default (HKV_MV_TRIGGER=0 turns it off; session 12 run 1, with the row-group queue then on: off +1.23 to
+// +1.92% at 1K, 32K and 128K; session 11 run 8: on -1.29 and -1.42% at 128K, -0.09 to -0.22% at 1K and 32K): the
+// dependent decode launch lets its own dependent launch at its start (griddepcontrol.launch_dependents), so that the
+// next kernel's blocks take each multiprocessor as this launch's block there ends and read their norm weights and
+// prefetch before their pdl_wait. The next kernel reads nothing this one writes before its own pdl_wait, which waits
+// for this whole grid.
 int g_trigger = -1;
-bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", false); }
+bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", true); }
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
@@ -742,7 +742,12 @@ void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
+namespace {
+int g_rec_prod = -1;
+}
+bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PRODUCER", true); }
 void reload_switches() {
+  g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
   g_pf = -2, g_trigger = -1;
   forget_recurrence_split();

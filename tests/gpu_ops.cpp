@@ -209,8 +209,8 @@ namespace {
 // then with 2 chunks a round (HKV_MV_U3=0): (4) one block of 24 warps, (3) 3 blocks of 8 warps (HKV_MV_BIG=0), (2) 2
 // blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
 // rows a warp (HKV_MV_BALANCE=0); (6) the default with the records staged one load at a time and the norm weights read
-// after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default with the launch triggering its dependents at its
-// start (HKV_MV_TRIGGER=1).
+// after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default without the launch triggering its dependents at
+// its start (HKV_MV_TRIGGER=0; every other configuration triggers).
 const char* const kLaunch[] = {"plain",
                                "pdl",
                                "pdl,2-blocks",
@@ -218,7 +218,7 @@ const char* const kLaunch[] = {"plain",
                                "pdl,2-chunks-24-warps",
                                "pdl,4-rows-a-warp-past-16K",
                                "pdl,prologue-unbatched",
-                               "pdl,trigger"};
+                               "pdl,no-trigger"};
 const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
@@ -229,9 +229,9 @@ void in_launch(int cfg, F&& f) {
   cuda::set_mlx4_u3(cfg < 2 || cfg >= 5);
   cuda::set_mlx4_balance(cfg != 5);
   cuda::set_mlx4_prologue(cfg != 6, cfg != 6);
-  cuda::set_mlx4_trigger(cfg == 7);
+  cuda::set_mlx4_trigger(cfg != 7);
   f();
-  cuda::set_mlx4_trigger(false);
+  cuda::set_mlx4_trigger(true);
   cuda::set_mlx4_prologue(true, true);
   cuda::set_mlx4_balance(true);
   cuda::set_pdl(true);
@@ -737,6 +737,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         }
       DBuf<uint8_t> dkc(kc), dvc(vc);
       DBuf<float> dq(q), out(q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
+      DBuf<uint32_t> dxq(size_t(N) * size_t(k.H * k.D / 32) * cuda::kXqWords);  // HKV_REC_PRODUCER: the merge's records
       DBuf<int> dn(k.n);
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
@@ -752,8 +753,11 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
+        dxq.poison();
+        a.xq_out = dxq.p;
         cuda::attention(a, nullptr);
         std::string d = first_diff(out.get(), ref);
+        if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
         std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s): %s\n", f.name().c_str(), k.D, k.H, k.KV,
                     cap, cuda::attn_shape_name(shape), d.empty() ? "OK" : d.c_str());
         CHECK_MESSAGE(d.empty(), d);
@@ -787,19 +791,28 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     a.B = B, a.seq_first = dfirst.p, a.seq_rows = drows.p, a.conv_state = dconvp.p, a.S = dSp.p;
     a.conv_w = dconvw.p, a.A_log = dalog.p, a.dt_bias = ddtb.p, a.norm_w = dnormw.p;
     a.qkv = dqkv.p, a.conv_out = dconvout.p, a.z = dz.p, a.b = db.p, a.a = da.p, a.core = dcore.p, a.N = N;
+    // HKV_REC_PRODUCER: the records of core (xq_out), made by the split recurrence where a block holds whole 32-column
+    // chunks
+    DBuf<uint32_t> dxq(size_t(N * (nv * dv / 32) * cuda::kXqWords));
+    bool made = false;
+    std::string rec_diff;
     auto run = [&](int cl, int tpc, bool fused = false) {
       dconv.put(conv0);
       dS.put(S0);
       dcore.poison();
       dconvout.poison();
+      dxq.poison();
+      a.xq_out = dxq.p;
       const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
       const bool fused0 = cuda::deltanet_fused();
       cuda::set_recurrence_split(cl, tpc);
       cuda::set_deltanet_fused(fused);
-      cuda::deltanet(a, nullptr);
+      made = cuda::deltanet(a, nullptr);
+      a.xq_out = nullptr;
       cuda::set_deltanet_fused(fused0);  // the default (or the environment's) for the tests after this one
       cuda::set_recurrence_split(cl0, tpc0);
       std::vector<float> out = dcore.get(), st = dS.get(), cs = dconv.get(), co = dconvout.get();
+      rec_diff = made ? record_diff(dxq.get(), expected_records(out.data(), N, int64_t(nv) * dv)) : "";
       out.insert(out.end(), st.begin(), st.end());
       out.insert(out.end(), cs.begin(), cs.end());
       out.insert(out.end(), co.begin(), co.end());  // q and k normalized, v as the conv made it
@@ -820,7 +833,9 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
         continue;
       }
       CHECK(form == std::make_pair(cl, tpc));
-      const std::string d = first_diff(run(cl, tpc), want);
+      std::string d = first_diff(run(cl, tpc), want);
+      if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
+      d += rec_diff;
       std::printf("deltanet recurrence(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk, dv, cl, tpc,
                   d.empty() ? "OK" : ("FAIL " + d).c_str());
       CHECK_MESSAGE(d.empty(), d);
@@ -842,7 +857,9 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
         continue;
       }
       CHECK(taken);  // else this compares the three launches with themselves
-      const std::string d = first_diff(run(cl, tpc, true), want);
+      std::string d = first_diff(run(cl, tpc, true), want);
+      if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
+      d += rec_diff;
       std::printf("deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk,
                   dv, cl, tpc, d.empty() ? "OK" : ("FAIL " + d).c_str());
       CHECK_MESSAGE(d.empty(), d);
