@@ -265,11 +265,11 @@ __device__ __forceinline__ void value_chains(const uint8_t* vbase, size_t stride
 }
 
 // oc[h] = fma(e_t[h], v_t[d], oc[h]) over the chunk's keys in order, element d of each row (rows rstride
-// bytes apart; in shared memory when SMEM), one key's value loaded at a time (unrolled by 4).
-template <KvKind F, int NG, bool SMEM>
+// bytes apart; in shared memory when SMEM), one key's value loaded at a time, unrolled by U keys.
+template <KvKind F, int NG, bool SMEM, int U = 4>
 __device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, int D, int d, int len, const float* e_s,
                                            float (&oc)[NG]) {
-#pragma unroll 4
+#pragma unroll U
   for (int j = 0; j < len; j++) {
     const float v = value_at<F, SMEM>(base + size_t(j) * rstride, D, d);
     float e[NG];
@@ -300,8 +300,8 @@ __device__ __forceinline__ void value_pair(const uint8_t* row, int D, int d, flo
 // value_loop for two elements a thread, d and d + 1 (the narrow-v2 shape): both share the
 // key's weights, its group scale and its code load; each (head, element) chain takes the keys in order as in
 // value_loop.
-// U: the keys unrolled (4, or 8 with HKV_ATTN_VU8), so that later keys' shared-memory loads can issue early.
-template <KvKind F, int NG, bool SMEM, int U = 4>
+// U: the keys unrolled (HKV_ATTN_VU), so that later keys' shared-memory loads issue before earlier keys' fmas.
+template <KvKind F, int NG, bool SMEM, int U>
 __device__ __forceinline__ void value_loop2(const uint8_t* base, size_t rstride, int D, int d, int len,
                                             const float* e_s, float (&oc)[NG][2]) {
 #pragma unroll U
@@ -356,36 +356,19 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
   const bool v16 = a.row_bytes % 16 == 0;
+  load_q<F, NG, T>(a, row, h0, ng, q_s);
+  if constexpr (phases)  // q loaded (and rotated), the rows' copies issued
+    if (tid == 0) k1 = clock64();
+
   const size_t stride = size_t(a.KV) * a.row_bytes;
   const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   constexpr bool KS = STAGE == 2;
   uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
-  // The staged rows' copies (K's group first, then V's: cp_async_wait below counts on that order), issued before q
-  // is loaded when a.early (HKV_ATTN_EARLY), after it otherwise; with a.early, K rows read from global memory get an
-  // L2 prefetch of the first two keys each thread scores (their first and last bytes: a row may span two lines).
-  auto stage = [&] {
-    if constexpr (STAGE > 0) {
-      if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, len);
-      stage_rows<T>(vstage, vbase, stride, a.row_bytes, len);
-    }
-  };
-  if (a.early) {
-    stage();
-    if constexpr (!KS)
-#pragma unroll
-      for (int k = 0; k < 2; k++)
-        if (tid + k * T < len) {
-          const uint8_t* r = kbase + size_t(tid + k * T) * stride;
-          prefetch_l2(r);
-          prefetch_l2(r + a.row_bytes - 1);
-        }
+  if constexpr (STAGE > 0) {
+    if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, len);
+    stage_rows<T>(vstage, vbase, stride, a.row_bytes, len);
   }
-  load_q<F, NG, T>(a, row, h0, ng, q_s);
-  if (!a.early) stage();
-  if constexpr (phases)  // q loaded (and rotated), the rows' copies issued
-    if (tid == 0) k1 = clock64();
-
   if constexpr (KS) {  // the K rows are in
     cp_async_wait<1>();
     __syncthreads();
@@ -433,10 +416,12 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
         float oc[NG][2];
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h][0] = oc[h][1] = 0.0f;
-        if (a.vu8)
+        if (a.vu == 16)
+          value_loop2<F, NG, true, 16>(vstage, a.row_bytes, D, d, len, e_s, oc);
+        else if (a.vu == 8)
           value_loop2<F, NG, true, 8>(vstage, a.row_bytes, D, d, len, e_s, oc);
         else
-          value_loop2<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
+          value_loop2<F, NG, true, 4>(vstage, a.row_bytes, D, d, len, e_s, oc);
 #pragma unroll
         for (int h = 0; h < NG; h++)
           if (h < ng) part[h * head_stride + 2 + d] = oc[h][0], part[h * head_stride + 3 + d] = oc[h][1];
@@ -447,7 +432,12 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h] = 0.0f;
         if constexpr (STAGE > 0) {
-          value_loop<F, NG, true>(vstage, a.row_bytes, D, d, len, e_s, oc);
+          if (a.vu == 16)
+            value_loop<F, NG, true, 16>(vstage, a.row_bytes, D, d, len, e_s, oc);
+          else if (a.vu == 8)
+            value_loop<F, NG, true, 8>(vstage, a.row_bytes, D, d, len, e_s, oc);
+          else
+            value_loop<F, NG, true, 4>(vstage, a.row_bytes, D, d, len, e_s, oc);
         } else if constexpr (F == KvKind::BF16) {
           // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
           // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
@@ -706,18 +696,18 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 namespace {
-int g_attn_early = -1;
-int g_attn_vu8 = -1;
-}  // namespace
-bool attn_early_enabled() { return env_switch(g_attn_early, "HKV_ATTN_EARLY", true); }
-void set_attn_early(bool on) { g_attn_early = on ? 1 : 0; }
-bool attn_vu8_enabled() { return env_switch(g_attn_vu8, "HKV_ATTN_VU8", true); }
-void set_attn_vu8(bool on) { g_attn_vu8 = on ? 1 : 0; }
-void forget_attn_early() { g_attn_early = g_attn_vu8 = -1; }
+int g_attn_vu = -1;
+}
+int attn_value_unroll() {
+  if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16}, 8);
+  return g_attn_vu;
+}
+void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
+void forget_attn_value_unroll() { g_attn_vu = -1; }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;
-  a.early = attn_early_enabled(), a.vu8 = attn_vu8_enabled();
+  a.vu = attn_value_unroll();
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)
     throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");

@@ -221,21 +221,19 @@ struct AttnArgs {
   int max_keys = 0;       // the largest n_keys (sets the chunk grid)
   float* part = nullptr;  // scratch: attn_part_floats(N, H, D, max_keys)
   AttnShape shape = AttnShape::Auto;
-  uint32_t* xq_out = nullptr;       // HKV_REC_PRODUCER: the merge writes the records of out too ([N][H·D/32])
-  bool early = false, vu8 = false;  // set by attention() from attn_early_enabled() and attn_vu8_enabled()
+  uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the merge writes the records of out too ([N][H·D/32])
+  int vu = 8;                  // set by attention() from attn_value_unroll(): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);
-// On by default (HKV_ATTN_EARLY=0 or set_attn_early(false) turns it off; to be measured, session 12): the chunk
-// kernel issues its staged rows' copies and an L2 prefetch of the K rows its threads score first before it loads
-// and rotates q, so that those round trips overlap q's. The same operations on the same values.
-bool attn_early_enabled();
-void set_attn_early(bool on);
-// On by default (HKV_ATTN_VU8=0 or set_attn_vu8(false) turns it off; to be measured, session 12): narrow-v2's value
-// loop unrolled by 8 keys instead of 4. The same operations in the same order.
-bool attn_vu8_enabled();
-void set_attn_vu8(bool on);
-void forget_attn_early();  // both switches read from the environment again
+// The keys the chunk kernel's value loop over staged V rows (narrow, narrow-h1/h2, narrow-v2) unrolls: 8 by default,
+// HKV_ATTN_VU=4 or 16 (set_attn_value_unroll(4|8|16); forget_… reads the environment again). More unrolled keys let
+// later keys' shared-memory loads issue before earlier keys' fmas; the operations and their order are the same.
+// Session 12 run 3 (H200, hkv bench --variants, q4h): 4 instead of 8 +0.42% a token at 32K, +1.11% at 128K, +1.39% at
+// 262K; the attention alone at 262K q4h 6,254 against 6,091 µs, fp8 10,154 against 9,569.
+int attn_value_unroll();
+void set_attn_value_unroll(int keys);
+void forget_attn_value_unroll();
 
 // ---- deltanet.cu --------------------------------------------------------------------------------
 struct DeltaArgs {

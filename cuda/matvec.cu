@@ -753,7 +753,7 @@ void reload_switches() {
   forget_recurrence_split();
   forget_deltanet_fused();
   forget_pack_groups();
-  forget_attn_early();
+  forget_attn_value_unroll();
 }
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {

@@ -753,24 +753,18 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
-        for (int v = 0; v < 3; v++) {  // the default; HKV_ATTN_EARLY=0; HKV_ATTN_VU8=0
-          const bool early = v != 1;
+        for (int vu : {8, 4, 16}) {  // the value loop's unrolled keys (HKV_ATTN_VU; 8 the default)
           out.poison();
           part.poison();
           dxq.poison();
           a.xq_out = dxq.p;
-          cuda::set_attn_early(early);
-          cuda::set_attn_vu8(v != 2);
+          cuda::set_attn_value_unroll(vu);
           cuda::attention(a, nullptr);
-          cuda::forget_attn_early();
+          cuda::forget_attn_value_unroll();
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s%s): %s\n", f.name().c_str(), k.D, k.H,
-                      k.KV, cap, cuda::attn_shape_name(shape),
-                      v == 0   ? ""
-                      : v == 1 ? ",late"
-                               : ",vu4",
-                      d.empty() ? "OK" : d.c_str());
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d): %s\n", f.name().c_str(),
+                      k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
