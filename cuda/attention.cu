@@ -416,7 +416,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
         float oc[NG][2];
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h][0] = oc[h][1] = 0.0f;
-        if (a.vu == 16)
+        if (a.vu == 32)
+          value_loop2<F, NG, true, 32>(vstage, a.row_bytes, D, d, len, e_s, oc);
+        else if (a.vu == 16)
           value_loop2<F, NG, true, 16>(vstage, a.row_bytes, D, d, len, e_s, oc);
         else if (a.vu == 8)
           value_loop2<F, NG, true, 8>(vstage, a.row_bytes, D, d, len, e_s, oc);
@@ -432,7 +434,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h] = 0.0f;
         if constexpr (STAGE > 0) {
-          if (a.vu == 16)
+          if (a.vu == 32)
+            value_loop<F, NG, true, 32>(vstage, a.row_bytes, D, d, len, e_s, oc);
+          else if (a.vu == 16)
             value_loop<F, NG, true, 16>(vstage, a.row_bytes, D, d, len, e_s, oc);
           else if (a.vu == 8)
             value_loop<F, NG, true, 8>(vstage, a.row_bytes, D, d, len, e_s, oc);
@@ -699,7 +703,7 @@ namespace {
 int g_attn_vu = -1;
 }
 int attn_value_unroll() {
-  if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16}, 8);
+  if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16, 32}, 16);
   return g_attn_vu;
 }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
