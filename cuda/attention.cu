@@ -703,7 +703,7 @@ namespace {
 int g_attn_vu = -1;
 }
 int attn_value_unroll() {
-  if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16, 32}, 16);
+  if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16, 32}, 32);
   return g_attn_vu;
 }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }

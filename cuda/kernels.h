@@ -222,15 +222,16 @@ struct AttnArgs {
   float* part = nullptr;  // scratch: attn_part_floats(N, H, D, max_keys)
   AttnShape shape = AttnShape::Auto;
   uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the merge writes the records of out too ([N][H·D/32])
-  int vu = 16;                 // set by attention() from attn_value_unroll(): callers leave it
+  int vu = 32;                 // set by attention() from attn_value_unroll(): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);
-// The keys the chunk kernel's value loop over staged V rows (narrow, narrow-h1/h2, narrow-v2) unrolls: 16 by default,
-// HKV_ATTN_VU=4, 8 or 32 (set_attn_value_unroll; forget_… reads the environment again). More unrolled keys let later
+// The keys the chunk kernel's value loop over staged V rows (narrow, narrow-h1/h2, narrow-v2) unrolls: 32 by default,
+// HKV_ATTN_VU=4, 8 or 16 (set_attn_value_unroll; forget_… reads the environment again). More unrolled keys let later
 // keys' shared-memory loads issue before earlier keys' fmas; the operations and their order are the same. Session 12
-// (H200, hkv bench --variants, q4h, 5 rounds): run 3, 4 instead of 8 +0.42% a token at 32K, +1.11% at 128K, +1.39% at
-// 262K; run 4, 16 against 8 -0.20 to -0.28% at 1K, -0.05 to -0.13% at 8K and 32K, -1.26% at 262K.
+// (H200, hkv bench --variants, q4h, 5 rounds, a token): run 3, 4 instead of 8 +0.42% at 32K, +1.11% at 128K, +1.39% at
+// 262K; run 4, 16 against 8 -0.20 to -0.28% at 1K, -0.05 to -0.13% at 8K and 32K, -1.26% at 262K; run 5, 32 against
+// 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 void forget_attn_value_unroll();

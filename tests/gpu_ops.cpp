@@ -753,7 +753,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
-        for (int vu : {16, 4, 8, 32}) {  // the value loop's unrolled keys (HKV_ATTN_VU; 16 the default)
+        for (int vu : {32, 4, 8, 16}) {  // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default)
           out.poison();
           part.poison();
           dxq.poison();
