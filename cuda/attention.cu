@@ -19,7 +19,8 @@
 // padding heads get q = 0 and are not stored) query heads a block, each K/V row read once for all of them.
 // Scores: a thread takes keys tid and tid + T (then + 2T, …), each key's score one chain in that thread,
 // both keys sharing each 16-byte load of q from shared memory. Weighted values: thread tid owns DPT
-// consecutive d (one group) for all NG heads and runs their chains over the chunk's keys in order; lc is kept
+// consecutive d (one group) for all NG heads and runs their chains over the chunk's keys in order (over staged
+// rows the loop unrolled by HKV_ATTN_VU keys, 32 by default, so later keys' loads issue early); lc is kept
 // by threads T−1−h. Two shapes, same arithmetic: T = 64, DPT = 8 (one 4-byte word of q4h codes a key) when
 // there are at least 4 blocks per multiprocessor; else T = 256, DPT = 1 (more threads for few chunks).
 // Bound (arithmetic, not measured): every K and V element feeds one exact fp32 fma per query head, 12 per
