@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Why a kernel runs below the floor: ncu's issue activity, occupancy, DRAM throughput and warp stall reasons
 # for the exact MLX4 matvec (every 27B decode shape, from `hkv bench-ops`) and the decode attention's chunk
-# and merge kernels (q4h and bf16, Auto's shape, 1K and 32K, from `hkv bench --attention-only`), and the small
-# kernels of a 1K q4h decode token (`hkv bench`, no graphs). One line per launch shape:
+# and merge kernels (q4h and bf16, Auto's shape, 1K and 32K, or HKV_STALLS_ATTN's rows, from `hkv bench
+# --attention-only`), and the small kernels of a 1K q4h decode token (`hkv bench`, no graphs). One line per launch
+# shape:
 #   kernel, grid, µs, issue active % (of peak, per active cycle), warps active % (achieved occupancy),
 #   DRAM % (of peak), then the four largest stall reasons in warps per issued instruction.
 # usage: cuda/profile_stalls.sh [HKV_BINARY]   (writes $OUT/ncu-stalls-*.csv)
@@ -15,8 +16,10 @@ metrics+=",regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
 # --clock-control none: the clocks the benches run at
 ncu --clock-control none --metrics "$metrics" --csv -k 'regex:matvec_mlx4' "$bin" bench-ops --reps 1 \
   > "$out/ncu-stalls-matvec.csv" 2> "$out/ncu-stalls-matvec.err" || { tail -5 "$out/ncu-stalls-matvec.err"; exit 1; }
+# HKV_STALLS_ATTN="--depths 262144 --kv-cache q4h" picks other rows (one run is 16 layers' chunk and merge launches)
+# shellcheck disable=SC2086
 ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" bench --attention-only \
-  --depths 1024,32768 --kv-cache q4h,bf16 --attn-shape auto --reps 1 \
+  ${HKV_STALLS_ATTN:---depths 1024,32768 --kv-cache q4h,bf16} --attn-shape auto --reps 1 \
   > "$out/ncu-stalls-attn.csv" 2> "$out/ncu-stalls-attn.err" || { tail -5 "$out/ncu-stalls-attn.err"; exit 1; }
 # the small kernels of a decode token (1K, q4h): the DeltaNet, SwiGLU and its records, packing (each 1.5–10 µs a
 # launch under ncu, 1.6 ms of a token together; docs/RESULTS.md §2); 120 launches, about half a token's (240 ran
