@@ -33,6 +33,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/device.cuh"
@@ -317,6 +318,20 @@ __device__ __forceinline__ void value_loop2(const uint8_t* base, size_t rstride,
   }
 }
 
+// f(std::integral_constant<int, U>{}) with U = vu for 32, 16 and 8, else 4: the value loops' unroll (HKV_ATTN_VU)
+// chosen at run time, as a template argument.
+template <class Fn>
+__device__ __forceinline__ void with_unroll(int vu, Fn&& f) {
+  if (vu == 32)
+    f(std::integral_constant<int, 32>{});
+  else if (vu == 16)
+    f(std::integral_constant<int, 16>{});
+  else if (vu == 8)
+    f(std::integral_constant<int, 8>{});
+  else
+    f(std::integral_constant<int, 4>{});
+}
+
 // Rows 0 … len − 1 (row_bytes each, a multiple of 16; stride bytes apart in global memory) copied back to
 // back into shared memory by cp.async, 16 bytes a copy, as one committed group.
 template <int T>
@@ -417,14 +432,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
         float oc[NG][2];
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h][0] = oc[h][1] = 0.0f;
-        if (a.vu == 32)
-          value_loop2<F, NG, true, 32>(vstage, a.row_bytes, D, d, len, e_s, oc);
-        else if (a.vu == 16)
-          value_loop2<F, NG, true, 16>(vstage, a.row_bytes, D, d, len, e_s, oc);
-        else if (a.vu == 8)
-          value_loop2<F, NG, true, 8>(vstage, a.row_bytes, D, d, len, e_s, oc);
-        else
-          value_loop2<F, NG, true, 4>(vstage, a.row_bytes, D, d, len, e_s, oc);
+        with_unroll(a.vu, [&](auto u) {
+          value_loop2<F, NG, true, decltype(u)::value>(vstage, a.row_bytes, D, d, len, e_s, oc);
+        });
 #pragma unroll
         for (int h = 0; h < NG; h++)
           if (h < ng) part[h * head_stride + 2 + d] = oc[h][0], part[h * head_stride + 3 + d] = oc[h][1];
@@ -435,14 +445,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h] = 0.0f;
         if constexpr (STAGE > 0) {
-          if (a.vu == 32)
-            value_loop<F, NG, true, 32>(vstage, a.row_bytes, D, d, len, e_s, oc);
-          else if (a.vu == 16)
-            value_loop<F, NG, true, 16>(vstage, a.row_bytes, D, d, len, e_s, oc);
-          else if (a.vu == 8)
-            value_loop<F, NG, true, 8>(vstage, a.row_bytes, D, d, len, e_s, oc);
-          else
-            value_loop<F, NG, true, 4>(vstage, a.row_bytes, D, d, len, e_s, oc);
+          with_unroll(a.vu, [&](auto u) {
+            value_loop<F, NG, true, decltype(u)::value>(vstage, a.row_bytes, D, d, len, e_s, oc);
+          });
         } else if constexpr (F == KvKind::BF16) {
           // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
           // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
