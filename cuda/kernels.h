@@ -96,7 +96,9 @@ void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, float* p
 // those launches take an instantiation that records, for each of the next n launches, the earliest and latest
 // %globaltimer (ns) over its blocks at their start, after pdl_wait, once x's records are staged, and at each warp's
 // end; mlx4_stamps_end() turns it off and returns one record a launch that ran. For chains of matvec launches only
-// (each launch must start after the one before it has completed). The same bytes.
+// (each launch must start after the one before it has completed: the stamped launches do not trigger their dependents
+// at their start, whatever HKV_MV_TRIGGER says, else the next launch's early blocks would stamp this one's slot).
+// The same bytes.
 struct MatvecStamps {
   uint64_t start[2], waited[2], records[2], end[2];  // min, max
 };

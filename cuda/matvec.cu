@@ -73,8 +73,8 @@ bool g_stamps = false;  // the dependent decode launches take their STAMP instan
 bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
-constexpr int kNormPreload =
-    5120;  // the norm weights a block reads before pdl_wait (the 27B hidden size; the rest after)
+// The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
+constexpr int kNormPreload = 5120;
 // matvec_mlx4_smem_kernel's opt bits; kOptPfNone / kOptPfOne: no L2 prefetch before pdl_wait, or one chunk a row
 constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptPfNone = 4u, kOptPfOne = 8u, kOptTrigger = 16u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
@@ -634,7 +634,9 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
   if (pf == 0) opt |= kOptPfNone;
   if (pf == 1) opt |= kOptPfOne;
-  if (trigger_enabled()) opt |= kOptTrigger;
+  // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
+  // its launch's slot at its start): under them the launches do not let their dependents go early.
+  if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;

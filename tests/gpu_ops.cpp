@@ -429,15 +429,23 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
   DBuf<uint32_t> xs(size_t((1024 / 32 + 1) * cuda::kXqWords));
   cuda::xq_records(dx.p, 1024, 1, 1024, xs.p, nullptr);
   std::string d;
+  // on a stream of its own, where the dependent launches may overlap (HKV_MV_TRIGGER, on by default, would let the
+  // second launch's blocks start before the first has ended; the stamped launches must not)
+  cudaStream_t stream;
+  HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cuda::set_mlx4_trigger(true);
   cuda::mlx4_stamps_begin(4);
   std::vector<std::unique_ptr<DBuf<float>>> outs;
   for (size_t m = 0; m < 2; m++) {
     outs.push_back(std::make_unique<DBuf<float>>(size_t(ms.dev[m].rows)));
     outs.back()->poison();
     const cuda::MatTask t{ms.dev[m], outs.back()->p, ms.dev[m].rows};
-    cuda::matvec_multi(&t, 1, dx.p, 1024, 1, xs.p, nullptr);
+    cuda::matvec_multi(&t, 1, dx.p, 1024, 1, xs.p, stream);
   }
+  HKV_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<cuda::MatvecStamps> st = cuda::mlx4_stamps_end();
+  HKV_CUDA_CHECK(cudaStreamDestroy(stream));
+  cuda::reload_switches();  // the trigger as the environment has it
   for (size_t m = 0; m < 2 && d.empty(); m++) {
     std::vector<float> ref(size_t(ms.dev[m].rows));
     matmul(ms.host[m]->m, X.data(), 1, ref.data());
