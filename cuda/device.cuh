@@ -154,6 +154,25 @@ __device__ __forceinline__ float warp_sum_squares(const float* x, int64_t n, int
   return warp_tree_sum(acc);
 }
 
+// One attention head's q_norm or k_norm, then RoPE, by one warp (attn_prep): r = rsqrt_c(sum_squares(src) / D + eps),
+// buf[i] = (src[i]·r)·(1 + w[i]), then rotate_half over the first rd elements with the row's table (cos[rd/2] then
+// sin[rd/2]), then dst = buf. buf: D floats of shared memory; src and dst may be the same.
+__device__ __forceinline__ void norm_rope_head(const float* src, float* dst, const float* w, const float* cs, int D,
+                                               int rd, float eps, float* buf, int lane) {
+  const float r = hkv::rsqrt_c(warp_sum_squares(src, D, lane) / float(D) + eps);
+  for (int i = lane; i < D; i += 32) buf[i] = (src[i] * r) * (1.0f + w[i]);
+  __syncwarp();
+  const int half = rd / 2;
+  const float* sn = cs + half;
+  for (int i = lane; i < half; i += 32) {
+    float a = buf[i], b = buf[i + half];
+    buf[i] = hkv::fma_rn(a, cs[i], -(b * sn[i]));
+    buf[i + half] = hkv::fma_rn(b, cs[i], a * sn[i]);
+  }
+  __syncwarp();
+  for (int i = lane; i < D; i += 32) dst[i] = buf[i];
+}
+
 // wht_inplace for n = 32 (reference/kvformat.cpp), one element per lane: butterflies h = 1, 2, 4, 8, 16
 // over pairs (j, j+h): (a, b) -> (a + b, a − b), then × fp32(1/sqrt(32)) = 0x3e3504f3.
 __device__ __forceinline__ float warp_wht32(float v, int lane) {

@@ -586,9 +586,12 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     if (L.kind == LayerKind::Full) {
       norm_mv(L.input_norm,
               {{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}});
-      attn_prep(big_, qbuf_, kbuf_, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps, st);
-      kv_pack(r.kind, kbuf_, int64_t(KV) * D, vbuf_, int64_t(KV) * D, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N,
-              r.d_pos, N, KV, D, err_, st);
+      if (!attn_prep_pack(big_, qbuf_, kbuf_, vbuf_, int64_t(KV) * D, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd,
+                          eps, r.kind, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N, r.d_pos, err_, st)) {
+        attn_prep(big_, qbuf_, kbuf_, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps, st);
+        kv_pack(r.kind, kbuf_, int64_t(KV) * D, vbuf_, int64_t(KV) * D, r.d_k + int64_t(fi) * N,
+                r.d_v + int64_t(fi) * N, r.d_pos, N, KV, D, err_, st);
+      }
       tap(l, "q", qbuf_, int64_t(H) * D);
       tap(l, "k", kbuf_, int64_t(KV) * D);
       AttnArgs a;

@@ -179,6 +179,16 @@ void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st);
 // overflows fp16 bit 2 (the oracle throws std::domain_error); such rows are left unwritten.
 void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
              uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st);
+// attn_prep followed by kv_pack (k's rows as attn_prep leaves them, v's, ldk = KV·D) in one launch, where
+// prep_pack_enabled() and the packing takes a warp a group (pack_groups_enabled(), D a multiple of 32, at most 1024);
+// returns false, launching nothing, elsewhere. The bytes of the two launches (q, k, the cache rows, err).
+bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
+                    const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
+                    KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st);
+// On in branch s12-exp (HKV_PREP_PACK=0 or set_prep_pack(false) turns it off; to be measured): the decode's
+// attn_prep and kv_pack as one launch (attn_prep_pack). forget_pack_groups reads it from the environment again too.
+bool prep_pack_enabled();
+void set_prep_pack(bool on);
 // Valid random rows for positions [0, npos) of a [capacity][KV] cache (benchmarks: a cache at depth d
 // without a prefill). Not an exact path.
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);

@@ -7,7 +7,9 @@
 //         clamp(round_even_small(clamp(x/s, ±9)) + 8, 0, 15) (8 when s == 0); element 2i in the low
 //         nibble of byte i, then the fp16 scales.
 // Non-finite input sets bit 1 of the error word, a scale overflowing fp16 bit 2; the row is not written.
-// Launch: one warp per (token, kv head, K or V); lane j holds element j of each group.
+// Launch: one warp per (token, kv head, K or V); lane j holds element j of each group (kv_pack_kernel), or a warp a
+// group (kv_pack_groups_kernel, the default); prep_pack_kernel makes attn_prep's q and k and packs k and v in one
+// launch (HKV_PREP_PACK, branch s12-exp).
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -94,22 +96,11 @@ __global__ void kv_pack_kernel(KvKind kind, const float* k, int64_t ldk, const f
   if (overflow && lane == 0) atomicOr(err, 2);
 }
 
-// kv_pack_kernel with one warp a group instead of a warp a row (HKV_PACK_GROUPS, on by default; measured on the
-// H200, 2026-11-30, session 11 run 1, docs/RESULTS.md §2: =0 made a q4h token 0.90-1.02% slower at 1K and 32K,
-// two A-B pairs in one process, the 16 launches a token 30.6 against 95 us): block
-// (token, kv head, K or V) of 32·(D/32) threads, warp g taking group g as the loop above takes it, the same
-// operations in the same order. The row's finiteness is checked by the block first, and every group's scale before
-// any byte is written, so a row with a non-finite element or a scale overflowing fp16 is not written at all (the
-// loop above had written the groups before an overflowing one).
-__global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
-                                      uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
-                                      size_t row_bytes, int* err) {
-  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
-  const int tid = threadIdx.x, lane = tid & 31, g = tid >> 5, h = blockIdx.y, which = blockIdx.z;
-  const int64_t row = blockIdx.x;
-  const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
-  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + (size_t(pos[row]) * size_t(KV) + size_t(h)) * row_bytes;
-  float val = x[tid];  // element tid: lane `lane` of group g
+// A row of D elements (thread tid of the block holding element tid: lane tid % 32 of group tid / 32) into out, the
+// body of kv_pack_groups_kernel below: the row's finiteness checked by the block first, and every group's scale
+// before any byte is written.
+__device__ __forceinline__ void pack_row_groups(KvKind kind, float val, uint8_t* out, int D, int* err) {
+  const int tid = threadIdx.x, lane = tid & 31, g = tid >> 5;
   if (__syncthreads_or(!hkv::is_finite(val))) {
     if (tid == 0) atomicOr(err, 1);
     return;
@@ -125,6 +116,56 @@ __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, 
     return;
   }
   store_group(kind, out, D, g, lane, val, bits);
+}
+
+// kv_pack_kernel with one warp a group instead of a warp a row (HKV_PACK_GROUPS, on by default; measured on the
+// H200, 2026-11-30, session 11 run 1, docs/RESULTS.md §2: =0 made a q4h token 0.90-1.02% slower at 1K and 32K,
+// two A-B pairs in one process, the 16 launches a token 30.6 against 95 us): block
+// (token, kv head, K or V) of 32·(D/32) threads, warp g taking group g as the loop above takes it, the same
+// operations in the same order. The row's finiteness is checked by the block first, and every group's scale before
+// any byte is written, so a row with a non-finite element or a scale overflowing fp16 is not written at all (the
+// loop above had written the groups before an overflowing one).
+__global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
+                                      uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
+                                      size_t row_bytes, int* err) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  const int tid = threadIdx.x, h = blockIdx.y, which = blockIdx.z;
+  const int64_t row = blockIdx.x;
+  const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
+  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + (size_t(pos[row]) * size_t(KV) + size_t(h)) * row_bytes;
+  pack_row_groups(kind, x[tid], out, D, err);  // element tid: lane `lane` of group g
+}
+
+// attn_prep and kv_pack in one launch (HKV_PREP_PACK): block (token, head) of D threads over H query heads, KV key
+// heads and KV value heads. A query head: warp 0 norms and ropes it (norm_rope_head, as attn_prep_kernel) into q. A
+// key head: warp 0 norms and ropes it in place in k (as attn_prep_kernel), then the block packs the values it left in
+// shared memory (pack_row_groups, as kv_pack_groups_kernel, which reads the same floats back from k). A value head:
+// the block packs v's row. The same operations in the same order as the two launches.
+__global__ void prep_pack_kernel(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
+                                 const float* k_norm, const float* rope, int H, int KV, int D, int rd, float eps,
+                                 KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos,
+                                 size_t row_bytes, int* err) {
+  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  __shared__ float buf[1024];
+  const int tid = threadIdx.x, hh = blockIdx.y;
+  const int64_t row = blockIdx.x;
+  if (hh < H + KV) {
+    if (tid < 32) {
+      const bool isq = hh < H;
+      const float* src =
+          isq ? qg + row * int64_t(H) * 2 * D + int64_t(hh) * 2 * D : k + row * int64_t(KV) * D + int64_t(hh - H) * D;
+      float* dst = isq ? q + row * int64_t(H) * D + int64_t(hh) * D : const_cast<float*>(src);
+      norm_rope_head(src, dst, isq ? q_norm : k_norm, rope + row * rd, D, rd, eps, buf, tid);
+    }
+    if (hh < H) return;
+    __syncthreads();  // warp 0's buf
+    const int h = hh - H;
+    pack_row_groups(kind, buf[tid], kdst[row] + (size_t(pos[row]) * size_t(KV) + size_t(h)) * row_bytes, D, err);
+    return;
+  }
+  const int h = hh - H - KV;
+  pack_row_groups(kind, v[row * ldv + int64_t(h) * D + tid],
+                  vdst[row] + (size_t(pos[row]) * size_t(KV) + size_t(h)) * row_bytes, D, err);
 }
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
@@ -165,12 +206,30 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
              KV, D, kv_row_bytes(f, D), err);
 }
 
+bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
+                    const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
+                    KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err,
+                    cudaStream_t st) {
+  if (!prep_pack_enabled() || !pack_groups_enabled() || D % 32 != 0 || D > 1024) return false;
+  if (N <= 0) return true;
+  KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
+  launch_k(prep_pack_kernel, dim3(unsigned(N), unsigned(H + 2 * KV)), dim3(unsigned(D)), 0, st, qg, q, k, v, ldv,
+           q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, kv_row_bytes(f, D), err);
+  return true;
+}
+
+namespace {
+int g_prep_pack = -1;
+}
+bool prep_pack_enabled() { return env_switch(g_prep_pack, "HKV_PREP_PACK", true); }
+void set_prep_pack(bool on) { g_prep_pack = on ? 1 : 0; }
+
 namespace {
 int g_pack_groups = -1;
 }
 bool pack_groups_enabled() { return env_switch(g_pack_groups, "HKV_PACK_GROUPS", true); }
 void set_pack_groups(bool on) { g_pack_groups = on ? 1 : 0; }
-void forget_pack_groups() { g_pack_groups = -1; }
+void forget_pack_groups() { g_pack_groups = -1, g_prep_pack = -1; }
 
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {
   KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();

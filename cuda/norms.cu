@@ -138,19 +138,7 @@ __global__ void attn_prep_kernel(const float* qg, float* q, float* k, const floa
     dst = const_cast<float*>(src);
     w = k_norm;
   }
-  const float r = hkv::rsqrt_c(warp_sum_squares(src, D, lane) / float(D) + eps);
-  for (int i = lane; i < D; i += 32) buf[i] = (src[i] * r) * (1.0f + w[i]);
-  __syncwarp();
-  const int half = rd / 2;
-  const float* cs = rope + row * rd;
-  const float* sn = cs + half;
-  for (int i = lane; i < half; i += 32) {
-    float a = buf[i], b = buf[i + half];
-    buf[i] = hkv::fma_rn(a, cs[i], -(b * sn[i]));
-    buf[i + half] = hkv::fma_rn(b, cs[i], a * sn[i]);
-  }
-  __syncwarp();
-  for (int i = lane; i < D; i += 32) dst[i] = buf[i];
+  norm_rope_head(src, dst, w, rope + row * rd, D, rd, eps, buf, lane);
 }
 
 // h[row] = row tokens[row] of E, each element as dmat_at converts it. A bf16 row of 16-byte pieces (the 27B shape:

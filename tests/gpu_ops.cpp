@@ -701,6 +701,75 @@ TEST_CASE("cache row packing: bf16, fp8, q4h bytes equal kv_pack_row") {
   cuda::set_pack_groups(groups0);
 }
 
+TEST_CASE("attn_prep and kv_pack in one launch (HKV_PREP_PACK): the two launches' bytes") {
+  // q, k (normed and roped in place), the cache rows and the error word of attn_prep followed by kv_pack, against the
+  // one launch; rows at odd positions of a batch, every format, head_dim 256 (the 27B shape), 128 and 64 with partial
+  // RoPE; a row with a NaN in v (nothing of it written, bit 1) and, for fp8 and q4h, a v row whose scale overflows fp16
+  // (bit 2). The caches start from a pattern, so that rows written where they should not be show.
+  struct Shape {
+    int H, KV, D, rd;
+  };
+  for (const Shape sh : {Shape{24, 4, 256, 64}, Shape{6, 2, 128, 128}, Shape{4, 1, 64, 32}})
+    for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()}) {
+      const int64_t N = 3, cap = 9;
+      const int H = sh.H, KV = sh.KV, D = sh.D, rd = sh.rd;
+      const size_t rb = kv_row_bytes(f, D);
+      std::vector<float> qg = gaussian(size_t(N * H * 2 * D), 81 + size_t(D), 2.0f),
+                         k = gaussian(size_t(N * KV * D), 82 + size_t(D), 2.0f),
+                         v = gaussian(size_t(N * KV * D), 83 + size_t(D), 1.0f), qn = gaussian(size_t(D), 84, 0.3f),
+                         kn = gaussian(size_t(D), 85, 0.3f), rope(size_t(N * rd));
+      for (int64_t r = 0; r < N; r++)
+        for (int i = 0; i < rd / 2; i++) {
+          const double ang = double(r * 7 + 3) / std::pow(10000.0, 2.0 * i / rd);
+          rope[size_t(r * rd + i)] = float(std::cos(ang)), rope[size_t(r * rd + rd / 2 + i)] = float(std::sin(ang));
+        }
+      v[size_t(1 * KV * D + 5)] = std::numeric_limits<float>::quiet_NaN();  // row 1, head 0: not written
+      if (f.kind != KvKind::BF16)
+        for (int i = 0; i < D; i++)  // row 2, last head: its scales (amax/448 for fp8, amax/7 for q4h) past fp16
+          v[size_t(2 * KV * D + (KV - 1) * D + i)] *= 1e9f;
+      const std::vector<int> pos = {4, 0, 8};
+      std::vector<uint8_t> cache0(size_t(cap * KV) * rb);
+      for (size_t i = 0; i < cache0.size(); i++) cache0[i] = uint8_t(i * 131 + 7);
+      struct Run {
+        std::vector<float> q, k;
+        std::vector<uint8_t> kc, vc;
+        int err = 0;
+      };
+      auto run = [&](bool fused) {
+        DBuf<float> dqg(qg), dq(size_t(N * H * D)), dk(k), dv(v), dqn(qn), dkn(kn), drope(rope);
+        DBuf<uint8_t> dkc(cache0), dvc(cache0);
+        DBuf<int> dpos(pos), derr(std::vector<int>{0});
+        std::vector<uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
+        DBuf<uint8_t*> dkp(kp), dvp(vp);
+        dq.poison();
+        cuda::set_prep_pack(fused);
+        cuda::set_pack_groups(true);  // the fused launch packs as kv_pack_groups_kernel does
+        if (!cuda::attn_prep_pack(dqg.p, dq.p, dk.p, dv.p, int64_t(KV) * D, dqn.p, dkn.p, drope.p, N, H, KV, D, rd,
+                                  1e-6f, f.kind, dkp.p, dvp.p, dpos.p, derr.p, nullptr)) {
+          REQUIRE_FALSE(fused);  // the switch off: the two launches
+          cuda::attn_prep(dqg.p, dq.p, dk.p, dqn.p, dkn.p, drope.p, N, H, KV, D, rd, 1e-6f, nullptr);
+          cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, derr.p,
+                        nullptr);
+        }
+        cuda::forget_pack_groups();
+        return Run{dq.get(), dk.get(), dkc.get(), dvc.get(), derr.get()[0]};
+      };
+      const Run two = run(false), one = run(true);
+      std::string d = first_diff(one.q, two.q);
+      if (d.empty()) d = first_diff(one.k, two.k);
+      if (d.empty() && one.kc != two.kc) d = "the K cache bytes differ";
+      if (d.empty() && one.vc != two.vc) d = "the V cache bytes differ";
+      if (d.empty() && one.err != two.err)
+        d = "error word " + std::to_string(one.err) + " against " + std::to_string(two.err);
+      const int want_err = f.kind == KvKind::BF16 ? 1 : 3;
+      if (d.empty() && two.err != want_err) d = "the two launches' error word " + std::to_string(two.err);
+      if (d.empty() && one.kc == cache0) d = "nothing packed";
+      std::printf("attn_prep_pack(format=%s,H=%d,KV=%d,D=%d,rd=%d): %s\n", f.name().c_str(), H, KV, D, rd,
+                  d.empty() ? "OK" : ("FAIL " + d).c_str());
+      CHECK_MESSAGE(d.empty(), d);
+    }
+}
+
 TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte with attend()") {
   struct Case {
     int D, H, KV;
