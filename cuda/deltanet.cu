@@ -168,7 +168,11 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   namespace cg = cooperative_groups;
   constexpr int DP = DK / TPC;  // rows of the column a thread holds
   const cg::cluster_group cluster = cg::this_cluster();
-  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed; with a.early
+  // (HKV_DN_EARLY) the state S, the conv state and the read-only parameters are read first (no kernel that may still
+  // run writes them: only this kernel writes S and the conv state, and the kernels ahead in the chain are the
+  // in-projections and the MLP), so that their round trips overlap the kernel ahead's end.
+  if (!a.early) pdl_wait();
   __shared__ float q_s[DK], k_s[DK], o_s[128], part_s[32];
   __shared__ __align__(16) float g_s[128];  // xq_out: the block's gated outputs, column c at c
   __shared__ float r_s, rq_s, rk_s;
@@ -201,6 +205,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       wv[e] = a.conv_w[chv * K + e];
     }
   }
+  if (a.early) pdl_wait();  // from here on: qkv, z, b, a (the in-projections' outputs)
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
@@ -344,7 +349,12 @@ int g_dnfused = -1;
 }
 bool deltanet_fused() { return env_switch(g_dnfused, "HKV_DN_FUSED", true); }
 void set_deltanet_fused(bool on) { g_dnfused = on ? 1 : 0; }
-void forget_deltanet_fused() { g_dnfused = -1; }
+namespace {
+int g_dnearly = -1;
+}
+bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", true); }
+void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
+void forget_deltanet_fused() { g_dnfused = -1, g_dnearly = -1; }
 int recurrence_split() {
   if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
   return g_split;
@@ -389,6 +399,7 @@ bool deltanet_fused_form(const DeltaArgs& a) { return deltanet_fused() && a.N <=
 bool deltanet(const DeltaArgs& a_in, cudaStream_t st) {
   if (a_in.N <= 0 || a_in.B <= 0) return false;
   DeltaArgs a = a_in;
+  a.early = deltanet_early_enabled();
   a.xq_out = nullptr;  // records only where the split recurrence runs with whole chunks a block (below)
   auto records = [&](int cl) {
     if (a_in.xq_out && (a.dv / cl) % 32 == 0 && a.dv / cl <= 128) a.xq_out = a_in.xq_out;

@@ -270,6 +270,7 @@ struct DeltaArgs {
   float* core = nullptr;               // [N][nv·dv] gated, normed output
   int64_t N = 0;
   uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the records of core ([N][nv·dv/32], xq_chunk's bytes)
+  bool early = false;          // set by deltanet() from deltanet_early_enabled(): callers leave it
 };
 // The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows. Returns
 // whether it wrote the records of core into a.xq_out (asked for and taken: the split recurrence, whose blocks hold
@@ -291,6 +292,10 @@ int recurrence_split();
 // and rounds take the three launches. The same bytes, conv_out included.
 bool deltanet_fused();
 void set_deltanet_fused(bool on);
+// On in branch s12-exp (HKV_DN_EARLY=0 or set_deltanet_early(false) turns it off; to be measured): the split
+// recurrence reads S, the conv state and its parameters before its pdl_wait. forget_deltanet_fused rereads it too.
+bool deltanet_early_enabled();
+void set_deltanet_early(bool on);
 void forget_deltanet_fused();
 bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now
 int recurrence_tpc();

@@ -725,7 +725,7 @@ TEST_CASE("attn_prep and kv_pack in one launch (HKV_PREP_PACK): the two launches
         }
       v[size_t(1 * KV * D + 5)] = std::numeric_limits<float>::quiet_NaN();  // row 1, head 0: not written
       if (f.kind != KvKind::BF16)
-        for (int i = 0; i < D; i++)  // row 2, last head: its scales (amax/448 for fp8, amax/7 for q4h) past fp16
+        for (int i = 0; i < D; i++)  // row 2, last head: its scales (amax/448 for fp8, amax/8 for q4h) past fp16
           v[size_t(2 * KV * D + (KV - 1) * D + i)] *= 1e9f;
       const std::vector<int> pos = {4, 0, 8};
       std::vector<uint8_t> cache0(size_t(cap * KV) * rb);
@@ -879,7 +879,7 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     DBuf<uint32_t> dxq(size_t(N * (nv * dv / 32) * cuda::kXqWords));
     bool made = false;
     std::string rec_diff;
-    auto run = [&](int cl, int tpc, bool fused = false) {
+    auto run = [&](int cl, int tpc, bool fused = false, bool early = true) {  // early: HKV_DN_EARLY
       dconv.put(conv0);
       dS.put(S0);
       dcore.poison();
@@ -889,9 +889,12 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
       const bool fused0 = cuda::deltanet_fused();
       cuda::set_recurrence_split(cl, tpc);
+      const bool early0 = cuda::deltanet_early_enabled();
       cuda::set_deltanet_fused(fused);
+      cuda::set_deltanet_early(early);
       made = cuda::deltanet(a, nullptr);
       a.xq_out = nullptr;
+      cuda::set_deltanet_early(early0);
       cuda::set_deltanet_fused(fused0);  // the default (or the environment's) for the tests after this one
       cuda::set_recurrence_split(cl0, tpc0);
       std::vector<float> out = dcore.get(), st = dS.get(), cs = dconv.get(), co = dconvout.get();
@@ -939,13 +942,15 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
         std::printf("deltanet fused(blocks=%d): not run, this card has no thread-block clusters\n", cl);
         continue;
       }
-      CHECK(taken);  // else this compares the three launches with themselves
-      std::string d = first_diff(run(cl, tpc, true), want);
-      if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
-      d += rec_diff;
-      std::printf("deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk,
-                  dv, cl, tpc, d.empty() ? "OK" : ("FAIL " + d).c_str());
-      CHECK_MESSAGE(d.empty(), d);
+      CHECK(taken);                       // else this compares the three launches with themselves
+      for (bool early : {true, false}) {  // S and the conv state read before pdl_wait (HKV_DN_EARLY) or after
+        std::string d = first_diff(run(cl, tpc, true, early), want);
+        if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
+        d += rec_diff;
+        std::printf("deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d%s): %s\n",
+                    dk, dv, cl, tpc, early ? "" : ",late", d.empty() ? "OK" : ("FAIL " + d).c_str());
+        CHECK_MESSAGE(d.empty(), d);
+      }
     }
   }
 }
