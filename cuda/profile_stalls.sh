@@ -25,7 +25,7 @@ ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" benc
 # launch under ncu, 1.6 ms of a token together; docs/RESULTS.md §2); 120 launches, about half a token's (240 ran
 # past 3 minutes, after the two parts above had taken one, H200, 2026-11-30)
 ncu --clock-control none --metrics "$metrics" --csv \
-  -k 'regex:add_rmsnorm|recurrence|conv_kernel|silu_mul_xq|xq_records|l2norm_heads|kv_pack|attn_prep' \
+  -k 'regex:add_rmsnorm|recurrence|conv_kernel|silu_mul_xq|xq_records|l2norm_heads|kv_pack|attn_prep|prep_pack' \
   --launch-skip 400 --launch-count 120 "$bin" bench --depths 1024 --kv-cache q4h --tokens 2 --graphs off \
   > "$out/ncu-stalls-small.csv" 2> "$out/ncu-stalls-small.err" || { tail -5 "$out/ncu-stalls-small.err"; exit 1; }
 python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv" \
