@@ -332,13 +332,14 @@ __device__ __forceinline__ void with_unroll(int vu, Fn&& f) {
     f(std::integral_constant<int, 4>{});
 }
 
-// Rows 0 … len − 1 (row_bytes each, a multiple of 16; stride bytes apart in global memory) copied back to
-// back into shared memory by cp.async, 16 bytes a copy, as one committed group.
+// Rows j0 … j1 − 1 (row_bytes each, a multiple of 16; stride bytes apart in global memory) copied back to
+// back into shared memory by cp.async, 16 bytes a copy, as one committed group (empty when j1 ≤ j0).
 template <int T>
-__device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, size_t stride, size_t row_bytes, int len) {
+__device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, size_t stride, size_t row_bytes, int j0,
+                                           int j1) {
   const int units = int(row_bytes / 16);
-  for (int i = threadIdx.x; i < len * units; i += T) {
-    const int j = i / units, u = i % units;
+  for (int i = threadIdx.x; i < (j1 - j0) * units; i += T) {
+    const int j = j0 + i / units, u = i % units;
     cp_async16(dst + size_t(j) * row_bytes + 16 * u, src + size_t(j) * stride + 16 * u);
   }
   cp_async_commit();
@@ -353,7 +354,6 @@ template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, bool PH =
 // (__launch_bounds__(T) alone: with a min-blocks hint of 1 added, ptxas gave the narrow-v2 shape 160 registers
 // instead of 112, one block a multiprocessor instead of two, and q4h at 262K took 8.6 ms instead of 6.3; RESULTS §12.)
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  pdl_wait();                  // nothing is read before the kernel ahead has completed (launch_k)
   constexpr bool phases = PH;  // a diagnostic (attn_phases_begin): thread 0's cycles a phase
   long long k0 = 0, k1 = 0, k2 = 0;
   if constexpr (phases)
@@ -366,26 +366,42 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   using Fm = Fmt<F>;
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.z;
-  const int c = blockIdx.y, n = a.n_keys[row], c0 = c * kChunk;
-  if (c0 >= n) return;
-  const int len = min(kChunk, n - c0);
+  const int c = blockIdx.y, c0 = c * kChunk;
   const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
   const bool v16 = a.row_bytes % 16 == 0;
-  load_q<F, NG, T>(a, row, h0, ng, q_s);
-  if constexpr (phases)  // q loaded (and rotated), the rows' copies issued
-    if (tid == 0) k1 = clock64();
-
   const size_t stride = size_t(a.KV) * a.row_bytes;
   const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   constexpr bool KS = STAGE == 2;
   uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
-  if constexpr (STAGE > 0) {
-    if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, len);
-    stage_rows<T>(vstage, vbase, stride, a.row_bytes, len);
+  // a.pre (HKV_ATTN_PRE): the rows no kernel that may still run writes are copied before pdl_wait, so that their
+  // copies overlap the kernel ahead (attn_prep_pack, which lets this launch start once its blocks have passed their
+  // own pdl_wait: every kernel before it has completed). That launch writes the rows of this step's positions, which
+  // are among each row's last N keys (N rows in the batch); n_keys and the row pointers are written by the host before
+  // the step's first kernel. So keys below n − N are copied first, the rest after pdl_wait.
+  int early = 0;  // rows 0 … early − 1 of the chunk copied before pdl_wait
+  if constexpr (STAGE > 0)
+    if (a.pre) {
+      const int n = a.n_keys[row];
+      if (c0 >= n) return;
+      early = max(0, min(min(kChunk, n - c0), n - int(a.N) - c0));
+      if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, 0, early);
+      stage_rows<T>(vstage, vbase, stride, a.row_bytes, 0, early);
+    }
+  pdl_wait();  // nothing else is read before the kernel ahead has completed (launch_k)
+  const int n = a.n_keys[row];
+  if (c0 >= n) return;
+  const int len = min(kChunk, n - c0);
+  load_q<F, NG, T>(a, row, h0, ng, q_s);
+  if constexpr (phases)  // q loaded (and rotated), the rows' copies issued
+    if (tid == 0) k1 = clock64();
+
+  if constexpr (STAGE > 0) {  // the groups in order: [K, V before pdl_wait,] K, V
+    if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, early, len);
+    stage_rows<T>(vstage, vbase, stride, a.row_bytes, early, len);
   }
-  if constexpr (KS) {  // the K rows are in
+  if constexpr (KS) {  // the K rows are in (every group but the last)
     cp_async_wait<1>();
     __syncthreads();
   }
@@ -544,7 +560,8 @@ constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memo
 constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
-  pdl_wait();  // as attn_chunk_kernel
+  pdl_wait();                    // as attn_chunk_kernel
+  if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the o product may launch (it waits for this grid before reading)
   __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
   __shared__ __align__(16) float4 c4_s[kMaxD / 32][8];  // xq_out: each warp's 32 outputs
@@ -706,18 +723,22 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 namespace {
-int g_attn_vu = -1;
+int g_attn_vu = -1, g_attn_pre = -1;
 }
+bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
+void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
 int attn_value_unroll() {
   if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16, 32}, 32);
   return g_attn_vu;
 }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
-void forget_attn_value_unroll() { g_attn_vu = -1; }
+void forget_attn_value_unroll() { g_attn_vu = -1, g_attn_pre = -1; }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;
   a.vu = attn_value_unroll();
+  a.pre = a_in.pre_ok && attn_pre_enabled();
+  a.trigger = out_trigger_enabled();
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)
     throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");

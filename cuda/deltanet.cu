@@ -205,7 +205,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       wv[e] = a.conv_w[chv * K + e];
     }
   }
-  if (a.early) pdl_wait();  // from here on: qkv, z, b, a (the in-projections' outputs)
+  if (a.early) pdl_wait();       // from here on: qkv, z, b, a (the in-projections' outputs)
+  if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the out product may launch (it waits for this grid before reading)
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
@@ -400,6 +401,7 @@ bool deltanet(const DeltaArgs& a_in, cudaStream_t st) {
   if (a_in.N <= 0 || a_in.B <= 0) return false;
   DeltaArgs a = a_in;
   a.early = deltanet_early_enabled();
+  a.trigger = out_trigger_enabled();
   a.xq_out = nullptr;  // records only where the split recurrence runs with whole chunks a block (below)
   auto records = [&](int cl) {
     if (a_in.xq_out && (a.dv / cl) % 32 == 0 && a.dv / cl <= 128) a.xq_out = a_in.xq_out;

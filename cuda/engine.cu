@@ -607,6 +607,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.N = N;
       a.max_keys = r.max_keys;
       a.part = part_;
+      a.pre_ok = true;  // the kernel ahead is attn_prep_pack or kv_pack, which write only this step's rows
       // the merge makes o's records (HKV_REC_PRODUCER), which the o launch then stages from xq
       const bool o_rec = fuse && records_by_producer_enabled() && L.o.type == WType::MLX4;
       if (o_rec) a.xq_out = xq;

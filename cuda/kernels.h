@@ -133,6 +133,11 @@ void set_mlx4_prologue(bool stage, bool normw);
 // On by default (HKV_MV_TRIGGER=0 or set_mlx4_trigger(false) turns it off): the decode MLX4 launch lets its dependent
 // launch at its start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
 void set_mlx4_trigger(bool on);
+// On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off; session 13): the attention merge and the
+// split DeltaNet recurrence let their dependent launch (the o and out products) right after their own pdl_wait, so
+// that its blocks read their norm weights and prefetch before waiting, as the matvecs' trigger lets the next kernel.
+bool out_trigger_enabled();
+void set_out_trigger(bool on);
 // On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
 // path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
 // programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.
@@ -185,8 +190,9 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
 bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
                     const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
                     KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st);
-// On in branch s12-exp (HKV_PREP_PACK=0 or set_prep_pack(false) turns it off; to be measured): the decode's
-// attn_prep and kv_pack as one launch (attn_prep_pack). forget_pack_groups reads it from the environment again too.
+// On by default (HKV_PREP_PACK=0 or set_prep_pack(false) turns it off; H200, 2026-11-30, session 13 run 1: =0 +0.36 to
+// +0.41% a q4h token at 1K, 32K and 128K): the decode's attn_prep and kv_pack as one launch (attn_prep_pack).
+// forget_pack_groups reads it from the environment again too.
 bool prep_pack_enabled();
 void set_prep_pack(bool on);
 // Valid random rows for positions [0, npos) of a [capacity][KV] cache (benchmarks: a cache at depth d
@@ -235,6 +241,12 @@ struct AttnArgs {
   AttnShape shape = AttnShape::Auto;
   uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the merge writes the records of out too ([N][H·D/32])
   int vu = 32;                 // set by attention() from attn_value_unroll(): callers leave it
+  // The caller's word that nothing that may still run when the chunk kernel starts writes n_keys, the row pointers,
+  // or any cache row but those of each row's last N keys (the decode step: attn_prep_pack, the kernel ahead, lets the
+  // chunk kernel launch only once its own blocks have passed pdl_wait). With it and HKV_ATTN_PRE the chunk kernel
+  // copies the other rows before its pdl_wait.
+  bool pre_ok = false;
+  bool pre = false, trigger = false;  // set by attention() (HKV_ATTN_PRE, HKV_OUT_TRIGGER): callers leave them
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);
@@ -246,7 +258,12 @@ void attention(const AttnArgs& a, cudaStream_t st);
 // 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
-void forget_attn_value_unroll();
+void forget_attn_value_unroll();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the environment again
+// On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; session 13): where the caller allows it (pre_ok),
+// the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
+// attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
+bool attn_pre_enabled();
+void set_attn_pre(bool on);
 
 // ---- deltanet.cu --------------------------------------------------------------------------------
 struct DeltaArgs {
@@ -271,6 +288,7 @@ struct DeltaArgs {
   int64_t N = 0;
   uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the records of core ([N][nv·dv/32], xq_chunk's bytes)
   bool early = false;          // set by deltanet() from deltanet_early_enabled(): callers leave it
+  bool trigger = false;        // set by deltanet() from out_trigger_enabled() (the split recurrence): callers leave it
 };
 // The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows. Returns
 // whether it wrote the records of core into a.xq_out (asked for and taken: the split recurrence, whose blocks hold

@@ -144,8 +144,11 @@ __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, 
 __global__ void prep_pack_kernel(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
                                  const float* k_norm, const float* rope, int H, int KV, int D, int rd, float eps,
                                  KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos,
-                                 size_t row_bytes, int* err) {
+                                 size_t row_bytes, int* err, bool trigger) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
+  // HKV_ATTN_PRE: the attention's chunk kernel may launch now and copy the cache rows this launch does not write
+  // (every kernel before this one has completed); it waits for this grid before reading anything else
+  if (trigger) pdl_trigger();
   __shared__ float buf[1024];
   const int tid = threadIdx.x, hh = blockIdx.y;
   const int64_t row = blockIdx.x;
@@ -214,7 +217,7 @@ bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
   if (N <= 0) return true;
   KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
   launch_k(prep_pack_kernel, dim3(unsigned(N), unsigned(H + 2 * KV)), dim3(unsigned(D)), 0, st, qg, q, k, v, ldv,
-           q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, kv_row_bytes(f, D), err);
+           q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, kv_row_bytes(f, D), err, attn_pre_enabled());
   return true;
 }
 

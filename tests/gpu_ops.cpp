@@ -830,18 +830,25 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
-        for (int vu : {32, 4, 8, 16}) {  // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default)
+        // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default), and with the caller's leave (pre_ok) the
+        // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
+        // keys in one batch, so the split falls before, inside and past a chunk
+        for (auto [vu, pre] :
+             std::vector<std::pair<int, bool>>{{32, false}, {4, false}, {8, false}, {16, false}, {32, true}}) {
           out.poison();
           part.poison();
           dxq.poison();
           a.xq_out = dxq.p;
+          a.pre_ok = pre;
           cuda::set_attn_value_unroll(vu);
+          cuda::set_attn_pre(true);
           cuda::attention(a, nullptr);
           cuda::forget_attn_value_unroll();
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d): %s\n", f.name().c_str(),
-                      k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, d.empty() ? "OK" : d.c_str());
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s): %s\n", f.name().c_str(),
+                      k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
+                      d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
