@@ -258,12 +258,17 @@ void attention(const AttnArgs& a, cudaStream_t st);
 // 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
-void forget_attn_value_unroll();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the environment again
+void forget_attn_value_unroll();  // HKV_ATTN_VU, HKV_ATTN_PRE and HKV_MERGE_LOADS read from the environment again
 // On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; session 13): where the caller allows it (pre_ok),
 // the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
 // attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
 bool attn_pre_enabled();
 void set_attn_pre(bool on);
+// The chunks whose oc values each thread of the attention merge loads at once: 64 by default (session 13, to be
+// measured), HKV_MERGE_LOADS=32 (before) or 96 (set_attn_merge_loads; forget_attn_value_unroll reads it again). The
+// same chain in the same order.
+int attn_merge_loads();
+void set_attn_merge_loads(int chunks);
 
 // ---- deltanet.cu --------------------------------------------------------------------------------
 struct DeltaArgs {
