@@ -27,8 +27,11 @@
 // element pair at 6:1; at depth 262,144 in the 27B shape that is 51.5 G fmas a token, about 1.5 ms at the
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
+// Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
+// kernel ahead cannot be writing, are copied before pdl_wait.
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
-// warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d).
+// warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d), its oc
+// values loaded HKV_MERGE_LOADS chunks at a time.
 #include <cmath>
 #include <iterator>
 #include <stdexcept>

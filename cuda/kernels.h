@@ -133,7 +133,8 @@ void set_mlx4_prologue(bool stage, bool normw);
 // On by default (HKV_MV_TRIGGER=0 or set_mlx4_trigger(false) turns it off): the decode MLX4 launch lets its dependent
 // launch at its start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
 void set_mlx4_trigger(bool on);
-// On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off; session 13): the attention merge and the
+// On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off; H200, 2026-11-30, session 13 run 3: =0
+// +0.42 to +0.47% a q4h token at 1K and 32K, +0.49% at 128K, +0.36 to +0.40% at 262K): the attention merge and the
 // split DeltaNet recurrence let their dependent launch (the o and out products) right after their own pdl_wait, so
 // that its blocks read their norm weights and prefetch before waiting, as the matvecs' trigger lets the next kernel.
 bool out_trigger_enabled();
@@ -259,14 +260,17 @@ void attention(const AttnArgs& a, cudaStream_t st);
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 void forget_attn_value_unroll();  // HKV_ATTN_VU, HKV_ATTN_PRE and HKV_MERGE_LOADS read from the environment again
-// On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; session 13): where the caller allows it (pre_ok),
+// On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
+// +0.76% a q4h token at 1K, 32K and 262K, +0.27 to +0.29% at 128K): where the caller allows it (pre_ok),
 // the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
 // attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
 bool attn_pre_enabled();
 void set_attn_pre(bool on);
-// The chunks whose oc values each thread of the attention merge loads at once: 64 by default (session 13, to be
-// measured), HKV_MERGE_LOADS=32 (before) or 96 (set_attn_merge_loads; forget_attn_value_unroll reads it again). The
-// same chain in the same order.
+// The chunks whose oc values each thread of the attention merge loads at once: 64 by default, HKV_MERGE_LOADS=32
+// (before session 13) or 96 (set_attn_merge_loads; forget_attn_value_unroll reads it again). The same chain in the same
+// order. H200, 2026-11-30, session 13 run 4: the merge at depth 262,144 24.3 µs a layer (run 3, 32 loads: 26.6); a
+// token, 32 against 64 +0.07 to +0.21% at 128K and 262K, −0.06 to −0.16% at 32K, 96 −0.19 to +0.21%: within the
+// spread of the rounds.
 int attn_merge_loads();
 void set_attn_merge_loads(int chunks);
 
@@ -315,8 +319,9 @@ int recurrence_split();
 // and rounds take the three launches. The same bytes, conv_out included.
 bool deltanet_fused();
 void set_deltanet_fused(bool on);
-// On in branch s12-exp (HKV_DN_EARLY=0 or set_deltanet_early(false) turns it off; to be measured): the split
-// recurrence reads S, the conv state and its parameters before its pdl_wait. forget_deltanet_fused rereads it too.
+// On by default (HKV_DN_EARLY=0 or set_deltanet_early(false) turns it off; H200, 2026-11-30, session 13 run 1: =0 +1.04
+// to +1.41% a q4h token at 1K, 32K and 128K): the split recurrence reads S, the conv state and its parameters before
+// its pdl_wait. forget_deltanet_fused rereads it too.
 bool deltanet_early_enabled();
 void set_deltanet_early(bool on);
 void forget_deltanet_fused();

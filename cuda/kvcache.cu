@@ -9,7 +9,7 @@
 // Non-finite input sets bit 1 of the error word, a scale overflowing fp16 bit 2; the row is not written.
 // Launch: one warp per (token, kv head, K or V); lane j holds element j of each group (kv_pack_kernel), or a warp a
 // group (kv_pack_groups_kernel, the default); prep_pack_kernel makes attn_prep's q and k and packs k and v in one
-// launch (HKV_PREP_PACK, branch s12-exp).
+// launch (HKV_PREP_PACK, the default).
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
