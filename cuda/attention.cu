@@ -31,7 +31,7 @@
 // kernel ahead cannot be writing, are copied before pdl_wait.
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
 // warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d), its oc
-// values loaded HKV_MERGE_LOADS chunks at a time.
+// values loaded 32 chunks at a time (64 gave the same token time: sessions 10 and 13, docs/RESULTS.md §12).
 #include <cmath>
 #include <iterator>
 #include <stdexcept>
@@ -560,11 +560,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 }
 
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
+constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
-// ML (HKV_MERGE_LOADS: 32, 64 or 96): the chunks whose oc values a thread loads before it runs their part of the chain.
-// The merge's blocks are few (rows × H: 24 in the 27B shape), so its time at long depths is the round trips of these
-// loads (a head's 512 chunks at depth 262,144 in 16 batches of 32: 26.6 µs a layer, session 13 run 3's timeline).
-template <int ML>
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
   pdl_wait();                    // as attn_chunk_kernel
   if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the o product may launch (it waits for this grid before reading)
@@ -624,19 +621,19 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
     // the chain, so that a batch's loads are in flight together whatever order the compiler gives them. (With the
     // loop only unrolled, "#pragma unroll 64", each load sat next to its use and about one was in flight: 65.6 µs
     // a layer at depth 262,144, 254 cycles a chunk; H200, 2026-11-30, hkv bench --timeline.)
-    float cur[ML], nxt[ML];
-    auto load = [&](float(&v)[ML], int i0) {
+    float cur[kMergeLoads], nxt[kMergeLoads];
+    auto load = [&](float(&v)[kMergeLoads], int i0) {
 #pragma unroll
-      for (int k = 0; k < ML; k++) v[k] = i0 + k < tn ? part[int64_t(t0 + i0 + k) * (D + 2) + 2 + d] : 0.0f;
+      for (int k = 0; k < kMergeLoads; k++) v[k] = i0 + k < tn ? part[int64_t(t0 + i0 + k) * (D + 2) + 2 + d] : 0.0f;
     };
     load(cur, 0);
-    for (int i0 = 0; i0 < tn; i0 += ML) {
-      if (i0 + ML < tn) load(nxt, i0 + ML);
+    for (int i0 = 0; i0 < tn; i0 += kMergeLoads) {
+      if (i0 + kMergeLoads < tn) load(nxt, i0 + kMergeLoads);
 #pragma unroll
-      for (int k = 0; k < ML; k++)
+      for (int k = 0; k < kMergeLoads; k++)
         if (i0 + k < tn) o = hkv::fma_rn(o, fa_s[i0 + k], cur[k] * fb_s[i0 + k]);
 #pragma unroll
-      for (int k = 0; k < ML; k++) cur[k] = nxt[k];
+      for (int k = 0; k < kMergeLoads; k++) cur[k] = nxt[k];
     }
   }
   if (d == 0) l_s = l;
@@ -729,13 +726,8 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 namespace {
-int g_attn_vu = -1, g_attn_pre = -1, g_merge_loads = -1;
+int g_attn_vu = -1, g_attn_pre = -1;
 }
-int attn_merge_loads() {
-  if (g_merge_loads < 0) g_merge_loads = env_choice("HKV_MERGE_LOADS", {32, 64, 96}, 64);
-  return g_merge_loads;
-}
-void set_attn_merge_loads(int chunks) { g_merge_loads = chunks; }
 bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
 void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
 int attn_value_unroll() {
@@ -743,7 +735,7 @@ int attn_value_unroll() {
   return g_attn_vu;
 }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
-void forget_attn_value_unroll() { g_attn_vu = -1, g_attn_pre = -1, g_merge_loads = -1; }
+void forget_attn_value_unroll() { g_attn_vu = -1, g_attn_pre = -1; }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;
@@ -798,18 +790,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  const dim3 mgrid(unsigned(a.N), unsigned(a.H)), mblock(unsigned(a.D));
-  const bool rot = a.kind == KvKind::Q4H;
-  switch (attn_merge_loads()) {
-    case 32:
-      launch_k(attn_merge_kernel<32>, mgrid, mblock, 0, st, a, maxch, rot);
-      break;
-    case 96:
-      launch_k(attn_merge_kernel<96>, mgrid, mblock, 0, st, a, maxch, rot);
-      break;
-    default:
-      launch_k(attn_merge_kernel<64>, mgrid, mblock, 0, st, a, maxch, rot);
-  }
+  launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
+           a.kind == KvKind::Q4H);
 }
 
 void attn_phases_begin() {

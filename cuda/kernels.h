@@ -259,20 +259,13 @@ void attention(const AttnArgs& a, cudaStream_t st);
 // 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
-void forget_attn_value_unroll();  // HKV_ATTN_VU, HKV_ATTN_PRE and HKV_MERGE_LOADS read from the environment again
+void forget_attn_value_unroll();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the environment again
 // On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
 // +0.76% a q4h token at 1K, 32K and 262K, +0.27 to +0.29% at 128K): where the caller allows it (pre_ok),
 // the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
 // attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
 bool attn_pre_enabled();
 void set_attn_pre(bool on);
-// The chunks whose oc values each thread of the attention merge loads at once: 64 by default, HKV_MERGE_LOADS=32
-// (before session 13) or 96 (set_attn_merge_loads; forget_attn_value_unroll reads it again). The same chain in the same
-// order. H200, 2026-11-30, session 13 run 4: the merge at depth 262,144 24.3 µs a layer (run 3, 32 loads: 26.6); a
-// token, 32 against 64 +0.07 to +0.21% at 128K and 262K, −0.06 to −0.16% at 32K, 96 −0.19 to +0.21%: within the
-// spread of the rounds.
-int attn_merge_loads();
-void set_attn_merge_loads(int chunks);
 
 // ---- deltanet.cu --------------------------------------------------------------------------------
 struct DeltaArgs {

@@ -790,7 +790,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                              {32, 2, 2, {33}},
                              // 34 chunks: the merge's batches of 32 chunks' loads, a batch past the first
                              {256, 2, 1, {16901, 40}},
-                             // 202 chunks: batches of 64 and 96 past the first, the last one partial
+                             // 202 chunks: the merge's batches of 32 loads, six past the first, the last one partial
                              {32, 2, 1, {103000, 700}}};
   for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
     for (const Case& k : cases) {
@@ -832,20 +832,11 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
-        // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default); with the caller's leave (pre_ok) the
+        // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default), and with the caller's leave (pre_ok) the
         // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
-        // keys in one batch, so the split falls before, inside and past a chunk; the merge's loads a batch
-        // (HKV_MERGE_LOADS; 64 the default)
-        struct Config {
-          int vu;
-          bool pre;
-          int ml;
-        };
-        for (const Config cf :
-             {Config{32, false, 64}, Config{4, false, 64}, Config{8, false, 64}, Config{16, false, 64},
-              Config{32, true, 64}, Config{32, false, 32}, Config{32, false, 96}}) {
-          const int vu = cf.vu, ml = cf.ml;
-          const bool pre = cf.pre;
+        // keys in one batch, so the split falls before, inside and past a chunk
+        for (auto [vu, pre] :
+             std::vector<std::pair<int, bool>>{{32, false}, {4, false}, {8, false}, {16, false}, {32, true}}) {
           out.poison();
           part.poison();
           dxq.poison();
@@ -853,13 +844,12 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           a.pre_ok = pre;
           cuda::set_attn_value_unroll(vu);
           cuda::set_attn_pre(true);
-          cuda::set_attn_merge_loads(ml);
           cuda::attention(a, nullptr);
           cuda::forget_attn_value_unroll();
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s,merge loads=%d): %s\n",
-                      f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "", ml,
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s): %s\n", f.name().c_str(),
+                      k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
                       d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
