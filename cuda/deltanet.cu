@@ -81,10 +81,13 @@ __device__ __forceinline__ void stage_qk(const DeltaArgs& a, const float* cv, in
 }
 
 // Column j of value head h (dv columns) at `row` out of the gated norm: ((o·r)·w)·silu_c(z), into core; returned.
+__device__ __forceinline__ float z_at(const DeltaArgs& a, int64_t row, int h, int j, int dv) {
+  return a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j];
+}
 __device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
-                                             float w) {
+                                             float w, float z) {
   float out = (oj * r) * w;
-  out = out * hkv::silu_c(a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j]);
+  out = out * hkv::silu_c(z);
   a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
   return out;
 }
@@ -118,7 +121,7 @@ __global__ void recurrence_kernel(DeltaArgs a) {
       if (j == 0) r_s = hkv::rsqrt_c(ss / float(dv) + a.eps);
     }
     __syncthreads();
-    store_gated(a, row, h, j, dv, oj, r_s, w);
+    store_gated(a, row, h, j, dv, oj, r_s, w, z_at(a, row, h, j, dv));
     __syncthreads();
   }
 #pragma unroll
@@ -210,6 +213,14 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
+    // a.preload (HKV_DN_PRELOAD): the row's b, a and (the column's storing thread) z, outputs of the in-projections
+    // like qkv, are loaded with it here, so that their round trip overlaps the conv and the norms instead of following
+    // them; the operations on them are the same, where they were
+    float b_in = 0.0f, a_in = 0.0f, z_in = 0.0f;
+    if (a.preload) {
+      b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
+      if (p == 0) z_in = z_at(a, row, h, j, dv);
+    }
     float vj;
     if constexpr (FUSED) {
       const float* x = a.qkv + row * a.C;
@@ -237,8 +248,9 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       vj = cv[2 * int64_t(a.nk) * DK + int64_t(h) * dv + j];
     }
     __syncthreads();
-    const float beta = hkv::sigmoid_c(a.b[row * a.nv + h]);
-    const float decay = hkv::exp_c(-A * hkv::softplus_c(a.a[row * a.nv + h] + dt));
+    if (!a.preload) b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
+    const float beta = hkv::sigmoid_c(b_in);
+    const float decay = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
     const float* kp = k_s + p * DP;
     const float* qp = q_s + p * DP;
 #pragma unroll
@@ -264,7 +276,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
     }
     cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
-    if (p == 0) g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w);
+    if (p == 0) g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
     if (a.xq_out) {  // the records of the block's dvb columns (dvb/32 chunks), warp w chunk w (xq_chunk)
       __syncthreads();
       if (t_ < dvb) {
@@ -355,7 +367,12 @@ int g_dnearly = -1;
 }
 bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", true); }
 void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
-void forget_deltanet_fused() { g_dnfused = -1, g_dnearly = -1; }
+namespace {
+int g_dnpreload = -1;
+}
+bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
+void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
+void forget_deltanet_fused() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1; }
 int recurrence_split() {
   if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
   return g_split;
@@ -401,6 +418,7 @@ bool deltanet(const DeltaArgs& a_in, cudaStream_t st) {
   if (a_in.N <= 0 || a_in.B <= 0) return false;
   DeltaArgs a = a_in;
   a.early = deltanet_early_enabled();
+  a.preload = deltanet_preload_enabled();
   a.trigger = out_trigger_enabled();
   a.xq_out = nullptr;  // records only where the split recurrence runs with whole chunks a block (below)
   auto records = [&](int cl) {

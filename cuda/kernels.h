@@ -290,7 +290,8 @@ struct DeltaArgs {
   int64_t N = 0;
   uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the records of core ([N][nv·dv/32], xq_chunk's bytes)
   bool early = false;          // set by deltanet() from deltanet_early_enabled(): callers leave it
-  bool trigger = false;        // set by deltanet() from out_trigger_enabled() (the split recurrence): callers leave it
+  bool preload = false;  // set by deltanet() from deltanet_preload_enabled() (the split recurrence): callers leave it
+  bool trigger = false;  // set by deltanet() from out_trigger_enabled() (the split recurrence): callers leave it
 };
 // The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows. Returns
 // whether it wrote the records of core into a.xq_out (asked for and taken: the split recurrence, whose blocks hold
@@ -317,6 +318,11 @@ void set_deltanet_fused(bool on);
 // its pdl_wait. forget_deltanet_fused rereads it too.
 bool deltanet_early_enabled();
 void set_deltanet_early(bool on);
+// On by default (HKV_DN_PRELOAD=0 or set_deltanet_preload(false) turns it off; session 13, to be measured): the split
+// recurrence loads each row's b, a and z together with its qkv instead of after the norms (b, a) and at the store (z).
+// forget_deltanet_fused rereads it too.
+bool deltanet_preload_enabled();
+void set_deltanet_preload(bool on);
 void forget_deltanet_fused();
 bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now
 int recurrence_tpc();

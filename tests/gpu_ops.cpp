@@ -888,7 +888,8 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     DBuf<uint32_t> dxq(size_t(N * (nv * dv / 32) * cuda::kXqWords));
     bool made = false;
     std::string rec_diff;
-    auto run = [&](int cl, int tpc, bool fused = false, bool early = true) {  // early: HKV_DN_EARLY
+    // early: HKV_DN_EARLY; preload: HKV_DN_PRELOAD
+    auto run = [&](int cl, int tpc, bool fused = false, bool early = true, bool preload = true) {
       dconv.put(conv0);
       dS.put(S0);
       dcore.poison();
@@ -898,11 +899,13 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
       const bool fused0 = cuda::deltanet_fused();
       cuda::set_recurrence_split(cl, tpc);
-      const bool early0 = cuda::deltanet_early_enabled();
+      const bool early0 = cuda::deltanet_early_enabled(), preload0 = cuda::deltanet_preload_enabled();
       cuda::set_deltanet_fused(fused);
       cuda::set_deltanet_early(early);
+      cuda::set_deltanet_preload(preload);
       made = cuda::deltanet(a, nullptr);
       a.xq_out = nullptr;
+      cuda::set_deltanet_preload(preload0);
       cuda::set_deltanet_early(early0);
       cuda::set_deltanet_fused(fused0);  // the default (or the environment's) for the tests after this one
       cuda::set_recurrence_split(cl0, tpc0);
@@ -951,13 +954,16 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
         std::printf("deltanet fused(blocks=%d): not run, this card has no thread-block clusters\n", cl);
         continue;
       }
-      CHECK(taken);                       // else this compares the three launches with themselves
-      for (bool early : {true, false}) {  // S and the conv state read before pdl_wait (HKV_DN_EARLY) or after
-        std::string d = first_diff(run(cl, tpc, true, early), want);
+      CHECK(taken);  // else this compares the three launches with themselves
+      // S and the conv state read before pdl_wait (HKV_DN_EARLY) or after; b, a, z loaded with qkv (HKV_DN_PRELOAD)
+      // or where they are used
+      for (auto [early, preload] : std::vector<std::pair<bool, bool>>{{true, true}, {false, true}, {true, false}}) {
+        std::string d = first_diff(run(cl, tpc, true, early, preload), want);
         if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
         d += rec_diff;
-        std::printf("deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d%s): %s\n",
-                    dk, dv, cl, tpc, early ? "" : ",late", d.empty() ? "OK" : ("FAIL " + d).c_str());
+        std::printf(
+            "deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d%s%s): %s\n", dk,
+            dv, cl, tpc, early ? "" : ",late", preload ? "" : ",no preload", d.empty() ? "OK" : ("FAIL " + d).c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
     }
