@@ -318,9 +318,10 @@ void set_deltanet_fused(bool on);
 // its pdl_wait. forget_deltanet_fused rereads it too.
 bool deltanet_early_enabled();
 void set_deltanet_early(bool on);
-// On by default (HKV_DN_PRELOAD=0 or set_deltanet_preload(false) turns it off; session 13, to be measured): the split
-// recurrence loads each row's b, a and z together with its qkv instead of after the norms (b, a) and at the store (z).
-// forget_deltanet_fused rereads it too.
+// On by default (HKV_DN_PRELOAD=0 or set_deltanet_preload(false) turns it off; H200, 2026-11-30, session 13 run 5: =0
+// +0.04 to +0.24% a q4h token at 1K, 32K and 128K, slower in each of six comparisons, within the rounds' spread): the
+// split recurrence loads each row's b, a and z together with its qkv instead of after the norms (b, a) and at the store
+// (z). forget_deltanet_fused rereads it too.
 bool deltanet_preload_enabled();
 void set_deltanet_preload(bool on);
 void forget_deltanet_fused();
