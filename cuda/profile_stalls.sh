@@ -21,12 +21,18 @@ ncu --clock-control none --metrics "$metrics" --csv -k 'regex:matvec_mlx4' "$bin
 ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" bench --attention-only \
   ${HKV_STALLS_ATTN:---depths 1024,32768 --kv-cache q4h,bf16} --attn-shape auto --reps 1 \
   > "$out/ncu-stalls-attn.csv" 2> "$out/ncu-stalls-attn.err" || { tail -5 "$out/ncu-stalls-attn.err"; exit 1; }
+# The matvec and attention table first, so that it is printed even if the next part runs past the caller's limit.
+python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv"
 # the small kernels of a decode token (1K, q4h): the DeltaNet, SwiGLU and its records, packing (each 1.5–10 µs a
 # launch under ncu, 1.6 ms of a token together; docs/RESULTS.md §2); 120 launches, about half a token's (240 ran
-# past 3 minutes, after the two parts above had taken one, H200, 2026-11-30)
-ncu --clock-control none --metrics "$metrics" --csv \
+# past 3 minutes, after the two parts above had taken one, H200, 2026-11-30). Its own limit (HKV_STALLS_SMALL_LIMIT,
+# 150 s): in session 13 run 2 it was still running when the suite's 240-second limit stopped the script.
+if timeout "${HKV_STALLS_SMALL_LIMIT:-150}" ncu --clock-control none --metrics "$metrics" --csv \
   -k 'regex:add_rmsnorm|recurrence|conv_kernel|silu_mul_xq|xq_records|l2norm_heads|kv_pack|attn_prep|prep_pack' \
   --launch-skip 400 --launch-count 120 "$bin" bench --depths 1024 --kv-cache q4h --tokens 2 --graphs off \
-  > "$out/ncu-stalls-small.csv" 2> "$out/ncu-stalls-small.err" || { tail -5 "$out/ncu-stalls-small.err"; exit 1; }
-python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv" \
-  "$out/ncu-stalls-small.csv"
+  > "$out/ncu-stalls-small.csv" 2> "$out/ncu-stalls-small.err"; then
+  python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-small.csv"
+else
+  echo "error: the small kernels' part did not finish (HKV_STALLS_SMALL_LIMIT=${HKV_STALLS_SMALL_LIMIT:-150} s)"
+  tail -5 "$out/ncu-stalls-small.err"
+fi
