@@ -735,7 +735,7 @@ int attn_value_unroll() {
   return g_attn_vu;
 }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
-void forget_attn_value_unroll() { g_attn_vu = -1, g_attn_pre = -1; }
+void forget_attn_switches() { g_attn_vu = -1, g_attn_pre = -1; }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;

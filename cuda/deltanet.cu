@@ -355,24 +355,16 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 }  // namespace
 
 namespace {
-int g_split = -1, g_tpc = -1;  // -1: not yet read from HKV_DN_SPLIT, HKV_DN_TPC
+// -1: not yet read from the environment (HKV_DN_SPLIT, HKV_DN_TPC, HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD)
+int g_split = -1, g_tpc = -1, g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1;
 }  // namespace
-namespace {
-int g_dnfused = -1;
-}
 bool deltanet_fused() { return env_switch(g_dnfused, "HKV_DN_FUSED", true); }
 void set_deltanet_fused(bool on) { g_dnfused = on ? 1 : 0; }
-namespace {
-int g_dnearly = -1;
-}
 bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", true); }
 void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
-namespace {
-int g_dnpreload = -1;
-}
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-void forget_deltanet_fused() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1; }
+void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1; }
 int recurrence_split() {
   if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
   return g_split;

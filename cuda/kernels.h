@@ -86,7 +86,7 @@ AttnPhases attn_phases_end();
 // The same bytes; a row with a non-finite element or an overflowing scale is not written at all.
 bool pack_groups_enabled();
 void set_pack_groups(bool on);
-void forget_pack_groups();
+void forget_pack_switches();  // HKV_PACK_GROUPS and HKV_PREP_PACK read from the environment again
 // Greedy decoding's argmax on the device (cuda/argmax.cu): out[r] = reference argmax() of row r of x (rows × n
 // floats: the first index of the largest non-NaN value, 0 when x[r][0] is NaN); part_v and part_i hold
 // rows · kArgmaxParts entries each (the partial results).
@@ -193,7 +193,7 @@ bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
                     KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st);
 // On by default (HKV_PREP_PACK=0 or set_prep_pack(false) turns it off; H200, 2026-11-30, session 13 run 1: =0 +0.36 to
 // +0.41% a q4h token at 1K, 32K and 128K): the decode's attn_prep and kv_pack as one launch (attn_prep_pack).
-// forget_pack_groups reads it from the environment again too.
+// forget_pack_switches reads it from the environment again too.
 bool prep_pack_enabled();
 void set_prep_pack(bool on);
 // Valid random rows for positions [0, npos) of a [capacity][KV] cache (benchmarks: a cache at depth d
@@ -259,7 +259,7 @@ void attention(const AttnArgs& a, cudaStream_t st);
 // 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
-void forget_attn_value_unroll();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the environment again
+void forget_attn_switches();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the environment again
 // On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
 // +0.76% a q4h token at 1K, 32K and 262K, +0.27 to +0.29% at 128K): where the caller allows it (pre_ok),
 // the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
@@ -315,16 +315,16 @@ bool deltanet_fused();
 void set_deltanet_fused(bool on);
 // On by default (HKV_DN_EARLY=0 or set_deltanet_early(false) turns it off; H200, 2026-11-30, session 13 run 1: =0 +1.04
 // to +1.41% a q4h token at 1K, 32K and 128K): the split recurrence reads S, the conv state and its parameters before
-// its pdl_wait. forget_deltanet_fused rereads it too.
+// its pdl_wait. forget_deltanet_switches rereads it too.
 bool deltanet_early_enabled();
 void set_deltanet_early(bool on);
 // On by default (HKV_DN_PRELOAD=0 or set_deltanet_preload(false) turns it off; H200, 2026-11-30, session 13 run 5: =0
 // +0.04 to +0.24% a q4h token at 1K, 32K and 128K, slower in each of six comparisons, within the rounds' spread): the
 // split recurrence loads each row's b, a and z together with its qkv instead of after the norms (b, a) and at the store
-// (z). forget_deltanet_fused rereads it too.
+// (z). forget_deltanet_switches rereads it too.
 bool deltanet_preload_enabled();
 void set_deltanet_preload(bool on);
-void forget_deltanet_fused();
+void forget_deltanet_switches();               // HKV_DN_FUSED, HKV_DN_EARLY and HKV_DN_PRELOAD read again
 bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);

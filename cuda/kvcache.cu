@@ -232,7 +232,7 @@ int g_pack_groups = -1;
 }
 bool pack_groups_enabled() { return env_switch(g_pack_groups, "HKV_PACK_GROUPS", true); }
 void set_pack_groups(bool on) { g_pack_groups = on ? 1 : 0; }
-void forget_pack_groups() { g_pack_groups = -1, g_prep_pack = -1; }
+void forget_pack_switches() { g_pack_groups = -1, g_prep_pack = -1; }
 
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {
   KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();

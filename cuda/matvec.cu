@@ -756,9 +756,9 @@ void reload_switches() {
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
   g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
-  forget_deltanet_fused();
-  forget_pack_groups();
-  forget_attn_value_unroll();
+  forget_deltanet_switches();
+  forget_pack_switches();
+  forget_attn_switches();
 }
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {

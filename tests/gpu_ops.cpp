@@ -751,7 +751,7 @@ TEST_CASE("attn_prep and kv_pack in one launch (HKV_PREP_PACK): the two launches
           cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, derr.p,
                         nullptr);
         }
-        cuda::forget_pack_groups();
+        cuda::forget_pack_switches();
         return Run{dq.get(), dk.get(), dkc.get(), dvc.get(), derr.get()[0]};
       };
       const Run two = run(false), one = run(true);
@@ -845,7 +845,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           cuda::set_attn_value_unroll(vu);
           cuda::set_attn_pre(true);
           cuda::attention(a, nullptr);
-          cuda::forget_attn_value_unroll();
+          cuda::forget_attn_switches();
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
           std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s): %s\n", f.name().c_str(),
