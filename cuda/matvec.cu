@@ -718,14 +718,21 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   if (pdl_enabled() && !g_stamps && smem_preload_rounds() > 0) {            // (see HKV_MV_SMEMPRE)
     const int64_t rounds = ((tasks[0].W.cols / 32 + 31) / 32 + U - 1) / U;  // a lane's chunks over U
     const size_t base = pre_offset_units(NB, tasks[0].W.cols, src) * 16, per_round = size_t(WARPS) * U * RW * 512;
-    const size_t cap = std::min(smem_per_block_max(), smem_per_sm() / MINB - 1024);  // MINB blocks still fit
+    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, true>;
+    // A block's dynamic shared memory: its static part and the dynamic within the opt-in limit, and MINB blocks (each
+    // also with the 1 KB the runtime reserves a block) within the multiprocessor's
+    static const size_t fixed = [kernel] {
+      cudaFuncAttributes fa{};
+      HKV_CUDA_CHECK(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)));
+      return fa.sharedSizeBytes;
+    }();
+    const size_t max_dyn = smem_per_block_max() - fixed;
+    const size_t cap = std::min(max_dyn, smem_per_sm() / MINB - 1024 - fixed);
     const int64_t pre =
         base >= cap ? 0 : std::min(std::min(int64_t(smem_preload_rounds()), rounds), int64_t((cap - base) / per_round));
     if (pre > 0) {
-      auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, true>;
       const size_t bytes = base + size_t(pre) * per_round;
-      const int64_t grid =
-          persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, bytes, smem_per_block_max(), g);
+      const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, bytes, max_dyn, g);
       launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), bytes, st, ts, xq, src,
                  opt | unsigned(pre) << kOptPreShift);
       return;
