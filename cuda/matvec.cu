@@ -95,8 +95,10 @@ bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 constexpr int kWarps = 8;
 // The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
 constexpr int kNormPreload = 5120;
-// matvec_mlx4_smem_kernel's opt bits; kOptPfNone / kOptPfOne: no L2 prefetch before pdl_wait, or one chunk a row
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptPfNone = 4u, kOptPfOne = 8u, kOptTrigger = 16u;
+// matvec_mlx4_smem_kernel's opt bits
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
+// (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
+constexpr unsigned kOptPfShift = 16u;
 // opt >> kOptPreShift: the rounds of the warp's first row group copied into shared memory before pdl_wait (PRE)
 constexpr unsigned kOptPreShift = 8u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
@@ -105,13 +107,15 @@ constexpr unsigned kOptPreShift = 8u;
 int g_stage = -1, g_normw = -1;
 bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
 bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
-// HKV_MV_PF: the chunks a lane prefetches into L2 for each of its first rows before pdl_wait: 1 (the default), 0, or 3
-// (U, a whole first round, before session 11: 8 MB a 20-warp launch, queued ahead of the prologue's reads of x).
-// Measured (H200, 2026-11-30, session 11 run 6, two A-B pairs in one process): against 1, U was 0.09-0.11% slower a
-// q4h token at 1K and 0.18-0.23% at 32K (the two default rows 0.02 and 0.08% apart), none 0.7-0.9% slower.
+// HKV_MV_PF: what a lane prefetches into L2 for each row of its first row group before pdl_wait: 3 (the default: its
+// first round, U chunks; 8 MB a 20-warp launch), 6 or 9 (two or three rounds), 1 (one chunk) or 0 (none).
+// Measured (H200, 2026-11-30, two A-B pairs in one process each): session 11 run 6, before the trigger
+// (HKV_MV_TRIGGER), a round was 0.09-0.11% slower a q4h token than one chunk at 1K and 0.18-0.23% at 32K, none
+// 0.7-0.9% slower; with the trigger (session 14 run 2) a round was 1.06-1.11% faster than one chunk at 1K and
+// 0.90-0.91% at 128K (the two default rows 0.08 and 0.01% apart).
 int g_pf = -2;
-int prefetch_chunks() {
-  if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3}, 1);
+int prefetch_setting() {
+  if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3, 6, 9}, 3);
   return g_pf;
 }
 // On by default (HKV_MV_TRIGGER=0 turns it off; session 12 run 1, with the row-group queue then on: off +1.23 to
@@ -495,8 +499,8 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
 // STAMP: the phase stamps above (a diagnostic instantiation; the default launches never take it).
 // opt: kOptStage, the records from xq staged 8 loads a thread at a time (HKV_MV_STAGE); kOptNormW, the norm's
-// weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfNone / kOptPfOne, no chunk or one
-// chunk a row prefetched into L2 before pdl_wait instead of a round of U (HKV_MV_PF); kOptTrigger, the dependent
+// weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
+// a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
 // PRE (HKV_MV_SMEMPRE): before pdl_wait each warp copies the first opt >> kOptPreShift rounds of its first row group's
 // weights into its slots of shared memory (cp.async, past the records and the prologue's buffers; no register held)
@@ -550,7 +554,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       const int64_t rows = task.W.rows;
       for (int r = 0; r < RW && local * RW + r < rows; r++) {
         const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-        const int pf = (opt & kOptPfNone) ? 0 : (opt & kOptPfOne) ? 1 : U;  // (U: HKV_MV_PF=3)
+        const int pf = int(opt >> kOptPfShift) & 0xff;
         for (int k = 0; k < pf && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
       }
     }
@@ -708,10 +712,9 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
-  const int pf = prefetch_chunks();
+  const int pf = prefetch_setting();  // 0, 1 chunk, or 1, 2, 3 rounds of U
   unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
-  if (pf == 0) opt |= kOptPfNone;
-  if (pf == 1) opt |= kOptPfOne;
+  opt |= unsigned(pf <= 1 ? pf : pf / 3 * U) << kOptPfShift;
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
@@ -828,6 +831,27 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 
 void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 
+// Off by default (HKV_CARVEOUT=0, 25, 50, 75 or 100 turns it on; to be measured): every kernel launch_pdl launches
+// prefers that percentage of the unified L1/shared memory as shared memory
+// (cudaFuncAttributePreferredSharedMemoryCarveout), so that consecutive decode kernels keep one configuration; unset,
+// the driver picks one by each kernel's need (the matvecs' 25 to 192 KB). A kernel's attribute is set again when the
+// setting changes (reload_switches).
+namespace {
+int g_carveout = -2;          // -2: not yet read; -1: the driver's default
+bool g_carveout_set = false;  // some kernel's attribute was set
+}  // namespace
+void apply_carveout(const void* kernel) {
+  if (g_carveout == -2) g_carveout = env_choice("HKV_CARVEOUT", {0, 25, 50, 75, 100}, -1);
+  if (g_carveout == -1 && !g_carveout_set) return;
+  static std::map<const void*, int> now;  // each kernel's attribute as set here
+  auto it = now.find(kernel);
+  if (it != now.end() && it->second == g_carveout) return;
+  if (it == now.end() && g_carveout == -1) return;
+  HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, g_carveout));
+  now[kernel] = g_carveout;
+  g_carveout_set = true;
+}
+
 // launch_k's kernels as programmatic dependent launches (device.cuh), unless HKV_PDL_ALL=0 or set_pdl_all(false).
 namespace {
 int g_pdl_all = -1;
@@ -855,7 +879,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_smempre = -2;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_smempre = -2, g_carveout = -2;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();
