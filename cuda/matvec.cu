@@ -99,7 +99,8 @@ constexpr int kNormPreload = 5120;
 constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
-// opt >> kOptPreShift: the rounds of the warp's first row group copied into shared memory before pdl_wait (PRE)
+// (opt >> kOptPreShift) & 0xff: the rounds of the warp's first row group copied into shared memory before pdl_wait
+// (PRE)
 constexpr unsigned kOptPreShift = 8u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
 // q4h token at 1K, +2.73% at 32K; NORMW alone +2.29 / +2.10%, STAGE +0.78 / +0.69%): the decode kernel's staging of x's
@@ -502,9 +503,9 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-// PRE (HKV_MV_SMEMPRE): before pdl_wait each warp copies the first opt >> kOptPreShift rounds of its first row group's
-// weights into its slots of shared memory (cp.async, past the records and the prologue's buffers; no register held)
-// and prefetches their scales' and biases' lines into L2; those rounds then read shared memory.
+// PRE (HKV_MV_SMEMPRE): before pdl_wait each warp copies the first (opt >> kOptPreShift) & 0xff rounds of its first row
+// group's weights into its slots of shared memory (cp.async, past the records and the prologue's buffers; no register
+// held) and prefetches their scales' and biases' lines into L2; those rounds then read shared memory.
 template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false, bool PRE = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
@@ -527,7 +528,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 #pragma unroll
     for (int k = 0; k < P; k++) wpre[k] = threadIdx.x + k * T < cols ? __ldg(src.norm_w + threadIdx.x + k * T) : 0.0f;
   }
-  const int pre_rounds = PRE ? int(opt >> kOptPreShift) : 0;
+  const int pre_rounds = PRE ? int(opt >> kOptPreShift) & 0xff : 0;
   uint4* const slots = xs4 + pre_offset_units(NB, cols, src) + (threadIdx.x >> 5) * (pre_rounds * U * RW * 32);
   if constexpr (PDL) {  // launched as a dependent: the first weights (read-only) go to L2 while x is produced
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
