@@ -96,7 +96,7 @@ constexpr int kWarps = 8;
 // The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
 constexpr int kNormPreload = 5120;
 // matvec_mlx4_smem_kernel's opt bits
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u, kOptPfSb = 32u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
 // (opt >> kOptPreShift) & 0xff: the rounds of the warp's first row group copied into shared memory before pdl_wait
@@ -114,6 +114,10 @@ bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true);
 // (HKV_MV_TRIGGER), a round was 0.09-0.11% slower a q4h token than one chunk at 1K and 0.18-0.23% at 32K, none
 // 0.7-0.9% slower; with the trigger (session 14 run 2) a round was 1.06-1.11% faster than one chunk at 1K and
 // 0.90-0.91% at 128K (the two default rows 0.08 and 0.01% apart).
+// Off by default (HKV_MV_PFSB=1 turns it on; to be measured): that prefetch also takes the lines of the chunks' scales
+// and biases, which the first round reads with its codes.
+int g_pfsb = -1;
+bool prefetch_sb_enabled() { return env_switch(g_pfsb, "HKV_MV_PFSB", false); }
 int g_pf = -2;
 int prefetch_setting() {
   if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3, 6, 9}, 3);
@@ -553,10 +557,17 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       int64_t local;
       const MatTask& task = ts.t[find_task(ts, g, local)];
       const int64_t rows = task.W.rows;
+      const int gpr = cols / task.W.group, gshift = task.W.group == 32 ? 0 : task.W.group == 64 ? 1 : 2;
       for (int r = 0; r < RW && local * RW + r < rows; r++) {
         const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
         const int pf = int(opt >> kOptPfShift) & 0xff;
-        for (int k = 0; k < pf && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+        for (int k = 0; k < pf && lane + 32 * k < nch; k++) {
+          prefetch_l2(q + lane + 32 * k);
+          if (opt & kOptPfSb) {  // the lines of those chunks' scales and biases
+            prefetch_l2(task.W.scales + (local * RW + r) * gpr + ((lane + 32 * k) >> gshift));
+            prefetch_l2(task.W.biases + (local * RW + r) * gpr + ((lane + 32 * k) >> gshift));
+          }
+        }
       }
     }
     pdl_wait();
@@ -716,6 +727,7 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const int pf = prefetch_setting();  // 0, 1 chunk, or 1, 2, 3 rounds of U
   unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
   opt |= unsigned(pf <= 1 ? pf : pf / 3 * U) << kOptPfShift;
+  if (prefetch_sb_enabled()) opt |= kOptPfSb;
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
@@ -880,7 +892,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_smempre = -2, g_carveout = -2;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_smempre = -2, g_carveout = -2, g_pfsb = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();
