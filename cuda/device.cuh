@@ -206,11 +206,8 @@ __device__ __forceinline__ void pdl_trigger() {
 // through it begins with pdl_wait(): only its launch and the ramp of its blocks overlap the tail of the kernel
 // ahead.
 bool pdl_all_enabled();
-// HKV_CARVEOUT (to measure; matvec.cu): the shared-memory carveout every kernel launched here prefers.
-void apply_carveout(const void* kernel);
 template <class... P, class... A>
 void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
-  apply_carveout(reinterpret_cast<const void*>(kernel));
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;

@@ -133,10 +133,6 @@ void set_mlx4_prologue(bool stage, bool normw);
 // On by default (HKV_MV_TRIGGER=0 or set_mlx4_trigger(false) turns it off): the decode MLX4 launch lets its dependent
 // launch at its start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
 void set_mlx4_trigger(bool on);
-// Off by default (HKV_MV_SMEMPRE=1 or 2, or set_mlx4_smem_preload(1 or 2), turns it on; to be measured): the
-// dependent decode MLX4 launch copies the first rounds of each warp's first row group into shared memory before its
-// pdl_wait. The same bytes.
-void set_mlx4_smem_preload(int rounds);
 // On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off; H200, 2026-11-30, session 13 run 3: =0
 // +0.42 to +0.47% a q4h token at 1K and 32K, +0.49% at 128K, +0.36 to +0.40% at 262K): the attention merge and the
 // split DeltaNet recurrence let their dependent launch (the o and out products) right after their own pdl_wait, so

@@ -55,26 +55,6 @@ bool env_switch(int& cached, const char* name, bool dflt) {
   return cached == 1;
 }
 
-// The shared memory a block may opt in to, and a multiprocessor's.
-static size_t smem_per_block_max() {
-  static const size_t n = [] {
-    int dev = 0, v = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return size_t(v);
-  }();
-  return n;
-}
-static size_t smem_per_sm() {
-  static const size_t n = [] {
-    int dev = 0, v = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    return size_t(v);
-  }();
-  return n;
-}
-
 int sm_count() {
   static const int n = [] {
     int dev = 0, v = 0;
@@ -96,12 +76,9 @@ constexpr int kWarps = 8;
 // The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
 constexpr int kNormPreload = 5120;
 // matvec_mlx4_smem_kernel's opt bits
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u, kOptPfSb = 32u;
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
-// (opt >> kOptPreShift) & 0xff: the rounds of the warp's first row group copied into shared memory before pdl_wait
-// (PRE)
-constexpr unsigned kOptPreShift = 8u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
 // q4h token at 1K, +2.73% at 32K; NORMW alone +2.29 / +2.10%, STAGE +0.78 / +0.69%): the decode kernel's staging of x's
 // records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
@@ -110,14 +87,11 @@ bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
 bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
 // HKV_MV_PF: what a lane prefetches into L2 for each row of its first row group before pdl_wait: 3 (the default: its
 // first round, U chunks; 8 MB a 20-warp launch), 6 or 9 (two or three rounds), 1 (one chunk) or 0 (none).
-// Measured (H200, 2026-11-30, two A-B pairs in one process each): session 11 run 6, before the trigger
-// (HKV_MV_TRIGGER), a round was 0.09-0.11% slower a q4h token than one chunk at 1K and 0.18-0.23% at 32K, none
-// 0.7-0.9% slower; with the trigger (session 14 run 2) a round was 1.06-1.11% faster than one chunk at 1K and
-// 0.90-0.91% at 128K (the two default rows 0.08 and 0.01% apart).
-// Off by default (HKV_MV_PFSB=1 turns it on; to be measured): that prefetch also takes the lines of the chunks' scales
-// and biases, which the first round reads with its codes.
-int g_pfsb = -1;
-bool prefetch_sb_enabled() { return env_switch(g_pfsb, "HKV_MV_PFSB", false); }
+// Measured (H200, 2026-11-30, A-B pairs in one process, q4h tokens): session 11 run 6, before the trigger
+// (HKV_MV_TRIGGER), a round was 0.09-0.11% slower than one chunk at 1K and 0.18-0.23% at 32K, none 0.7-0.9% slower.
+// With the trigger the next launch's blocks start as this one's end, so their prefetch overlaps its tail: session 14
+// run 2, one chunk was 1.06-1.11% slower than a round at 1K and 0.90-0.91% at 128K (the two default rows 0.08 and
+// 0.01% apart); run 4, one chunk +1.13% (1K) and +1.11% (128K), two rounds +1.56 / +1.22%, three +1.76 / +1.54%.
 int g_pf = -2;
 int prefetch_setting() {
   if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3, 6, 9}, 3);
@@ -131,16 +105,6 @@ int prefetch_setting() {
 // for this whole grid.
 int g_trigger = -1;
 bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", true); }
-// Off by default (HKV_MV_SMEMPRE=1 or 2, or set_mlx4_smem_preload, turns it on; to be measured): the dependent decode
-// launch copies the first 1 or 2 rounds of each warp's first row group into shared memory before its pdl_wait (as
-// many as fit beside the records without costing a block a multiprocessor), so that with HKV_MV_TRIGGER a block
-// that takes a multiprocessor in the tail of the launch ahead has its first weights on chip when x is ready. The
-// same bytes.
-int g_smempre = -2;
-int smem_preload_rounds() {
-  if (g_smempre == -2) g_smempre = env_choice("HKV_MV_SMEMPRE", {0, 1, 2}, 0);
-  return g_smempre;
-}
 int g_out_trigger = -1;                  // HKV_OUT_TRIGGER (kernels.h)
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
@@ -303,11 +267,8 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
 // chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
 // chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
-// PRE: the first pre_rounds rounds' weights are already in shared memory (the warp's slots at pre, round i's chunk k
-// of row r at pre[((i·U + k)·RW + r)·32 + lane], copied there by this lane; see HKV_MV_SMEMPRE).
-template <int NB, int RW, int U, bool STREAM, bool PRE = false, class RecAt>
-__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at,
-                                          const uint4* pre = nullptr, int pre_rounds = 0) {
+template <int NB, int RW, int U, bool STREAM, class RecAt>
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
   const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
@@ -325,21 +286,16 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
   for (int r = 0; r < RW; r++)
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-  int round = 0;
-  for (int c0 = lane; c0 < nch; c0 += 32 * U, round++) {
+  for (int c0 = lane; c0 < nch; c0 += 32 * U) {
     uint4 u[U][RW];
     uint16_t sb[U][RW], bb[U][RW];
-    const bool staged = PRE && round < pre_rounds;
 #pragma unroll
     for (int k = 0; k < U; k++) {
       const int c = c0 + 32 * k;
       if (c < nch) {
 #pragma unroll
         for (int r = 0; r < RW; r++) {
-          if (staged)
-            u[k][r] = pre[((round * U + k) * RW + r) * 32 + lane];
-          else
-            u[k][r] = STREAM ? __ldcs(q[r] + c) : __ldg(q[r] + c);
+          u[k][r] = STREAM ? __ldcs(q[r] + c) : __ldg(q[r] + c);
           sb[k][r] = __ldg(srow[r] + (c >> gshift));
           bb[k][r] = __ldg(brow[r] + (c >> gshift));
         }
@@ -390,21 +346,6 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // register double buffer (the next round loaded while this one computes) measured slower, 10.9 and 12.4
 // against 9.4 ms a token (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through
 // shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
-
-// The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
-// values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats); the preloaded weights
-// (PRE) start at the next 16-byte boundary, pre_offset_units uint4s in.
-__host__ __device__ inline size_t smem_bytes(int nb, int64_t cols, bool made, bool norm) {
-  size_t b = size_t(nb) * size_t(cols) * 4;
-  if (made) b += (norm ? size_t(cols) * 4 : 0) + size_t(32) * size_t(cols / 32 + 1) * 4;
-  return b;
-}
-__host__ __device__ inline size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
-  return smem_bytes(nb, cols, src.x != nullptr, src.norm_w != nullptr);
-}
-__host__ __device__ inline size_t pre_offset_units(int nb, int64_t cols, const XSource& src) {
-  return (smem_bytes(nb, cols, src) + 15) / 16;
-}
 
 // The records of chunk c (32 values, element j at v[j·vstride]) into its 7 used 16-byte units (unit u at
 // dst[u ^ sw]), the bytes xq_chunk writes (device.cuh): the sum in index order, the largest |v| as bits
@@ -507,10 +448,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-// PRE (HKV_MV_SMEMPRE): before pdl_wait each warp copies the first (opt >> kOptPreShift) & 0xff rounds of its first row
-// group's weights into its slots of shared memory (cp.async, past the records and the prologue's buffers; no register
-// held) and prefetches their scales' and biases' lines into L2; those rounds then read shared memory.
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false, bool PRE = false>
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
@@ -532,42 +470,16 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 #pragma unroll
     for (int k = 0; k < P; k++) wpre[k] = threadIdx.x + k * T < cols ? __ldg(src.norm_w + threadIdx.x + k * T) : 0.0f;
   }
-  const int pre_rounds = PRE ? int(opt >> kOptPreShift) & 0xff : 0;
-  uint4* const slots = xs4 + pre_offset_units(NB, cols, src) + (threadIdx.x >> 5) * (pre_rounds * U * RW * 32);
   if constexpr (PDL) {  // launched as a dependent: the first weights (read-only) go to L2 while x is produced
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
-    if (PRE && g < total) {  // (the rows as mlx4_rows takes them: a missing row is the last one again)
-      int64_t local;
-      const MatTask& task = ts.t[find_task(ts, g, local)];
-      const DMat& W = task.W;
-      const int gpr = cols / W.group, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-      for (int r = 0; r < RW; r++) {
-        const int64_t rr = local * RW + r < W.rows ? local * RW + r : W.rows - 1;
-        const uint4* q = reinterpret_cast<const uint4*>(W.data) + rr * (cols / 32);
-        for (int i = 0; i < pre_rounds * U; i++) {
-          const int c = lane + 32 * i;
-          if (c >= nch) break;
-          cp_async16(slots + (i * RW + r) * 32 + lane, q + c);
-          prefetch_l2(W.scales + rr * gpr + (c >> gshift));
-          prefetch_l2(W.biases + rr * gpr + (c >> gshift));
-        }
-      }
-      cp_async_commit();
-    } else if (g < total) {
+    if (g < total) {
       int64_t local;
       const MatTask& task = ts.t[find_task(ts, g, local)];
       const int64_t rows = task.W.rows;
-      const int gpr = cols / task.W.group, gshift = task.W.group == 32 ? 0 : task.W.group == 64 ? 1 : 2;
       for (int r = 0; r < RW && local * RW + r < rows; r++) {
         const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
         const int pf = int(opt >> kOptPfShift) & 0xff;
-        for (int k = 0; k < pf && lane + 32 * k < nch; k++) {
-          prefetch_l2(q + lane + 32 * k);
-          if (opt & kOptPfSb) {  // the lines of those chunks' scales and biases
-            prefetch_l2(task.W.scales + (local * RW + r) * gpr + ((lane + 32 * k) >> gshift));
-            prefetch_l2(task.W.biases + (local * RW + r) * gpr + ((lane + 32 * k) >> gshift));
-          }
-        }
+        for (int k = 0; k < pf && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
       }
     }
     pdl_wait();
@@ -603,26 +515,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   if constexpr (STAMP) {
     if (threadIdx.x == 0) stamp(slot, 4, global_ns());
   }
-  if constexpr (PRE) cp_async_wait<0>();  // this lane's copies (it alone reads its slots)
-  auto rec_at = [&](int n, int c, uint4(&P)[7]) {
-    const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
-    const int sw = (n * nch + c) & 7;
-#pragma unroll
-    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-  };
-  int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
-  if constexpr (PRE) {  // the first row group, its first rounds from the slots
-    if (g < total) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      mlx4_rows<NB, RW, U, true, true>(ts.t[t], local * RW, lane, rec_at, slots, pre_rounds);
-      g += stride;
-    }
-  }
-  for (; g < total; g += stride) {
+  for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
-    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, rec_at);
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
+      const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
+      const int sw = (n * nch + c) & 7;
+#pragma unroll
+      for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+    });
   }
   if constexpr (STAMP) {
     if (lane == 0) stamp(slot, 6, global_ns());
@@ -718,6 +619,17 @@ bool u3_fits_better(const MatTask* tasks, int n) {
   return cost(2, 20) < cost(4, 16);
 }
 
+// The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
+// values (cols floats, for the norm only) and their transpose (32 · (cols/32 + 1) floats).
+size_t smem_bytes(int nb, int64_t cols, bool made, bool norm) {
+  size_t b = size_t(nb) * size_t(cols) * 4;
+  if (made) b += (norm ? size_t(cols) * 4 : 0) + size_t(32) * size_t(cols / 32 + 1) * 4;
+  return b;
+}
+size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
+  return smem_bytes(nb, cols, src.x != nullptr, src.norm_w != nullptr);
+}
+
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
@@ -727,33 +639,9 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const int pf = prefetch_setting();  // 0, 1 chunk, or 1, 2, 3 rounds of U
   unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
   opt |= unsigned(pf <= 1 ? pf : pf / 3 * U) << kOptPfShift;
-  if (prefetch_sb_enabled()) opt |= kOptPfSb;
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
-  if (pdl_enabled() && !g_stamps && smem_preload_rounds() > 0) {            // (see HKV_MV_SMEMPRE)
-    const int64_t rounds = ((tasks[0].W.cols / 32 + 31) / 32 + U - 1) / U;  // a lane's chunks over U
-    const size_t base = pre_offset_units(NB, tasks[0].W.cols, src) * 16, per_round = size_t(WARPS) * U * RW * 512;
-    auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, true>;
-    // A block's dynamic shared memory: its static part and the dynamic within the opt-in limit, and MINB blocks (each
-    // also with the 1 KB the runtime reserves a block) within the multiprocessor's
-    static const size_t fixed = [kernel] {
-      cudaFuncAttributes fa{};
-      HKV_CUDA_CHECK(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)));
-      return fa.sharedSizeBytes;
-    }();
-    const size_t max_dyn = smem_per_block_max() - fixed;
-    const size_t cap = std::min(max_dyn, smem_per_sm() / MINB - 1024 - fixed);
-    const int64_t pre =
-        base >= cap ? 0 : std::min(std::min(int64_t(smem_preload_rounds()), rounds), int64_t((cap - base) / per_round));
-    if (pre > 0) {
-      const size_t bytes = base + size_t(pre) * per_round;
-      const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, bytes, max_dyn, g);
-      launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), bytes, st, ts, xq, src,
-                 opt | unsigned(pre) << kOptPreShift);
-      return;
-    }
-  }
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
@@ -844,27 +732,6 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 
 void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
 
-// Off by default (HKV_CARVEOUT=0, 25, 50, 75 or 100 turns it on; to be measured): every kernel launch_pdl launches
-// prefers that percentage of the unified L1/shared memory as shared memory
-// (cudaFuncAttributePreferredSharedMemoryCarveout), so that consecutive decode kernels keep one configuration; unset,
-// the driver picks one by each kernel's need (the matvecs' 25 to 192 KB). A kernel's attribute is set again when the
-// setting changes (reload_switches).
-namespace {
-int g_carveout = -2;          // -2: not yet read; -1: the driver's default
-bool g_carveout_set = false;  // some kernel's attribute was set
-}  // namespace
-void apply_carveout(const void* kernel) {
-  if (g_carveout == -2) g_carveout = env_choice("HKV_CARVEOUT", {0, 25, 50, 75, 100}, -1);
-  if (g_carveout == -1 && !g_carveout_set) return;
-  static std::map<const void*, int> now;  // each kernel's attribute as set here
-  auto it = now.find(kernel);
-  if (it != now.end() && it->second == g_carveout) return;
-  if (it == now.end() && g_carveout == -1) return;
-  HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, g_carveout));
-  now[kernel] = g_carveout;
-  g_carveout_set = true;
-}
-
 // launch_k's kernels as programmatic dependent launches (device.cuh), unless HKV_PDL_ALL=0 or set_pdl_all(false).
 namespace {
 int g_pdl_all = -1;
@@ -882,7 +749,6 @@ void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
-void set_mlx4_smem_preload(int rounds) { g_smempre = rounds < 0 ? 0 : rounds > 2 ? 2 : rounds; }
 bool out_trigger_enabled() { return env_switch(g_out_trigger, "HKV_OUT_TRIGGER", true); }
 void set_out_trigger(bool on) { g_out_trigger = on ? 1 : 0; }
 namespace {
@@ -892,7 +758,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_smempre = -2, g_carveout = -2, g_pfsb = -1;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();

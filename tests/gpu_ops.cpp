@@ -210,8 +210,7 @@ namespace {
 // blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
 // rows a warp (HKV_MV_BALANCE=0); (6) the default with the records staged one load at a time and the norm weights read
 // after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default without the launch triggering its dependents at
-// its start (HKV_MV_TRIGGER=0; every other configuration triggers); (8) and (9) the default with the first 1 or 2
-// rounds of each warp's first row group copied into shared memory before pdl_wait (HKV_MV_SMEMPRE=1, 2).
+// its start (HKV_MV_TRIGGER=0; every other configuration triggers).
 const char* const kLaunch[] = {"plain",
                                "pdl",
                                "pdl,2-blocks",
@@ -219,10 +218,8 @@ const char* const kLaunch[] = {"plain",
                                "pdl,2-chunks-24-warps",
                                "pdl,4-rows-a-warp-past-16K",
                                "pdl,prologue-unbatched",
-                               "pdl,no-trigger",
-                               "pdl,smem-preload-1",
-                               "pdl,smem-preload-2"};
-const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7, 8, 9};
+                               "pdl,no-trigger"};
+const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
 void in_launch(int cfg, F&& f) {
@@ -233,9 +230,7 @@ void in_launch(int cfg, F&& f) {
   cuda::set_mlx4_balance(cfg != 5);
   cuda::set_mlx4_prologue(cfg != 6, cfg != 6);
   cuda::set_mlx4_trigger(cfg != 7);
-  cuda::set_mlx4_smem_preload(cfg == 8 ? 1 : cfg == 9 ? 2 : 0);
   f();
-  cuda::set_mlx4_smem_preload(0);
   cuda::set_mlx4_trigger(true);
   cuda::set_mlx4_prologue(true, true);
   cuda::set_mlx4_balance(true);
