@@ -89,9 +89,10 @@ bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true);
 // first round, U chunks; 8 MB a 20-warp launch), 6 or 9 (two or three rounds), 1 (one chunk) or 0 (none).
 // Measured (H200, 2026-11-30, A-B pairs in one process, q4h tokens): session 11 run 6, before the trigger
 // (HKV_MV_TRIGGER), a round was 0.09-0.11% slower than one chunk at 1K and 0.18-0.23% at 32K, none 0.7-0.9% slower.
-// With the trigger the next launch's blocks start as this one's end, so their prefetch overlaps its tail: session 14
-// run 2, one chunk was 1.06-1.11% slower than a round at 1K and 0.90-0.91% at 128K (the two default rows 0.08 and
-// 0.01% apart); run 4, one chunk +1.13% (1K) and +1.11% (128K), two rounds +1.56 / +1.22%, three +1.76 / +1.54%.
+// With the trigger the next launch's blocks start as this one's blocks end, so their prefetch overlaps its tail:
+// session 14 run 2, a round 1.06-1.11% faster than one chunk at 1K and 0.90-0.91% at 128K (the two default rows 0.08
+// and 0.01% apart); run 4, one chunk +1.13% (1K) and +1.11% (128K), two rounds +1.56 / +1.22%, three +1.76 / +1.54%;
+// run 6, one chunk +1.09 to +1.17% at 1K and 32K, +0.71 to +0.78% at 128K (docs/RESULTS.md §2).
 int g_pf = -2;
 int prefetch_setting() {
   if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3, 6, 9}, 3);
