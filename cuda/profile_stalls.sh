@@ -23,13 +23,16 @@ ncu --clock-control none --metrics "$metrics" --csv -k 'regex:attn_' "$bin" benc
   > "$out/ncu-stalls-attn.csv" 2> "$out/ncu-stalls-attn.err" || { tail -5 "$out/ncu-stalls-attn.err"; exit 1; }
 # The matvec and attention table first, so that it is printed even if the next part runs past the caller's limit.
 python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv" "$out/ncu-stalls-attn.csv"
-# the small kernels of a decode token (1K, q4h): the DeltaNet, SwiGLU and its records, packing (each 1.5–10 µs a
-# launch under ncu, 1.6 ms of a token together; docs/RESULTS.md §2); 120 launches, about half a token's (240 ran
-# past 3 minutes, after the two parts above had taken one, H200, 2026-11-30). Its own limit (HKV_STALLS_SMALL_LIMIT,
-# 150 s): in session 13 run 2 it was still running when the suite's 240-second limit stopped the script.
+# the small kernels of a decode token (1K, q4h) that the fused default path launches: the DeltaNet recurrence (conv
+# and norms inside), SwiGLU and its records, the attention's prep-and-pack (each 2–9 µs a launch, about 0.7 ms of a
+# token together; docs/RESULTS.md §2); 30 launches past the first 200. With these metrics (several replay passes a
+# launch) 120 launches past 400 wrote nothing before the limit in session 13 run 2 (the suite's 240 s) and session 14
+# run 7 (120 s), while
+# session 13 run 6 profiled 10 launches past 200 with ncu's sections in time; 30 is not yet run on a card. Its own
+# limit (HKV_STALLS_SMALL_LIMIT, 150 s); ncu writes the CSV only at the end.
 if timeout "${HKV_STALLS_SMALL_LIMIT:-150}" ncu --clock-control none --metrics "$metrics" --csv \
-  -k 'regex:add_rmsnorm|recurrence|conv_kernel|silu_mul_xq|xq_records|l2norm_heads|kv_pack|attn_prep|prep_pack' \
-  --launch-skip 400 --launch-count 120 "$bin" bench --depths 1024 --kv-cache q4h --tokens 2 --graphs off \
+  -k 'regex:recurrence_split|silu_mul_xq|prep_pack' \
+  --launch-skip 200 --launch-count 30 "$bin" bench --depths 1024 --kv-cache q4h --tokens 1 --graphs off \
   > "$out/ncu-stalls-small.csv" 2> "$out/ncu-stalls-small.err"; then
   python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-small.csv"
 else
