@@ -194,19 +194,27 @@ __global__ void kv_fill_kernel(KvKind kind, uint8_t* cache, int64_t nbytes, size
   }
 }
 
+// The bytes of a stored row of D elements in the cache format of `kind` (kv_row_bytes of that format).
+size_t stored_row_bytes(KvKind kind, int D) {
+  return kv_row_bytes(kind == KvKind::BF16  ? KvFormat::bf16()
+                      : kind == KvKind::FP8 ? KvFormat::fp8()
+                                            : KvFormat::q4h(),
+                      D);
+}
+
 }  // namespace
 
 void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
              uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st) {
   if (N <= 0) return;
   if (D % 32 != 0) throw std::runtime_error("kv_pack: head_dim must be a multiple of 32");
-  KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
+  const size_t rb = stored_row_bytes(kind, D);
   if (pack_groups_enabled() && D <= 1024)
     launch_k(kv_pack_groups_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(unsigned(D)), 0, st, kind, k, ldk, v, ldv,
-             kdst, vdst, pos, KV, D, kv_row_bytes(f, D), err);
+             kdst, vdst, pos, KV, D, rb, err);
   else
     launch_k(kv_pack_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(32), 0, st, kind, k, ldk, v, ldv, kdst, vdst, pos,
-             KV, D, kv_row_bytes(f, D), err);
+             KV, D, rb, err);
 }
 
 bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
@@ -215,9 +223,9 @@ bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
                     cudaStream_t st) {
   if (!prep_pack_enabled() || !pack_groups_enabled() || D % 32 != 0 || D > 1024) return false;
   if (N <= 0) return true;
-  KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
   launch_k(prep_pack_kernel, dim3(unsigned(N), unsigned(H + 2 * KV)), dim3(unsigned(D)), 0, st, qg, q, k, v, ldv,
-           q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, kv_row_bytes(f, D), err, attn_pre_enabled());
+           q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, stored_row_bytes(kind, D), err,
+           attn_pre_enabled());
   return true;
 }
 
@@ -235,8 +243,7 @@ void set_pack_groups(bool on) { g_pack_groups = on ? 1 : 0; }
 void forget_pack_switches() { g_pack_groups = -1, g_prep_pack = -1; }
 
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {
-  KvFormat f = kind == KvKind::BF16 ? KvFormat::bf16() : kind == KvKind::FP8 ? KvFormat::fp8() : KvFormat::q4h();
-  const size_t rb = kv_row_bytes(f, D);
+  const size_t rb = stored_row_bytes(kind, D);
   const int64_t nbytes = npos * KV * int64_t(rb);
   if (nbytes <= 0) return;
   kv_fill_kernel<<<4096, 256, 0, st>>>(kind, cache, nbytes, rb, D, seed);
