@@ -76,12 +76,9 @@ constexpr int kWarps = 8;
 // The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
 constexpr int kNormPreload = 5120;
 // matvec_mlx4_smem_kernel's opt bits
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptXVec = 4u, kOptLocalQ = 8u, kOptTrigger = 16u;
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
-// (opt >> kOptPfProShift) & 0xff: the chunks after those a lane prefetches for its first row group after pdl_wait (EXP
-// 4)
-constexpr unsigned kOptPfProShift = 24u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
 // q4h token at 1K, +2.73% at 32K; NORMW alone +2.29 / +2.10%, STAGE +0.78 / +0.69%): the decode kernel's staging of x's
 // records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
@@ -110,24 +107,14 @@ int prefetch_setting() {
 int g_trigger = -1;
 bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", true); }
 int g_out_trigger = -1;  // HKV_OUT_TRIGGER (kernels.h)
-// HKV_MV_XVEC=1 (experiment, off): the prologue that makes x's records reads x in 16-byte loads, all of a thread's
-// loads issued before any is stored (one L2 round trip; the loop before took 4-byte loads four at a time, 5 round
-// trips for 5,120 columns over 256 threads).
-int g_xvec = -1;
-bool xvec_enabled() { return env_switch(g_xvec, "HKV_MV_XVEC", false); }
-// HKV_MV_PFPRO=R (experiment, 0: off): R more rounds of each lane's first row group prefetched into L2 right after
-// pdl_wait, while the block makes x's records (2-5 us a launch in which this launch reads no weights; the launch
-// ahead has completed, so the prefetch competes with nothing).
-int g_pfpro = -1;
-int pfpro_setting() {
-  if (g_pfpro < 0) g_pfpro = env_choice("HKV_MV_PFPRO", {0, 1, 2, 3, 4, 6, 85}, 0);
-  return g_pfpro;
-}
-// HKV_MV_LOCALQ=1 (experiment, off): a block's row groups (the same set as without it) handed to its warps from a
-// counter in shared memory as each warp ends a group, so that a warp that finishes early takes the next group
-// instead of a slow warp taking it in its turn.
-int g_localq = -1;
-bool localq_enabled() { return env_switch(g_localq, "HKV_MV_LOCALQ", false); }
+// HKV_MV_GQ=1 (experiment, off): in the two launches a 27B token takes (20 warps of 2 rows, 8 warps of 4), each warp's
+// row groups after its first taken from one counter for the whole card, so that multiprocessors that stream faster
+// take more of them (the tail, from the first warp's end to the last's, was 7.2 us a launch: RESULTS §11). A warp asks
+// for its next group as it starts one (the atomic's latency hidden behind the group); the launch's last block sets the
+// counter back to 0. The next launch reads it only after its pdl_wait, when this grid has completed. One decode
+// stream at a time: launches on two streams at once would share the counter.
+int g_gq = -1;
+bool gq_enabled() { return env_switch(g_gq, "HKV_MV_GQ", false); }
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
@@ -137,6 +124,7 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 // on (the chain's next launch starts after this one has completed, so it reads the new slot).
 constexpr int kStampWords = 8;
 __device__ unsigned long long* g_stamp_buf;
+__device__ unsigned g_mv_queue[2];  // HKV_MV_GQ: the next group past the first wave, and the blocks done
 __device__ unsigned g_stamp_launch, g_stamp_done, g_stamp_cap;
 
 __device__ __forceinline__ unsigned long long global_ns() {
@@ -424,38 +412,15 @@ __device__ __forceinline__ void record_of_chunk(const float* v, int vstride, uin
 // makes chunk c's record into the swizzled records xs4. hs: cols floats (the norm only); vt: 32·(nch + 1).
 // pre: the norm weights of elements tid + k·T, k < P, are already in wpre (loaded before the launch's pdl_wait; the
 // rest are read here).
-template <int NB, int T, int P, bool XVEC = false>
+template <int NB, int T, int P>
 __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs, float* vt, const float (&wpre)[P],
                              bool pre) {
   const int nch = cols / 32, tp = nch + 1, tid = threadIdx.x;
   __shared__ float r_s;
   for (int n = 0; n < NB; n++) {
     const float* x = src.x + int64_t(n) * src.ldx;
-    // XVEC: x in 16-byte loads, J a thread in flight before any store (J: all of a 5,120-wide x in one round trip)
-    // when x is 16-byte aligned (cols % 32 == 0)
-    const bool x16 = XVEC && (reinterpret_cast<uintptr_t>(x) & 15u) == 0;
-    auto load_x = [&](auto&& put_at) {
-      if (x16) {
-        constexpr int J = (1280 + T - 1) / T;
-        const float4* x4 = reinterpret_cast<const float4*>(x);
-        for (int i0 = tid; i0 < cols / 4; i0 += J * T) {
-          float4 u[J];
-#pragma unroll
-          for (int j = 0; j < J; j++)
-            if (i0 + j * T < cols / 4) u[j] = x4[i0 + j * T];
-#pragma unroll
-          for (int j = 0; j < J; j++)
-            if (i0 + j * T < cols / 4) {
-              const int i = 4 * (i0 + j * T);
-              put_at(i, u[j].x), put_at(i + 1, u[j].y), put_at(i + 2, u[j].z), put_at(i + 3, u[j].w);
-            }
-        }
-      } else {
-        for (int i = tid; i < cols; i += T) put_at(i, x[i]);
-      }
-    };
     if (src.norm_w) {
-      load_x([&](int i, float v) { hs[i] = v; });
+      for (int i = tid; i < cols; i += T) hs[i] = x[i];
       __syncthreads();
       if (tid < 32) {
         const float acc = warp_sum_squares_smem<false>(hs, cols, tid);  // cols is a multiple of 32
@@ -475,7 +440,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
       }
       for (int i = i0; i < cols; i += T) put(i, src.norm_w[i]);
     } else {
-      load_x([&](int i, float v) { vt[(i & 31) * tp + (i >> 5)] = v; });
+      for (int i = tid; i < cols; i += T) vt[(i & 31) * tp + (i >> 5)] = x[i];
     }
     __syncthreads();
     for (int c = tid; c < nch; c += T) {
@@ -493,8 +458,8 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-// EXP: the experiments' instantiations (bit 0 HKV_MV_XVEC, bit 1 HKV_MV_LOCALQ; EXP = 0 is the default code).
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false, int EXP = 0>
+// GQ: the HKV_MV_GQ instantiation (experiment; off by default).
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false, bool GQ = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
@@ -507,10 +472,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     slot = g_stamp_launch;
     if (threadIdx.x == 0) stamp(slot, 0, global_ns());
   }
-  __shared__ int next_k;  // kOptLocalQ: the block's next unclaimed group index (set here, read after the prologue)
-  if constexpr ((EXP & 2) != 0) {
-    if (threadIdx.x == 0) next_k = WARPS;
-  }
   if constexpr (PDL) {
     if (opt & kOptTrigger) pdl_trigger();
   }
@@ -521,31 +482,25 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     for (int k = 0; k < P; k++) wpre[k] = threadIdx.x + k * T < cols ? __ldg(src.norm_w + threadIdx.x + k * T) : 0.0f;
   }
   if constexpr (PDL) {  // launched as a dependent: the first weights (read-only) go to L2 while x is produced
-    // chunks k0 … k1 − 1 of each lane (chunk lane + 32k) of each row of the warp's first row group into L2
-    auto prefetch_first = [&](int k0, int k1) {
-      const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
-      if (g < total) {
-        int64_t local;
-        const MatTask& task = ts.t[find_task(ts, g, local)];
-        const int64_t rows = task.W.rows;
-        for (int r = 0; r < RW && local * RW + r < rows; r++) {
-          const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-          for (int k = k0; k < k1 && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
-        }
+    const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
+    if (g < total) {
+      int64_t local;
+      const MatTask& task = ts.t[find_task(ts, g, local)];
+      const int64_t rows = task.W.rows;
+      for (int r = 0; r < RW && local * RW + r < rows; r++) {
+        const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
+        const int pf = int(opt >> kOptPfShift) & 0xff;
+        for (int k = 0; k < pf && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
       }
-    };
-    const int pf = int(opt >> kOptPfShift) & 0xff;
-    prefetch_first(0, pf);
+    }
     pdl_wait();
-    // EXP bit 2 (HKV_MV_PFPRO): the first group's next chunks into L2 as the prologue starts, while the memory is idle
-    if constexpr ((EXP & 4) != 0) prefetch_first(pf, pf + (int(opt >> kOptPfProShift) & 0xff));
   }
   if constexpr (STAMP) {
     if (threadIdx.x == 0) stamp(slot, 2, global_ns());
   }
   if (src.x) {
     float* hs = reinterpret_cast<float*>(xs4 + NB * nch * 8);
-    make_records<NB, T, P, (EXP & 1) != 0>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0), wpre, pre);
+    make_records<NB, T>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0), wpre, pre);
   } else {
     // c counts the chunks of all NB inputs; unit v of chunk c to its swizzled place. Staged: 8 loads a thread in
     // flight before any store (one load per iteration left the down_proj's 70 KB to 7 round trips a thread)
@@ -571,25 +526,30 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   if constexpr (STAMP) {
     if (threadIdx.x == 0) stamp(slot, 4, global_ns());
   }
-  // The block's groups: index k is group blockIdx.x·WARPS + k % WARPS + (k / WARPS)·stride. Warp w takes k = w, then
-  // (static) w + WARPS, w + 2·WARPS, …, or (kOptLocalQ) whatever index the block's counter hands it next.
   auto rec_at = [&](int n, int c, uint4(&P)[7]) {
     const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
     const int sw = (n * nch + c) & 7;
 #pragma unroll
     for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
   };
-  if constexpr ((EXP & 2) != 0) {
-    const int base = int(blockIdx.x) * WARPS, stride32 = int(stride), total32 = int(total);  // (groups < 2^31)
-    for (int k = threadIdx.x >> 5;;) {
-      const int g = base + k % WARPS + k / WARPS * stride32;
-      if (g >= total32) break;
+  if constexpr (GQ) {  // first group g = block·WARPS + warp, then first wave + the counter's next value (32-bit)
+    const int total32 = int(total), wave = int(gridDim.x) * WARPS;
+    for (int g = int(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total32;) {
+      unsigned nk = 0;
+      if (lane == 0) nk = atomicAdd(&g_mv_queue[0], 1u);  // asked for now, used after this group
       int64_t local;
       const int t = find_task(ts, g, local);
       mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, rec_at);
-      int nk = 0;
-      if (lane == 0) nk = atomicAdd(&next_k, 1);  // a shared-memory atomic: tens of cycles against a group's thousands
-      k = __shfl_sync(0xffffffffu, nk, 0);
+      g = wave + int(__shfl_sync(0xffffffffu, nk, 0));
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the last block out sets the counter back for the next launch
+      __threadfence();
+      if (atomicAdd(&g_mv_queue[1], 1u) == gridDim.x - 1) {
+        atomicExch(&g_mv_queue[0], 0u);
+        atomicExch(&g_mv_queue[1], 0u);
+        __threadfence();
+      }
     }
   } else {
     for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
@@ -712,30 +672,14 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const int pf = prefetch_setting();  // 0, 1 chunk, or 1, 2, 3 rounds of U
   unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
   opt |= unsigned(pf <= 1 ? pf : pf / 3 * U) << kOptPfShift;
-  opt |= (xvec_enabled() ? kOptXVec : 0u) | (localq_enabled() ? kOptLocalQ : 0u);
-  const int pfpro = std::min(pfpro_setting() * U, 255 - (pf <= 1 ? pf : pf / 3 * U));
-  opt |= unsigned(pfpro) << kOptPfProShift;
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
-    // The experiments (HKV_MV_XVEC, HKV_MV_LOCALQ), instantiated for the two launches a 27B token takes
-    if constexpr (NB == 1 && ((RW == 2 && U == 3 && WARPS == 20) || (RW == 4 && U == 2 && WARPS == 8))) {
-      if (!g_stamps) {
-        const int e = (opt & kOptXVec ? 1 : 0) | (opt & kOptLocalQ ? 2 : 0) | (pfpro > 0 ? 4 : 0);
-        const decltype(kernel) exp[8] = {kernel,
-                                         matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 1>,
-                                         matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 2>,
-                                         matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 3>,
-                                         matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 4>,
-                                         matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 5>,
-                                         matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 6>,
-                                         matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 7>};
-        kernel = exp[e];
-      }
-    }
+    if constexpr (NB == 1 && ((RW == 2 && U == 3 && WARPS == 20) || (RW == 4 && U == 2 && WARPS == 8)))
+      if (!g_stamps && gq_enabled()) kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, true>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
@@ -849,7 +793,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_xvec = -1, g_localq = -1, g_pfpro = -1;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_gq = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();
