@@ -106,15 +106,7 @@ int prefetch_setting() {
 // for this whole grid.
 int g_trigger = -1;
 bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", true); }
-int g_out_trigger = -1;  // HKV_OUT_TRIGGER (kernels.h)
-// HKV_MV_GQ=1 (experiment, off): in the two launches a 27B token takes (20 warps of 2 rows, 8 warps of 4), each warp's
-// row groups after its first taken from one counter for the whole card, so that multiprocessors that stream faster
-// take more of them (the tail, from the first warp's end to the last's, was 7.2 us a launch: RESULTS §11). A warp asks
-// for its next group as it starts one (the atomic's latency hidden behind the group); the launch's last block sets the
-// counter back to 0. The next launch reads it only after its pdl_wait, when this grid has completed. One decode
-// stream at a time: launches on two streams at once would share the counter.
-int g_gq = -1;
-bool gq_enabled() { return env_switch(g_gq, "HKV_MV_GQ", false); }
+int g_out_trigger = -1;                  // HKV_OUT_TRIGGER (kernels.h)
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
 // Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
@@ -124,7 +116,6 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 // on (the chain's next launch starts after this one has completed, so it reads the new slot).
 constexpr int kStampWords = 8;
 __device__ unsigned long long* g_stamp_buf;
-__device__ unsigned g_mv_queue[2];  // HKV_MV_GQ: the next group past the first wave, and the blocks done
 __device__ unsigned g_stamp_launch, g_stamp_done, g_stamp_cap;
 
 __device__ __forceinline__ unsigned long long global_ns() {
@@ -458,8 +449,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-// GQ: the HKV_MV_GQ instantiation (experiment; off by default).
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false, bool GQ = false>
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
@@ -526,37 +516,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   if constexpr (STAMP) {
     if (threadIdx.x == 0) stamp(slot, 4, global_ns());
   }
-  auto rec_at = [&](int n, int c, uint4(&P)[7]) {
-    const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
-    const int sw = (n * nch + c) & 7;
+  for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
+    int64_t local;
+    const int t = find_task(ts, g, local);
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
+      const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
+      const int sw = (n * nch + c) & 7;
 #pragma unroll
-    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-  };
-  if constexpr (GQ) {  // first group g = block·WARPS + warp, then first wave + the counter's next value (32-bit)
-    const int total32 = int(total), wave = int(gridDim.x) * WARPS;
-    for (int g = int(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total32;) {
-      unsigned nk = 0;
-      if (lane == 0) nk = atomicAdd(&g_mv_queue[0], 1u);  // asked for now, used after this group
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, rec_at);
-      g = wave + int(__shfl_sync(0xffffffffu, nk, 0));
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {  // the last block out sets the counter back for the next launch
-      __threadfence();
-      if (atomicAdd(&g_mv_queue[1], 1u) == gridDim.x - 1) {
-        atomicExch(&g_mv_queue[0], 0u);
-        atomicExch(&g_mv_queue[1], 0u);
-        __threadfence();
-      }
-    }
-  } else {
-    for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, rec_at);
-    }
+      for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+    });
   }
   if constexpr (STAMP) {
     if (lane == 0) stamp(slot, 6, global_ns());
@@ -638,6 +606,11 @@ bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 // and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
+// HKV_MV_FORCE20=1 (experiment, off): every launch of 16K rows or more takes the 20-warp launch, whatever
+// u3_fits_better says (the 27B DeltaNet in-projection, 16,480 rows, then 3.1 row groups of 2 a warp instead of 1.95
+// groups of 4 on 2,112 warps).
+int g_force20 = -1;
+bool force20_enabled() { return env_switch(g_force20, "HKV_MV_FORCE20", false); }
 
 // Whether the 3-chunk launch (2 rows a warp, one block of 20 warps a multiprocessor) leaves a bandwidth-bound
 // launch of these tasks less time than 4 rows a warp in 2 blocks of 8 warps: each warp's time is the rows it
@@ -678,8 +651,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
-    if constexpr (NB == 1 && ((RW == 2 && U == 3 && WARPS == 20) || (RW == 4 && U == 2 && WARPS == 8)))
-      if (!g_stamps && gq_enabled()) kernel = matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, true>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
@@ -711,7 +682,7 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
-    if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
+    if (rows >= 16384 && !(u3_enabled() && balance_enabled() && (force20_enabled() || u3_fits_better(tasks, n)))) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
       return;
@@ -793,7 +764,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_gq = -1;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_force20 = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();
