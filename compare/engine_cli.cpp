@@ -346,6 +346,24 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
   return 0;
 }
 
+// hkv bench --phases: the fused DeltaNet recurrence's phases in one decode token (cuda::dn_phases_begin), cycles a
+// block and µs at the card's SM clock.
+void print_dn_phases(const cuda::DnPhases& p, const std::string& fmt, int64_t depth) {
+  if (p.blocks == 0) {
+    std::printf("  recurrence phases: none counted (only the 27B decode form counts them)\n");
+    return;
+  }
+  int dev = 0, khz = 0;
+  HKV_CUDA_CHECK(cudaGetDevice(&dev));
+  HKV_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, dev));
+  const char* names[6] = {"wait", "conv and norms", "chains", "norm exchange", "store and records", "state store"};
+  std::printf("  recurrence phases (%s, depth %lld; %.0f blocks; thread 0's cycles a block, µs at %.2f GHz):",
+              fmt.c_str(), (long long)depth, p.blocks, khz / 1e6);
+  for (int i = 0; i < 6; i++)
+    std::printf("%s %s %.0f (%.2f)", i ? "," : "", names[i], p.cycles[i], p.cycles[i] / khz * 1e3);
+  std::printf("\n");
+}
+
 // A row's timeline: where a token's time goes, the kernels by their time a token.
 void print_timeline(const TokenTimeline& t, const std::string& fmt, int64_t depth) {
   std::printf(
@@ -406,12 +424,10 @@ int cmd_bench(const Args& a) {
     throw UsageError("hkv bench: --variants times decode tokens, not --attention-only");
   if (timeline && (attn_only || a.has("variants")))
     throw UsageError("hkv bench: --timeline traces the decode tokens of each row, without --variants");
+  if (a.has("phases") && a.has("variants"))
+    throw UsageError("hkv bench: --phases counts one more token a row under the defaults, without --variants");
   if (timeline && !KernelTrace::available())
     throw UsageError("hkv bench: --timeline needs CUPTI, which this hkv was built without");
-  if (a.has("phases") && !attn)
-    throw UsageError(
-        "hkv bench: --phases counts the attention chunk kernel's phases, with --attention or "
-        "--attention-only");
   const VariantsOption vo = variants_option(a, "hkv bench");
   const std::vector<EnvVariant>& variants = vo.list;
   const int nvar = variants.empty() ? 1 : int(variants.size()), rounds = vo.rounds;
@@ -543,6 +559,14 @@ int cmd_bench(const Args& a) {
               round_ms[size_t(v)].push_back(median(block));
             }
           rm.sample();
+          if (a.has("phases") && !attn_only) {  // one more token with the DeltaNet recurrence's phases counted
+            eng->drop_graphs();                 // captured anew with the counting instantiation, then dropped again
+            cuda::dn_phases_begin();
+            tok = step(*s, tok);
+            const cuda::DnPhases p = cuda::dn_phases_end();
+            eng->drop_graphs();
+            print_dn_phases(p, f.name(), depth);
+          }
           if (timeline) {
             KernelTrace trace;
             eng->drop_graphs();  // captured anew while the trace runs

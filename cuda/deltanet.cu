@@ -84,13 +84,23 @@ __device__ __forceinline__ void stage_qk(const DeltaArgs& a, const float* cv, in
 __device__ __forceinline__ float z_at(const DeltaArgs& a, int64_t row, int h, int j, int dv) {
   return a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j];
 }
-__device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
-                                             float w, float z) {
+__device__ __forceinline__ float store_gated_silu(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj,
+                                                  float r, float w, float silu_z) {
   float out = (oj * r) * w;
-  out = out * hkv::silu_c(z);
+  out = out * silu_z;
   a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
   return out;
 }
+__device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
+                                             float w, float z) {
+  return store_gated_silu(a, row, h, j, dv, oj, r, w, hkv::silu_c(z));
+}
+
+// Diagnostic (dn_phases_begin): thread 0's clock64 cycles in each phase of the fused split recurrence, summed over
+// blocks: the wait (start to pdl_wait's return), conv and norms, the two chains, the gated norm's exchange across the
+// cluster, the gated store and records, the state's store; then the blocks counted.
+bool g_dn_phases = false;
+__device__ unsigned long long g_dn_cycles[7];
 
 template <int DK>
 __global__ void recurrence_kernel(DeltaArgs a) {
@@ -165,9 +175,17 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
 // for k, unscaled). Every block of the key head computes its q and k (the same bytes); the first block of the key
 // head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The state is
 // written after the rows' cluster syncs, so no block of the cluster reads it after it changes.
-template <int DK, int CL, int TPC, bool FUSED = false>
+//
+// MODE (the 27B decode form's diagnostic and experiment instantiations; 0 is the default code): bit 0, thread 0
+// counts its cycles a phase (dn_phases_begin); bit 1 (HKV_DN_HOIST), the row's β, decay and silu_c(z), which need only
+// the preloaded b, a and z, computed before the conv instead of after the norms and at the store (the same operations
+// on the same values).
+template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
+  constexpr bool PH = (MODE & 1) != 0, HOIST = (MODE & 2) != 0;
+  long long ph[6] = {};
+  if constexpr (PH) ph[0] = clock64();
   namespace cg = cooperative_groups;
   constexpr int DP = DK / TPC;  // rows of the column a thread holds
   const cg::cluster_group cluster = cg::this_cluster();
@@ -210,6 +228,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   }
   if (a.early) pdl_wait();       // from here on: qkv, z, b, a (the in-projections' outputs)
   if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the out product may launch (it waits for this grid before reading)
+  long long pc[6] = {};          // PH: this block's cycles a phase (thread 0)
+  if constexpr (PH) ph[1] = clock64(), pc[0] = ph[1] - ph[0];
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
@@ -220,6 +240,14 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     if (a.preload) {
       b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
       if (p == 0) z_in = z_at(a, row, h, j, dv);
+    }
+    float beta_h = 0.0f, decay_h = 0.0f, silu_h = 0.0f;  // HOIST: computed here, used where the default computes them
+    if constexpr (HOIST) {
+      if (a.preload) {
+        beta_h = hkv::sigmoid_c(b_in);
+        decay_h = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
+        if (p == 0) silu_h = hkv::silu_c(z_in);
+      }
     }
     float vj;
     if constexpr (FUSED) {
@@ -248,9 +276,14 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       vj = cv[2 * int64_t(a.nk) * DK + int64_t(h) * dv + j];
     }
     __syncthreads();
+    if constexpr (PH) {
+      const long long k = clock64();
+      pc[1] += k - ph[1], ph[1] = k;
+    }
     if (!a.preload) b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
-    const float beta = hkv::sigmoid_c(b_in);
-    const float decay = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
+    const bool hoisted = HOIST && a.preload;
+    const float beta = hoisted ? beta_h : hkv::sigmoid_c(b_in);
+    const float decay = hoisted ? decay_h : hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
     const float* kp = k_s + p * DP;
     const float* qp = q_s + p * DP;
 #pragma unroll
@@ -262,6 +295,10 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     const float oj = column_chain<DP, TPC>(s, qp, p, lane);  // o = Σ_i s_i·q_i
     if (p == 0) o_s[c] = oj;
     __syncthreads();
+    if constexpr (PH) {
+      const long long k = clock64();
+      pc[2] += k - ph[1], ph[1] = k;
+    }
     if (t_ < dvb / 4) {  // lane rank·dvb/4 + t_'s chain over its 4 elements, all in this block
       float acc = 0.0f;
 #pragma unroll
@@ -276,7 +313,16 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
     }
     cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
-    if (p == 0) g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
+    if constexpr (PH) {
+      const long long k = clock64();
+      pc[3] += k - ph[1], ph[1] = k;
+    }
+    if (p == 0) {
+      if (hoisted)
+        g_s[c] = store_gated_silu(a, row, h, j, dv, oj, r_s, w, silu_h);
+      else
+        g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
+    }
     if (a.xq_out) {  // the records of the block's dvb columns (dvb/32 chunks), warp w chunk w (xq_chunk)
       __syncthreads();
       if (t_ < dvb) {
@@ -285,6 +331,10 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
                  a.xq_out + (row * (int64_t(a.nv) * dv / 32) + chunk) * kXqWords);
       }
       __syncthreads();  // g_s is written again by the next row
+    }
+    if constexpr (PH) {
+      const long long k = clock64();
+      pc[4] += k - ph[1], ph[1] = k;
     }
   }
 #pragma unroll
@@ -297,8 +347,19 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (p == 0) st[chv * (K - 1) + e] = cvw[e];
     }
   }
+  if constexpr (PH) {
+    pc[5] = clock64() - ph[1];
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < 6; i++) atomicAdd(&g_dn_cycles[i], (unsigned long long)pc[i]);
+      atomicAdd(&g_dn_cycles[6], 1ull);
+    }
+  }
 #endif
 }
+
+// HKV_DN_HOIST=1 (experiment, off): MODE bit 1 above.
+int g_dnhoist = -1;
+bool dn_hoist_enabled() { return env_switch(g_dnhoist, "HKV_DN_HOIST", false); }
 
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
 // threads a block, as a programmatic dependent launch where launch_k would make one.
@@ -313,7 +374,14 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(a.B), unsigned(a.nv * CL)), cfg.blockDim = dim3(unsigned(a.dv / CL * TPC));
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
-  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, recurrence_split_kernel<DK, CL, TPC, FUSED>, a));
+  auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
+  if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
+    const int mode = (g_dn_phases ? 1 : 0) | (dn_hoist_enabled() ? 2 : 0);
+    if (mode == 1) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, 1>;
+    if (mode == 2) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, 2>;
+    if (mode == 3) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, 3>;
+  }
+  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
 }
 
 // The split recurrence with (CL, TPC) = (cl, tpc) for dk = DK (recurrence_form or fused_form has chosen them).
@@ -364,7 +432,24 @@ bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", tru
 void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1; }
+void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnhoist = -1; }
+
+void dn_phases_begin() {
+  const unsigned long long zero[7] = {};
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_dn_cycles, zero, sizeof(zero)));
+  g_dn_phases = true;
+}
+DnPhases dn_phases_end() {
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  g_dn_phases = false;
+  unsigned long long c[7];
+  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(c, g_dn_cycles, sizeof(c)));
+  DnPhases p;
+  p.blocks = double(c[6]);
+  if (c[6] > 0)
+    for (int i = 0; i < 6; i++) p.cycles[i] = double(c[i]) / double(c[6]);
+  return p;
+}
 int recurrence_split() {
   if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
   return g_split;

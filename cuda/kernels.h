@@ -81,6 +81,17 @@ struct AttnPhases {
 };
 void attn_phases_begin();
 AttnPhases attn_phases_end();
+// Diagnostic (hkv bench --phases): between dn_phases_begin() and dn_phases_end(), the fused split recurrence of the
+// 27B decode form (2 blocks a value head, 2 threads a column) takes an instantiation that adds thread 0's clock64
+// cycles in each phase to global sums: the wait (the block's start to pdl_wait's return, the state already requested),
+// conv and q/k norms, the two chains over the state's columns, the gated norm's exchange across the cluster, the gated
+// store and the records, the state's store; the end returns the mean a block (blocks 0: no such launch ran). The
+// same bytes.
+struct DnPhases {
+  double blocks = 0, cycles[6] = {};
+};
+void dn_phases_begin();
+DnPhases dn_phases_end();
 // On by default (HKV_PACK_GROUPS=0 gives the warp a row; H200, 2026-11-30: =0 +0.90–1.02% a q4h token at 1K and
 // 32K): kv_pack with a warp a group of 32 (the 27B shape: 8 warps a row instead of one warp looping over 8 groups).
 // The same bytes; a row with a non-finite element or an overflowing scale is not written at all.

@@ -606,11 +606,6 @@ bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 // and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
-// HKV_MV_FORCE20=1 (experiment, off): every launch of 16K rows or more takes the 20-warp launch, whatever
-// u3_fits_better says (the 27B DeltaNet in-projection, 16,480 rows, then 3.1 row groups of 2 a warp instead of 1.95
-// groups of 4 on 2,112 warps).
-int g_force20 = -1;
-bool force20_enabled() { return env_switch(g_force20, "HKV_MV_FORCE20", false); }
 
 // Whether the 3-chunk launch (2 rows a warp, one block of 20 warps a multiprocessor) leaves a bandwidth-bound
 // launch of these tasks less time than 4 rows a warp in 2 blocks of 8 warps: each warp's time is the rows it
@@ -682,7 +677,7 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
-    if (rows >= 16384 && !(u3_enabled() && balance_enabled() && (force20_enabled() || u3_fits_better(tasks, n)))) {
+    if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
       return;
@@ -764,7 +759,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_force20 = -1;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();

@@ -10,6 +10,8 @@
 // (cuda/run_gpu_suite.sh sanitize). The same comparisons run; only the lengths change.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -157,6 +159,23 @@ TEST_CASE("whole model: the 27B head layout (24/4 x 256, 16/48 x 128), bf16 and 
   }
 }
 
+TEST_CASE("the DeltaNet recurrence's phase counts (hkv bench --phases): the oracle's bytes, every phase counted") {
+  // The 27B layout's decode steps take the fused split recurrence's counting instantiation between dn_phases_begin and
+  // dn_phases_end: the same logits and states as the oracle, and every block's six phases counted.
+  Model m = build_synthetic(head_layout_27b(true));
+  Engine eng(m);
+  eng.set_graphs(true);
+  cuda::dn_phases_begin();
+  const std::string d = engine_vs_oracle(m, eng, KvFormat::q4h(), random_tokens(20, m.config.vocab_size, 6), 2, true);
+  const cuda::DnPhases p = cuda::dn_phases_end();
+  report("dn phases(27b-layout,mlx4,q4h,prompt=20,decode=2)", d);
+  // at least the 2 decode steps' blocks (48 value heads, 2 blocks each) in every DeltaNet layer; whole launches only
+  const auto linear = std::count(m.config.layer_types.begin(), m.config.layer_types.end(), LayerKind::Linear);
+  CHECK(p.blocks >= 2.0 * 96 * double(linear));
+  CHECK(std::fmod(p.blocks, 96.0) == 0.0);
+  for (double c : p.cycles) CHECK(c > 0);
+}
+
 TEST_CASE("switches changed between decode steps, graphs captured anew (hkv bench --variants): the oracle's bytes") {
   // What hkv bench --variants does between blocks of tokens: the environment set to another variant, the switches
   // read again, the captured graphs dropped. Each decode step runs under the next variant, with graphs, and must
@@ -170,7 +189,7 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
           "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
           "HKV_MV_U3=0,HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0;HKV_PDL=0,HKV_PDL_ALL=0;"
           "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0;HKV_DN_FUSED=0;"
-          "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,"
+          "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,HKV_DN_HOIST=1,"
           "HKV_OUT_TRIGGER=0"),
       [&] {
         cuda::reload_switches();
