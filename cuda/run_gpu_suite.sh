@@ -162,7 +162,7 @@ for s in $stages; do
           ${HKV_BENCH_ARGS:---depths 1024,32768 --kv-cache bf16,q4h --tokens 8} --json "$OUT/bench$sfx.json" \
           > "$OUT/bench$sfx.log" 2>&1
         echo "bench [$v]: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
-        grep -E "hkv bench|copy bandwidth|weights|peak device|^\||attention alone|error|exception" "$OUT/bench$sfx.log" \
+        grep -E "hkv bench|copy bandwidth|weights|peak device|^\||attention alone|phases|error|exception" "$OUT/bench$sfx.log" \
           | tee -a "$summary"
       done ;;
     bench-ab)  # hkv bench --variants: HKV_AB's variants ("default;HKV_DN_SPLIT=1,HKV_DN_TPC=1") in one process,
