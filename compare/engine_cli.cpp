@@ -431,7 +431,9 @@ int cmd_bench(const Args& a) {
   const VariantsOption vo = variants_option(a, "hkv bench");
   const std::vector<EnvVariant>& variants = vo.list;
   const int nvar = variants.empty() ? 1 : int(variants.size()), rounds = vo.rounds;
-  const int64_t span = int64_t(rounds) * nvar * (warm + ntok) + (timeline ? kTraced : 0);  // decode steps a row
+  // decode steps a row: the timed ones, then the traced (--timeline) and the counted one (--phases)
+  const bool dn_phases = a.has("phases") && !attn_only;
+  const int64_t span = int64_t(rounds) * nvar * (warm + ntok) + (timeline ? kTraced : 0) + (dn_phases ? 1 : 0);
   for (int64_t d : depths)
     if (d < span + 1)
       throw UsageError("hkv bench: each depth must exceed the tokens decoded at it, " + std::to_string(span) +
@@ -559,8 +561,8 @@ int cmd_bench(const Args& a) {
               round_ms[size_t(v)].push_back(median(block));
             }
           rm.sample();
-          if (a.has("phases") && !attn_only) {  // one more token with the DeltaNet recurrence's phases counted
-            eng->drop_graphs();                 // captured anew with the counting instantiation, then dropped again
+          if (dn_phases) {       // one more token with the DeltaNet recurrence's phases counted
+            eng->drop_graphs();  // captured anew with the counting instantiation, then dropped again
             cuda::dn_phases_begin();
             tok = step(*s, tok);
             const cuda::DnPhases p = cuda::dn_phases_end();

@@ -84,16 +84,12 @@ __device__ __forceinline__ void stage_qk(const DeltaArgs& a, const float* cv, in
 __device__ __forceinline__ float z_at(const DeltaArgs& a, int64_t row, int h, int j, int dv) {
   return a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j];
 }
-__device__ __forceinline__ float store_gated_silu(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj,
-                                                  float r, float w, float silu_z) {
-  float out = (oj * r) * w;
-  out = out * silu_z;
-  a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
-  return out;
-}
 __device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
                                              float w, float z) {
-  return store_gated_silu(a, row, h, j, dv, oj, r, w, hkv::silu_c(z));
+  float out = (oj * r) * w;
+  out = out * hkv::silu_c(z);
+  a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
+  return out;
 }
 
 // Diagnostic (dn_phases_begin): thread 0's clock64 cycles in each phase of the fused split recurrence, summed over
@@ -176,15 +172,11 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
 // head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The state is
 // written after the rows' cluster syncs, so no block of the cluster reads it after it changes.
 //
-// MODE (the 27B decode form's diagnostic and experiment instantiations; 0 is the default code): bit 0, thread 0
-// counts its cycles a phase (dn_phases_begin); bit 1 (HKV_DN_HOIST), the row's β, decay and silu_c(z), which need only
-// the preloaded b, a and z, computed before the conv instead of after the norms and at the store (the same operations
-// on the same values).
-template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
+// PH (the 27B decode form's diagnostic instantiation): thread 0 counts its cycles a phase (dn_phases_begin).
+template <int DK, int CL, int TPC, bool FUSED = false, bool PH = false>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
-  constexpr bool PH = (MODE & 1) != 0, HOIST = (MODE & 2) != 0;
-  long long ph[6] = {};
+  long long ph[2] = {};
   if constexpr (PH) ph[0] = clock64();
   namespace cg = cooperative_groups;
   constexpr int DP = DK / TPC;  // rows of the column a thread holds
@@ -241,14 +233,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
       if (p == 0) z_in = z_at(a, row, h, j, dv);
     }
-    float beta_h = 0.0f, decay_h = 0.0f, silu_h = 0.0f;  // HOIST: computed here, used where the default computes them
-    if constexpr (HOIST) {
-      if (a.preload) {
-        beta_h = hkv::sigmoid_c(b_in);
-        decay_h = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
-        if (p == 0) silu_h = hkv::silu_c(z_in);
-      }
-    }
     float vj;
     if constexpr (FUSED) {
       const float* x = a.qkv + row * a.C;
@@ -281,9 +265,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       pc[1] += k - ph[1], ph[1] = k;
     }
     if (!a.preload) b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
-    const bool hoisted = HOIST && a.preload;
-    const float beta = hoisted ? beta_h : hkv::sigmoid_c(b_in);
-    const float decay = hoisted ? decay_h : hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
+    const float beta = hkv::sigmoid_c(b_in);
+    const float decay = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
     const float* kp = k_s + p * DP;
     const float* qp = q_s + p * DP;
 #pragma unroll
@@ -317,12 +300,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       const long long k = clock64();
       pc[3] += k - ph[1], ph[1] = k;
     }
-    if (p == 0) {
-      if (hoisted)
-        g_s[c] = store_gated_silu(a, row, h, j, dv, oj, r_s, w, silu_h);
-      else
-        g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
-    }
+    if (p == 0) g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
     if (a.xq_out) {  // the records of the block's dvb columns (dvb/32 chunks), warp w chunk w (xq_chunk)
       __syncthreads();
       if (t_ < dvb) {
@@ -357,10 +335,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
 #endif
 }
 
-// HKV_DN_HOIST=1 (experiment, off): MODE bit 1 above.
-int g_dnhoist = -1;
-bool dn_hoist_enabled() { return env_switch(g_dnhoist, "HKV_DN_HOIST", false); }
-
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
 // threads a block, as a programmatic dependent launch where launch_k would make one.
 template <int DK, int CL, int TPC, bool FUSED = false>
@@ -375,12 +349,8 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cfg.gridDim = dim3(unsigned(a.B), unsigned(a.nv * CL)), cfg.blockDim = dim3(unsigned(a.dv / CL * TPC));
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
   auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
-  if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
-    const int mode = (g_dn_phases ? 1 : 0) | (dn_hoist_enabled() ? 2 : 0);
-    if (mode == 1) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, 1>;
-    if (mode == 2) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, 2>;
-    if (mode == 3) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, 3>;
-  }
+  if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED)  // the 27B decode form: its counting instantiation
+    if (g_dn_phases) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, true>;
   HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
 }
 
@@ -432,7 +402,7 @@ bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", tru
 void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnhoist = -1; }
+void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1; }
 
 void dn_phases_begin() {
   const unsigned long long zero[7] = {};
