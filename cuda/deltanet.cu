@@ -84,12 +84,16 @@ __device__ __forceinline__ void stage_qk(const DeltaArgs& a, const float* cv, in
 __device__ __forceinline__ float z_at(const DeltaArgs& a, int64_t row, int h, int j, int dv) {
   return a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j];
 }
-__device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
-                                             float w, float z) {
+__device__ __forceinline__ float store_gated_silu(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj,
+                                                  float r, float w, float silu_z) {
   float out = (oj * r) * w;
-  out = out * hkv::silu_c(z);
+  out = out * silu_z;
   a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
   return out;
+}
+__device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
+                                             float w, float z) {
+  return store_gated_silu(a, row, h, j, dv, oj, r, w, hkv::silu_c(z));
 }
 
 // Diagnostic (dn_phases_begin): thread 0's clock64 cycles in each phase of the fused split recurrence, summed over
@@ -172,10 +176,17 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
 // head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The state is
 // written after the rows' cluster syncs, so no block of the cluster reads it after it changes.
 //
-// PH (the 27B decode form's diagnostic instantiation): thread 0 counts its cycles a phase (dn_phases_begin).
-template <int DK, int CL, int TPC, bool FUSED = false, bool PH = false>
+// MODE (the 27B decode form's diagnostic and experiment instantiations; 0 is the default code): bit 0, thread 0
+// counts its cycles a phase (dn_phases_begin); bit 1 (HKV_DN_SEARLY, experiment), the state and the conv windows
+// stored as soon as the last row has made them, before the o chain, instead of at the end; bit 2 (HKV_DN_WFN,
+// experiment, needs a.preload and 4 warps), β and the decay computed by warp 2 and silu_c(z) of the block's columns by
+// warp 3 while warps 0 and 1 take the q and k norms, instead of by every thread after them (the same functions of
+// the same values).
+template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
+  constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0, WFN = (MODE & 4) != 0 && FUSED;
+  __shared__ float fn_s[2], siluz_s[WFN ? 128 : 1];  // WFN: β and the decay; silu_c(z) a column of the block
   long long ph[2] = {};
   if constexpr (PH) ph[0] = clock64();
   namespace cg = cooperative_groups;
@@ -234,12 +245,24 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (p == 0) z_in = z_at(a, row, h, j, dv);
     }
     float vj;
+    const bool wfn = WFN && a.preload && dvb * TPC >= 128;  // (the 27B decode form: 4 warps)
     if constexpr (FUSED) {
       const float* x = a.qkv + row * a.C;
       const float qc = conv_step(cq, wq, K, x[chq]), kc = conv_step(ck, wk, K, x[chk]);
       vj = conv_step(cvw, wv, K, x[chv]);
+      if constexpr (SEARLY) {  // the conv windows are final after the last row's step
+        if (t == rows - 1) {
+          float* st = a.conv_state[b];
+#pragma unroll
+          for (int e = 0; e < K - 1; e++) {
+            if (qk_owner) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
+            if (p == 0) st[chv * (K - 1) + e] = cvw[e];
+          }
+        }
+      }
       q_s[t_] = qc;
       k_s[t_] = kc;
+      if (wfn && p == 0) siluz_s[c] = z_in;
       __syncthreads();
       if (t_ < 32) {  // warp 0 the q head's norm, warp 1 the k head's
         const float r = hkv::rsqrt_c(warp_sum_squares(q_s, DK, lane) + 1e-6f);
@@ -247,6 +270,10 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       } else if (t_ < 64) {
         const float r = hkv::rsqrt_c(warp_sum_squares(k_s, DK, lane) + 1e-6f);
         if (lane == 0) rk_s = r;
+      } else if (wfn && t_ < 96) {  // warp 2: β and the decay
+        if (lane == 0) fn_s[0] = hkv::sigmoid_c(b_in), fn_s[1] = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
+      } else if (wfn) {  // warp 3: silu_c(z) of the block's columns
+        for (int cc = lane; cc < dvb; cc += 32) siluz_s[cc] = hkv::silu_c(siluz_s[cc]);
       }
       __syncthreads();
       const float qn = (qc * rq_s) * a.q_scale, kn = kc * rk_s;
@@ -265,8 +292,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       pc[1] += k - ph[1], ph[1] = k;
     }
     if (!a.preload) b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
-    const float beta = hkv::sigmoid_c(b_in);
-    const float decay = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
+    const float beta = wfn ? fn_s[0] : hkv::sigmoid_c(b_in);
+    const float decay = wfn ? fn_s[1] : hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
     const float* kp = k_s + p * DP;
     const float* qp = q_s + p * DP;
 #pragma unroll
@@ -275,6 +302,13 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     const float delta = beta * (vj - mj);
 #pragma unroll
     for (int i = 0; i < DP; i++) s[i] = hkv::fma_rn(kp[i], delta, s[i]);
+    if constexpr (SEARLY) {  // the state is final after the last row's update (dv = 128: launch_split checks)
+      if (t == rows - 1) {
+        float* Sj = S + j;
+#pragma unroll
+        for (int i = 0; i < DP; i++) Sj[i * 128] = s[i];
+      }
+    }
     const float oj = column_chain<DP, TPC>(s, qp, p, lane);  // o = Σ_i s_i·q_i
     if (p == 0) o_s[c] = oj;
     __syncthreads();
@@ -300,7 +334,9 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       const long long k = clock64();
       pc[3] += k - ph[1], ph[1] = k;
     }
-    if (p == 0) g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
+    if (p == 0)
+      g_s[c] = wfn ? store_gated_silu(a, row, h, j, dv, oj, r_s, w, siluz_s[c])
+                   : store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
     if (a.xq_out) {  // the records of the block's dvb columns (dvb/32 chunks), warp w chunk w (xq_chunk)
       __syncthreads();
       if (t_ < dvb) {
@@ -315,9 +351,11 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       pc[4] += k - ph[1], ph[1] = k;
     }
   }
+  if constexpr (!SEARLY) {
 #pragma unroll
-  for (int i = 0; i < DP; i++) S[int64_t(i) * dv + j] = s[i];
-  if constexpr (FUSED) {
+    for (int i = 0; i < DP; i++) S[int64_t(i) * dv + j] = s[i];
+  }
+  if constexpr (FUSED && !SEARLY) {
     float* st = a.conv_state[b];
 #pragma unroll
     for (int e = 0; e < K - 1; e++) {
@@ -335,6 +373,11 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
 #endif
 }
 
+// HKV_DN_SEARLY=1, HKV_DN_WFN=1 (experiments, off): MODE bits 1 and 2 above.
+int g_dnsearly = -1, g_dnwfn = -1;
+bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", false); }
+bool dn_wfn_enabled() { return env_switch(g_dnwfn, "HKV_DN_WFN", false); }
+
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
 // threads a block, as a programmatic dependent launch where launch_k would make one.
 template <int DK, int CL, int TPC, bool FUSED = false>
@@ -349,8 +392,18 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cfg.gridDim = dim3(unsigned(a.B), unsigned(a.nv * CL)), cfg.blockDim = dim3(unsigned(a.dv / CL * TPC));
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
   auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
-  if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED)  // the 27B decode form: its counting instantiation
-    if (g_dn_phases) kernel = recurrence_split_kernel<DK, CL, TPC, FUSED, true>;
+  if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
+    const int mode = (g_dn_phases ? 1 : 0) | (dn_searly_enabled() && a.dv == 128 ? 2 : 0) | (dn_wfn_enabled() ? 4 : 0);
+    const decltype(kernel) k[8] = {kernel,
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 2>,
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 3>,
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 4>,
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 5>,
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 6>,
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 7>};
+    kernel = k[mode];
+  }
   HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
 }
 
@@ -402,7 +455,7 @@ bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", tru
 void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1; }
+void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = g_dnwfn = -1; }
 
 void dn_phases_begin() {
   const unsigned long long zero[7] = {};
