@@ -176,17 +176,17 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
 // head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The state is
 // written after the rows' cluster syncs, so no block of the cluster reads it after it changes.
 //
-// MODE (the 27B decode form's diagnostic and experiment instantiations; 0 is the default code): bit 0, thread 0
-// counts its cycles a phase (dn_phases_begin); bit 1 (HKV_DN_SEARLY, experiment), the state and the conv windows
-// stored as soon as the last row has made them, before the o chain, instead of at the end; bit 2 (HKV_DN_WFN,
-// experiment, needs a.preload and 4 warps), β and the decay computed by warp 2 and silu_c(z) of the block's columns by
-// warp 3 while warps 0 and 1 take the q and k norms, instead of by every thread after them (the same functions of
+// MODE (the 27B decode form's instantiations; the others take 0): bit 0, thread 0 counts its cycles a phase
+// (dn_phases_begin, a diagnostic); bit 1 (HKV_DN_SEARLY, on by default), the state and the conv windows stored as soon
+// as the last row has made them, the state's stores before the o chain (they fill its latency) instead of after
+// everything; bit 2 (HKV_DN_ZSILU, experiment, needs a.preload and 4 warps), silu_c(z) of the block's columns by warp 3
+// while warps 0 and 1 take the q and k norms, instead of by each column's thread at the store (the same function of
 // the same values).
 template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
-  constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0, WFN = (MODE & 4) != 0 && FUSED;
-  __shared__ float fn_s[2], siluz_s[WFN ? 128 : 1];  // WFN: β and the decay; silu_c(z) a column of the block
+  constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0, ZSILU = (MODE & 4) != 0 && FUSED;
+  __shared__ float siluz_s[ZSILU ? 128 : 1];  // ZSILU: silu_c(z) of the block's columns
   long long ph[2] = {};
   if constexpr (PH) ph[0] = clock64();
   namespace cg = cooperative_groups;
@@ -245,7 +245,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (p == 0) z_in = z_at(a, row, h, j, dv);
     }
     float vj;
-    const bool wfn = WFN && a.preload && dvb * TPC >= 128;  // (the 27B decode form: 4 warps)
+    const bool zsilu = ZSILU && a.preload && dvb * TPC >= 128;  // (the 27B decode form: 4 warps)
     if constexpr (FUSED) {
       const float* x = a.qkv + row * a.C;
       const float qc = conv_step(cq, wq, K, x[chq]), kc = conv_step(ck, wk, K, x[chk]);
@@ -262,7 +262,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       }
       q_s[t_] = qc;
       k_s[t_] = kc;
-      if (wfn && p == 0) siluz_s[c] = z_in;
+      if (zsilu && p == 0) siluz_s[c] = z_in;
       __syncthreads();
       if (t_ < 32) {  // warp 0 the q head's norm, warp 1 the k head's
         const float r = hkv::rsqrt_c(warp_sum_squares(q_s, DK, lane) + 1e-6f);
@@ -270,9 +270,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       } else if (t_ < 64) {
         const float r = hkv::rsqrt_c(warp_sum_squares(k_s, DK, lane) + 1e-6f);
         if (lane == 0) rk_s = r;
-      } else if (wfn && t_ < 96) {  // warp 2: β and the decay
-        if (lane == 0) fn_s[0] = hkv::sigmoid_c(b_in), fn_s[1] = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
-      } else if (wfn) {  // warp 3: silu_c(z) of the block's columns
+      } else if (zsilu && t_ >= 96) {  // warp 3: silu_c(z) of the block's columns
         for (int cc = lane; cc < dvb; cc += 32) siluz_s[cc] = hkv::silu_c(siluz_s[cc]);
       }
       __syncthreads();
@@ -292,8 +290,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       pc[1] += k - ph[1], ph[1] = k;
     }
     if (!a.preload) b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
-    const float beta = wfn ? fn_s[0] : hkv::sigmoid_c(b_in);
-    const float decay = wfn ? fn_s[1] : hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
+    const float beta = hkv::sigmoid_c(b_in);
+    const float decay = hkv::exp_c(-A * hkv::softplus_c(a_in + dt));
     const float* kp = k_s + p * DP;
     const float* qp = q_s + p * DP;
 #pragma unroll
@@ -335,8 +333,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       pc[3] += k - ph[1], ph[1] = k;
     }
     if (p == 0)
-      g_s[c] = wfn ? store_gated_silu(a, row, h, j, dv, oj, r_s, w, siluz_s[c])
-                   : store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
+      g_s[c] = zsilu ? store_gated_silu(a, row, h, j, dv, oj, r_s, w, siluz_s[c])
+                     : store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
     if (a.xq_out) {  // the records of the block's dvb columns (dvb/32 chunks), warp w chunk w (xq_chunk)
       __syncthreads();
       if (t_ < dvb) {
@@ -373,10 +371,9 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
 #endif
 }
 
-// HKV_DN_SEARLY=1, HKV_DN_WFN=1 (experiments, off): MODE bits 1 and 2 above.
-int g_dnsearly = -1, g_dnwfn = -1;
-bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", false); }
-bool dn_wfn_enabled() { return env_switch(g_dnwfn, "HKV_DN_WFN", false); }
+// HKV_DN_ZSILU=1 (experiment, off): MODE bit 2 above.
+int g_dnzsilu = -1;
+bool dn_zsilu_enabled() { return env_switch(g_dnzsilu, "HKV_DN_ZSILU", false); }
 
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
 // threads a block, as a programmatic dependent launch where launch_k would make one.
@@ -393,7 +390,8 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
   auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
   if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
-    const int mode = (g_dn_phases ? 1 : 0) | (dn_searly_enabled() && a.dv == 128 ? 2 : 0) | (dn_wfn_enabled() ? 4 : 0);
+    const int mode =
+        (g_dn_phases ? 1 : 0) | (dn_searly_enabled() && a.dv == 128 ? 2 : 0) | (dn_zsilu_enabled() ? 4 : 0);
     const decltype(kernel) k[8] = {kernel,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 2>,
@@ -447,15 +445,17 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 
 namespace {
 // -1: not yet read from the environment (HKV_DN_SPLIT, HKV_DN_TPC, HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD)
-int g_split = -1, g_tpc = -1, g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1;
+int g_split = -1, g_tpc = -1, g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1;
 }  // namespace
 bool deltanet_fused() { return env_switch(g_dnfused, "HKV_DN_FUSED", true); }
 void set_deltanet_fused(bool on) { g_dnfused = on ? 1 : 0; }
 bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", true); }
 void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
+bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", true); }
+void set_dn_searly(bool on) { g_dnsearly = on ? 1 : 0; }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = g_dnwfn = -1; }
+void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = g_dnzsilu = -1; }
 
 void dn_phases_begin() {
   const unsigned long long zero[7] = {};

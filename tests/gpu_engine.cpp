@@ -189,9 +189,8 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
           "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
           "HKV_MV_U3=0,HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0;HKV_PDL=0,HKV_PDL_ALL=0;"
           "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0;HKV_DN_FUSED=0;"
-          "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,HKV_DN_SEARLY=1,HKV_DN_"
-          "WFN=1,"
-          "HKV_OUT_TRIGGER=0"),
+          "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,"
+          "HKV_OUT_TRIGGER=0,HKV_DN_SEARLY=0,HKV_DN_ZSILU=1"),
       [&] {
         cuda::reload_switches();
         eng.drop_graphs();
@@ -219,7 +218,8 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
                                                    {"HKV_DN_PRELOAD=0", cuda::deltanet_preload_enabled()},
                                                    {"HKV_ATTN_PRE=0", cuda::attn_pre_enabled()},
                                                    {"HKV_OUT_TRIGGER=0", cuda::out_trigger_enabled()},
-                                                   {"HKV_REC_PRODUCER=0", cuda::records_by_producer_enabled()}})
+                                                   {"HKV_REC_PRODUCER=0", cuda::records_by_producer_enabled()},
+                                                   {"HKV_DN_SEARLY=0", cuda::dn_searly_enabled()}})
       CHECK_MESSAGE(on == (text.find(name) == std::string::npos), name, " under ", text);
     const int32_t next = argmax(lo.data(), m.config.vocab_size);
     lo = forward(m, os, {next}, o);
