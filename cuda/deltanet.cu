@@ -84,16 +84,12 @@ __device__ __forceinline__ void stage_qk(const DeltaArgs& a, const float* cv, in
 __device__ __forceinline__ float z_at(const DeltaArgs& a, int64_t row, int h, int j, int dv) {
   return a.z[row * int64_t(a.nv) * dv + int64_t(h) * dv + j];
 }
-__device__ __forceinline__ float store_gated_silu(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj,
-                                                  float r, float w, float silu_z) {
-  float out = (oj * r) * w;
-  out = out * silu_z;
-  a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
-  return out;
-}
 __device__ __forceinline__ float store_gated(const DeltaArgs& a, int64_t row, int h, int j, int dv, float oj, float r,
                                              float w, float z) {
-  return store_gated_silu(a, row, h, j, dv, oj, r, w, hkv::silu_c(z));
+  float out = (oj * r) * w;
+  out = out * hkv::silu_c(z);
+  a.core[row * int64_t(a.nv) * dv + int64_t(h) * dv + j] = out;
+  return out;
 }
 
 // Diagnostic (dn_phases_begin): thread 0's clock64 cycles in each phase of the fused split recurrence, summed over
@@ -173,20 +169,18 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
 // key head's q and of its k (dv/CL·TPC = dk threads), and each thread of column j the step for v channel j; then
 // l2norm_heads' operations (warp 0: r = rsqrt_c(warp_sum_squares(q) + 1e-6), q·r then × q_scale; warp 1 likewise
 // for k, unscaled). Every block of the key head computes its q and k (the same bytes); the first block of the key
-// head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The state is
-// written after the rows' cluster syncs, so no block of the cluster reads it after it changes.
+// head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The q and k conv
+// state is written after a cluster sync of the last row, so no block of the cluster reads it after it changes.
 //
 // MODE (the 27B decode form's instantiations; the others take 0): bit 0, thread 0 counts its cycles a phase
-// (dn_phases_begin, a diagnostic); bit 1 (HKV_DN_SEARLY, on by default), the state and the conv windows stored as soon
-// as the last row has made them, the state's stores before the o chain (they fill its latency) instead of after
-// everything; bit 2 (HKV_DN_ZSILU, experiment, needs a.preload and 4 warps), silu_c(z) of the block's columns by warp 3
-// while warps 0 and 1 take the q and k norms, instead of by each column's thread at the store (the same function of
-// the same values).
+// (dn_phases_begin, a diagnostic); bit 1 (HKV_DN_SEARLY, on by default), the state stored as soon as the last row has
+// updated it, before its o chain (the stores fill the chain's latency), instead of after everything; the v window
+// after the last row's conv; the q and k windows, which every block of the key head reads at its start, after the last
+// row's first cluster sync, when every block has read them (the same values).
 template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
-  constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0, ZSILU = (MODE & 4) != 0 && FUSED;
-  __shared__ float siluz_s[ZSILU ? 128 : 1];  // ZSILU: silu_c(z) of the block's columns
+  constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0;
   long long ph[2] = {};
   if constexpr (PH) ph[0] = clock64();
   namespace cg = cooperative_groups;
@@ -245,24 +239,19 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       if (p == 0) z_in = z_at(a, row, h, j, dv);
     }
     float vj;
-    const bool zsilu = ZSILU && a.preload && dvb * TPC >= 128;  // (the 27B decode form: 4 warps)
     if constexpr (FUSED) {
       const float* x = a.qkv + row * a.C;
       const float qc = conv_step(cq, wq, K, x[chq]), kc = conv_step(ck, wk, K, x[chk]);
       vj = conv_step(cvw, wv, K, x[chv]);
-      if constexpr (SEARLY) {  // the conv windows are final after the last row's step
-        if (t == rows - 1) {
+      if constexpr (SEARLY) {  // the v window is final after the last row's step, and only this block reads it
+        if (t == rows - 1 && p == 0) {
           float* st = a.conv_state[b];
 #pragma unroll
-          for (int e = 0; e < K - 1; e++) {
-            if (qk_owner) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
-            if (p == 0) st[chv * (K - 1) + e] = cvw[e];
-          }
+          for (int e = 0; e < K - 1; e++) st[chv * (K - 1) + e] = cvw[e];
         }
       }
       q_s[t_] = qc;
       k_s[t_] = kc;
-      if (zsilu && p == 0) siluz_s[c] = z_in;
       __syncthreads();
       if (t_ < 32) {  // warp 0 the q head's norm, warp 1 the k head's
         const float r = hkv::rsqrt_c(warp_sum_squares(q_s, DK, lane) + 1e-6f);
@@ -270,8 +259,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       } else if (t_ < 64) {
         const float r = hkv::rsqrt_c(warp_sum_squares(k_s, DK, lane) + 1e-6f);
         if (lane == 0) rk_s = r;
-      } else if (zsilu && t_ >= 96) {  // warp 3: silu_c(z) of the block's columns
-        for (int cc = lane; cc < dvb; cc += 32) siluz_s[cc] = hkv::silu_c(siluz_s[cc]);
       }
       __syncthreads();
       const float qn = (qc * rq_s) * a.q_scale, kn = kc * rk_s;
@@ -320,7 +307,14 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       for (int e = 0; e < 4; e++) acc = hkv::fma_rn(o_s[4 * t_ + e], o_s[4 * t_ + e], acc);
       part_s[t_] = acc;
     }
-    cluster.sync();  // every block's lane values are written
+    cluster.sync();                   // every block's lane values are written
+    if constexpr (SEARLY && FUSED) {  // the q and k windows: every block of the key head has read them by now
+      if (t == rows - 1 && qk_owner) {
+        float* st = a.conv_state[b];
+#pragma unroll
+        for (int e = 0; e < K - 1; e++) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
+      }
+    }
     if (t_ < 32) {
       float v = 0.0f;  // lanes past dv/4 have no elements (warp_sum_squares)
       if (4 * t_ < dv) v = *cluster.map_shared_rank(&part_s[t_ % (dvb / 4)], unsigned(hb + t_ / (dvb / 4)));
@@ -332,9 +326,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       const long long k = clock64();
       pc[3] += k - ph[1], ph[1] = k;
     }
-    if (p == 0)
-      g_s[c] = zsilu ? store_gated_silu(a, row, h, j, dv, oj, r_s, w, siluz_s[c])
-                     : store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
+    if (p == 0) g_s[c] = store_gated(a, row, h, j, dv, oj, r_s, w, a.preload ? z_in : z_at(a, row, h, j, dv));
     if (a.xq_out) {  // the records of the block's dvb columns (dvb/32 chunks), warp w chunk w (xq_chunk)
       __syncthreads();
       if (t_ < dvb) {
@@ -371,10 +363,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
 #endif
 }
 
-// HKV_DN_ZSILU=1 (experiment, off): MODE bit 2 above.
-int g_dnzsilu = -1;
-bool dn_zsilu_enabled() { return env_switch(g_dnzsilu, "HKV_DN_ZSILU", false); }
-
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
 // threads a block, as a programmatic dependent launch where launch_k would make one.
 template <int DK, int CL, int TPC, bool FUSED = false>
@@ -390,16 +378,10 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
   auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
   if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
-    const int mode =
-        (g_dn_phases ? 1 : 0) | (dn_searly_enabled() && a.dv == 128 ? 2 : 0) | (dn_zsilu_enabled() ? 4 : 0);
-    const decltype(kernel) k[8] = {kernel,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
+    const int mode = (g_dn_phases ? 1 : 0) | (dn_searly_enabled() && a.dv == 128 ? 2 : 0);
+    const decltype(kernel) k[4] = {kernel, recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 2>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 3>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 4>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 5>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 6>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 7>};
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 3>};
     kernel = k[mode];
   }
   HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
@@ -455,7 +437,7 @@ bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD
 bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", true); }
 void set_dn_searly(bool on) { g_dnsearly = on ? 1 : 0; }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = g_dnzsilu = -1; }
+void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1; }
 
 void dn_phases_begin() {
   const unsigned long long zero[7] = {};
