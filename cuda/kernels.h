@@ -335,11 +335,12 @@ void set_deltanet_early(bool on);
 // (z). forget_deltanet_switches rereads it too.
 bool deltanet_preload_enabled();
 void set_deltanet_preload(bool on);
-// On by default (HKV_DN_SEARLY=0 or set_dn_searly(false) turns it off; H200, 2026-11-30, session 15 run 6: on −0.52
-// and −0.78% a q4h token at 1K, −0.73 and −0.63% at 32K): the 27B decode form of the fused split recurrence stores the
-// state as soon as the last row has updated it, before that row's o chain, whose fma latency the stores then fill
-// (the state's store after everything took 0.90 µs of a block's 6.7 after pdl_wait, hkv bench --phases), and the conv
-// windows after the last row's conv. The same bytes.
+// On by default (HKV_DN_SEARLY=0 or set_dn_searly(false) turns it off; H200, 2026-11-30, session 15 runs 6–8: off
+// +0.37 to +0.78% a q4h token at 1K, +0.41 to +0.73% at 32K, +0.26 and +0.28% at 128K; docs/RESULTS.md §2): the 27B
+// decode form of the fused split recurrence stores the state as soon as the last row has updated it, before that
+// row's o chain, whose fma latency the stores then fill (the state's store after everything took 0.90 µs of a block's
+// 6.7 after pdl_wait, hkv bench --phases); the v conv window after the last row's conv, the q and k windows after its
+// first cluster sync. The same bytes.
 bool dn_searly_enabled();
 void set_dn_searly(bool on);
 void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD and HKV_DN_SEARLY read again
