@@ -16,7 +16,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/hkv-out}
 mkdir -p "$OUT"
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 stages="${*:-ops engine bench}"
 deps=()
 if ls .deps/*.deb > /dev/null 2>&1; then
