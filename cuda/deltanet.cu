@@ -181,6 +181,9 @@ template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
   constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0;
+  static_assert(!SEARLY || FUSED, "the early stores are the fused form's");
+  constexpr int DVF =
+      DK * CL / TPC;  // the fused form's dv (fused_shape_ok: dv/CL·TPC = dk): S's row stride under SEARLY
   long long ph[2] = {};
   if constexpr (PH) ph[0] = clock64();
   namespace cg = cooperative_groups;
@@ -287,11 +290,11 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     const float delta = beta * (vj - mj);
 #pragma unroll
     for (int i = 0; i < DP; i++) s[i] = hkv::fma_rn(kp[i], delta, s[i]);
-    if constexpr (SEARLY) {  // the state is final after the last row's update (dv = 128: launch_split checks)
-      if (t == rows - 1) {
+    if constexpr (SEARLY) {  // the state is final after the last row's update (a compile-time stride: no 64-bit
+      if (t == rows - 1) {   // address a store, which had cost registers and spills)
         float* Sj = S + j;
 #pragma unroll
-        for (int i = 0; i < DP; i++) Sj[i * 128] = s[i];
+        for (int i = 0; i < DP; i++) Sj[i * DVF] = s[i];
       }
     }
     const float oj = column_chain<DP, TPC>(s, qp, p, lane);  // o = Σ_i s_i·q_i
@@ -378,7 +381,7 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
   auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
   if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
-    const int mode = (g_dn_phases ? 1 : 0) | (dn_searly_enabled() && a.dv == 128 ? 2 : 0);
+    const int mode = (g_dn_phases ? 1 : 0) | (dn_searly_enabled() ? 2 : 0);
     const decltype(kernel) k[4] = {kernel, recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 2>,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 3>};
