@@ -343,7 +343,13 @@ void set_deltanet_preload(bool on);
 // first cluster sync. The same bytes.
 bool dn_searly_enabled();
 void set_dn_searly(bool on);
-void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD and HKV_DN_SEARLY read again
+// Off by default, an experiment (HKV_DN_MBAR=1 or set_dn_mbar(true)): the 27B decode form of the fused split recurrence
+// exchanges the gated norm's lane values between the two blocks of a value head by mbarrier instead of two syncs of the
+// cluster (the two took 1.25 µs of a block's 6.5 after pdl_wait, hkv bench --phases). The same bytes.
+bool dn_mbar_enabled();
+void set_dn_mbar(bool on);
+void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD, HKV_DN_SEARLY and HKV_DN_MBAR read
+                                  // again
 bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);
