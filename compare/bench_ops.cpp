@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -106,6 +107,92 @@ void print_phases(const std::vector<std::string>& names, const std::vector<cuda:
   row("all", all);
   std::printf("a token: launches %.3f ms from first start to last end, of which gaps %.3f ms\n",
               (all.total + all.gap) / 1e3, all.gap / 1e3);
+}
+
+// Pearson's correlation of two equal-length series (0 when either is constant)
+double correlation(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < n; i++) ma += a[i], mb += b[i];
+  ma /= double(n), mb /= double(n);
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; i++)
+    sab += (a[i] - ma) * (b[i] - mb), saa += (a[i] - ma) * (a[i] - ma), sbb += (b[i] - mb) * (b[i] - mb);
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0.0;
+}
+
+// Whether the tail is the same multiprocessors each time (--phases): per launch, each multiprocessor's lateness, its
+// last warp's end less the launch's earliest multiprocessor's last warp's end; per launch kind, the mean lateness of
+// each multiprocessor over the kind's even launches and over its odd ones, and the correlation of the two (near 1:
+// the same multiprocessors end late every time; near 0: the order is new each launch); the mean and largest
+// lateness, and the latest multiprocessors. Then the correlation of each kind's per-multiprocessor lateness with the
+// first kind's.
+void print_sm_spread(const std::vector<std::string>& names, const std::vector<cuda::MatvecStamps>& st) {
+  std::vector<std::string> order;
+  struct Acc {
+    std::vector<double> late[2];
+    std::vector<int> n[2];
+    std::vector<double> all_late, all_rec;  // every (launch, multiprocessor): its lateness, its records' lateness
+    double sum = 0, max = 0, count = 0;
+    int launches = 0;
+  };
+  std::map<std::string, Acc> acc;
+  for (size_t i = 0; i < st.size() && i < names.size(); i++) {
+    const std::vector<uint64_t>&e = st[i].sm_end, &r = st[i].sm_records;
+    uint64_t e0 = ~0ull, r0 = ~0ull;
+    for (size_t sm = 0; sm < e.size(); sm++)
+      if (e[sm]) e0 = std::min(e0, e[sm]), r0 = std::min(r0, r[sm]);
+    if (e0 == ~0ull) continue;
+    if (!acc.count(names[i])) order.push_back(names[i]);
+    Acc& a = acc[names[i]];
+    const int half = a.launches++ % 2;
+    for (int h = 0; h < 2; h++) a.late[h].resize(e.size(), 0.0), a.n[h].resize(e.size(), 0);
+    for (size_t sm = 0; sm < e.size(); sm++)
+      if (e[sm]) {
+        const double late = double(e[sm] - e0) / 1e3;
+        a.late[half][sm] += late, a.n[half][sm] += 1;
+        a.sum += late, a.count += 1, a.max = std::max(a.max, late);
+        a.all_late.push_back(late), a.all_rec.push_back(double(r[sm] - r0) / 1e3);
+      }
+  }
+  std::printf(
+      "\nthe tail by multiprocessor (--phases; µs a multiprocessor's last warp ends after the launch's first "
+      "multiprocessor's; halves: its even and odd launches; records: the correlation with the lateness of the "
+      "multiprocessor's records being staged)\n");
+  std::printf(
+      "| launch | launches | mean | largest | halves' correlation | records | latest multiprocessors (mean µs) |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  std::vector<std::pair<std::string, std::vector<double>>> means;
+  for (const std::string& name : order) {
+    Acc& a = acc[name];
+    std::vector<double> m(a.late[0].size(), 0.0), h0, h1;
+    std::vector<int> used;
+    for (size_t sm = 0; sm < m.size(); sm++) {
+      const int n = a.n[0][sm] + (a.late[1].empty() ? 0 : a.n[1][sm]);
+      if (!n) continue;
+      used.push_back(int(sm));
+      m[sm] = (a.late[0][sm] + (a.late[1].empty() ? 0.0 : a.late[1][sm])) / n;
+      if (!a.late[1].empty() && a.n[0][sm] && a.n[1][sm])
+        h0.push_back(a.late[0][sm] / a.n[0][sm]), h1.push_back(a.late[1][sm] / a.n[1][sm]);
+    }
+    std::sort(used.begin(), used.end(), [&](int x, int y) { return m[size_t(x)] > m[size_t(y)]; });
+    std::string latest;
+    for (size_t k = 0; k < used.size() && k < 8; k++) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%s%d: %.2f", k ? ", " : "", used[k], m[size_t(used[k])]);
+      latest += b;
+    }
+    std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %s |\n", name.c_str(), a.launches,
+                a.count ? a.sum / a.count : 0.0, a.max, h0.size() > 2 ? correlation(h0, h1) : 0.0,
+                correlation(a.all_late, a.all_rec), latest.c_str());
+    means.emplace_back(name, m);
+  }
+  if (means.size() > 1) {
+    std::printf("per-multiprocessor lateness against %s's:", means[0].first.c_str());
+    for (size_t k = 1; k < means.size(); k++)
+      std::printf(" %s %.2f%s", means[k].first.c_str(), correlation(means[0].second, means[k].second),
+                  k + 1 < means.size() ? "," : "\n");
+  }
 }
 
 // as_token (--as-token): each launch as the engine's decode token launches it (the decode fusion): the launches
@@ -214,6 +301,7 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
     std::vector<std::string> names;
     for (const Step& s : steps) names.push_back(s.name);
     print_phases(names, stamps);
+    print_sm_spread(names, stamps);
   }
   std::printf(
       "\n%zu launches a token in one graph (--chain), %.2f GB, floor %.3f ms; median of %d replays a round, "

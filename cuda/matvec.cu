@@ -118,7 +118,10 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 // after its pdl_wait, once x's records are in its shared memory, and at each warp's end (kStampWords words a launch:
 // min, max of each). The launch's slot is g_stamp_launch, read at a block's start; the last block to end moves it
 // on (the chain's next launch starts after this one has completed, so it reads the new slot).
-constexpr int kStampWords = 8;
+// After a launch's kStampWords words, two words a multiprocessor (kStampSms at most): the latest %globaltimer at
+// which a block on it had x's records staged, and the latest at which a warp on it ended (the spread of the tail
+// over the multiprocessors, hkv bench-ops --phases).
+constexpr int kStampWords = 8, kStampSms = 256, kSlotWords = kStampWords + 2 * kStampSms;
 __device__ unsigned long long* g_stamp_buf;
 __device__ unsigned g_stamp_launch, g_stamp_done, g_stamp_cap;
 
@@ -129,9 +132,16 @@ __device__ __forceinline__ unsigned long long global_ns() {
 }
 __device__ __forceinline__ void stamp(unsigned slot, int word, unsigned long long t) {
   if (slot >= g_stamp_cap) return;
-  unsigned long long* p = g_stamp_buf + size_t(slot) * kStampWords + word;
+  unsigned long long* p = g_stamp_buf + size_t(slot) * kSlotWords + word;
   atomicMin(p, t);
   atomicMax(p + 1, t);
+}
+// word 0: records staged, 1: a warp's end; the multiprocessor this runs on
+__device__ __forceinline__ void stamp_sm(unsigned slot, int word, unsigned long long t) {
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  if (slot >= g_stamp_cap || sm >= unsigned(kStampSms)) return;
+  atomicMax(g_stamp_buf + size_t(slot) * kSlotWords + kStampWords + word * kStampSms + sm, t);
 }
 
 // xq[n][c]: a block covers 8 chunks of one row, warp w the record of chunk 8·blockIdx.x + w (xq_chunk).
@@ -518,7 +528,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     __syncthreads();
   }
   if constexpr (STAMP) {
-    if (threadIdx.x == 0) stamp(slot, 4, global_ns());
+    if (threadIdx.x == 0) {
+      const unsigned long long t = global_ns();
+      stamp(slot, 4, t);
+      stamp_sm(slot, 0, t);
+    }
   }
   for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
@@ -531,7 +545,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     });
   }
   if constexpr (STAMP) {
-    if (lane == 0) stamp(slot, 6, global_ns());
+    if (lane == 0) {
+      const unsigned long long t = global_ns();
+      stamp(slot, 6, t);
+      stamp_sm(slot, 1, t);
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
       __threadfence();
@@ -865,10 +883,11 @@ void mlx4_stamps_begin(int max_launches) {
   if (max_launches < 1) throw std::runtime_error("mlx4_stamps_begin: at least one launch");
   if (g_stamp_host_buf) HKV_CUDA_CHECK(cudaFree(g_stamp_host_buf));
   g_stamp_host_buf = nullptr;
-  HKV_CUDA_CHECK(cudaMalloc(&g_stamp_host_buf, size_t(max_launches) * kStampWords * 8));
+  HKV_CUDA_CHECK(cudaMalloc(&g_stamp_host_buf, size_t(max_launches) * kSlotWords * 8));
   unsigned long long* const buf = g_stamp_host_buf;
-  std::vector<unsigned long long> init(size_t(max_launches) * kStampWords);
-  for (size_t i = 0; i < init.size(); i++) init[i] = i % 2 == 0 ? ~0ull : 0ull;  // min words high, max words 0
+  std::vector<unsigned long long> init(size_t(max_launches) * kSlotWords, 0ull);  // max words 0
+  for (size_t i = 0; i < init.size(); i++)
+    if (i % kSlotWords < kStampWords && i % 2 == 0) init[i] = ~0ull;  // min words high
   HKV_CUDA_CHECK(cudaMemcpy(buf, init.data(), init.size() * 8, cudaMemcpyHostToDevice));
   const unsigned zero = 0, ucap = unsigned(max_launches);
   HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_buf, &buf, sizeof(buf)));
@@ -885,7 +904,7 @@ std::vector<MatvecStamps> mlx4_stamps_end() {
   HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&launches, g_stamp_launch, sizeof(launches)));
   HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&cap, g_stamp_cap, sizeof(cap)));
   const unsigned n = g_stamp_host_buf ? std::min(launches, cap) : 0u;
-  std::vector<unsigned long long> h(size_t(n) * kStampWords);
+  std::vector<unsigned long long> h(size_t(n) * kSlotWords);
   if (n) HKV_CUDA_CHECK(cudaMemcpy(h.data(), g_stamp_host_buf, h.size() * 8, cudaMemcpyDeviceToHost));
   if (g_stamp_host_buf) HKV_CUDA_CHECK(cudaFree(g_stamp_host_buf));
   g_stamp_host_buf = nullptr;
@@ -893,8 +912,11 @@ std::vector<MatvecStamps> mlx4_stamps_end() {
   HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_cap, &zero, sizeof(zero)));  // no slot left to write
   std::vector<MatvecStamps> out(n);
   for (unsigned i = 0; i < n; i++) {
-    const unsigned long long* w = h.data() + size_t(i) * kStampWords;
-    out[i] = {{w[0], w[1]}, {w[2], w[3]}, {w[4], w[5]}, {w[6], w[7]}};
+    const unsigned long long* w = h.data() + size_t(i) * kSlotWords;
+    out[i] = {{w[0], w[1]}, {w[2], w[3]}, {w[4], w[5]}, {w[6], w[7]}, {}, {}};
+    const int sms = std::min(sm_count(), kStampSms);
+    out[i].sm_records.assign(w + kStampWords, w + kStampWords + sms);
+    out[i].sm_end.assign(w + kStampWords + kStampSms, w + kStampWords + kStampSms + sms);
   }
   return out;
 }
