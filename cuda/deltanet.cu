@@ -151,10 +151,10 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
   return acc;
 }
 
-// The gated norm's exchange by mbarrier (MODE bit 2, HKV_DN_MBAR): each block stores its lane values into its
-// partner's shared memory (st.shared::cluster) and arrives on the partner's barrier (release at cluster scope); it
-// then waits on its own barrier (acquire) for the partner's values. One round trip between the two blocks of a value
-// head instead of two syncs of the whole cluster.
+// The gated norm's exchange by mbarrier (MODE bit 2, HKV_DN_MBAR, on by default): each block stores its lane values
+// into its partner's shared memory (st.shared::cluster) and arrives on the partner's barrier (release at cluster
+// scope); it then waits on its own barrier (acquire) for the partner's values. One round trip between the two blocks of
+// a value head instead of two syncs of the whole cluster.
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -213,8 +213,8 @@ __device__ __forceinline__ void mbar_wait_parity(const uint64_t* bar, unsigned p
 // (dn_phases_begin, a diagnostic); bit 1 (HKV_DN_SEARLY, on by default), the state stored as soon as the last row has
 // updated it, before its o chain (the stores fill the chain's latency), instead of after everything; the v window
 // after the last row's conv; the q and k windows, which every block of the key head reads at its start, after the last
-// row's first cluster sync, when every block has read them (the same values); bit 2 (HKV_DN_MBAR, an experiment, off by
-// default), the gated norm's lane values exchanged by mbarrier between the two blocks of a value head (above) instead
+// row's first cluster sync, when every block has read them (the same values); bit 2 (HKV_DN_MBAR, on by default), the
+// gated norm's lane values exchanged by mbarrier between the two blocks of a value head (above) instead
 // of by two cluster syncs, the q and k windows stored once a split cluster barrier, arrived at after the windows' loads
 // and waited for before the first exchange, has seen every block of the cluster arrive.
 template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
@@ -520,7 +520,7 @@ void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
 bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", true); }
 void set_dn_searly(bool on) { g_dnsearly = on ? 1 : 0; }
-bool dn_mbar_enabled() { return env_switch(g_dnmbar, "HKV_DN_MBAR", false); }
+bool dn_mbar_enabled() { return env_switch(g_dnmbar, "HKV_DN_MBAR", true); }
 void set_dn_mbar(bool on) { g_dnmbar = on ? 1 : 0; }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
 void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1, g_dnmbar = -1; }

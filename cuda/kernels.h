@@ -345,9 +345,11 @@ void set_deltanet_preload(bool on);
 // first cluster sync. The same bytes.
 bool dn_searly_enabled();
 void set_dn_searly(bool on);
-// Off by default, an experiment (HKV_DN_MBAR=1 or set_dn_mbar(true)): the 27B decode form of the fused split recurrence
-// exchanges the gated norm's lane values between the two blocks of a value head by mbarrier instead of two syncs of the
-// cluster (the two took 1.25 µs of a block's 6.5 after pdl_wait, hkv bench --phases). The same bytes.
+// On by default (HKV_DN_MBAR=0 or set_dn_mbar(false) turns it off; H200, 2026-11-30, session 16 run 1: on −0.19 and
+// −0.19% a q4h token at 1K, −0.20 and −0.17% at 32K; docs/RESULTS.md §2): the 27B decode form of the fused split
+// recurrence exchanges the gated norm's lane values between the two blocks of a value head by mbarrier, one round trip,
+// instead of two syncs of the whole cluster of six (hkv bench --phases: the exchange 1.25 → 0.82 µs a block). The same
+// bytes.
 bool dn_mbar_enabled();
 void set_dn_mbar(bool on);
 void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD, HKV_DN_SEARLY and HKV_DN_MBAR read

@@ -93,11 +93,7 @@ bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true);
 // session 14 run 2, a round 1.06-1.11% faster than one chunk at 1K and 0.90-0.91% at 128K (the two default rows 0.08
 // and 0.01% apart); run 4, one chunk +1.13% (1K) and +1.11% (128K), two rounds +1.56 / +1.22%, three +1.76 / +1.54%;
 // run 6, one chunk +1.09 to +1.17% at 1K and 32K, +0.71 to +0.78% at 128K (docs/RESULTS.md §2).
-int g_pf = -2, g_pf1g = -1;
-// HKV_MV_PF1G=1 (an experiment, off by default): a 20-warp launch whose warps carry one row group each (the 27B
-// model's 5,120-row o, out and down products) prefetches two rounds of each row instead of HKV_MV_PF's (the whole of
-// a 6,144-column row).
-bool pf1g_enabled() { return env_switch(g_pf1g, "HKV_MV_PF1G", false); }
+int g_pf = -2;
 int prefetch_setting() {
   if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3, 6, 9}, 3);
   return g_pf;
@@ -669,8 +665,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
-    if (WARPS == 20 && pf1g_enabled() && g <= grid * WARPS)
-      opt = (opt & ~(0xffu << kOptPfShift)) | unsigned(2 * U) << kOptPfShift;
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
   }
@@ -783,7 +777,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_pf1g = -1, g_trigger = -1, g_out_trigger = -1;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();
