@@ -459,9 +459,8 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
-__global__ void __launch_bounds__(WARPS * 32, MINB)
-    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
+template <int NB, int RW, int U, bool PDL, int WARPS, bool STAMP>
+__device__ __forceinline__ void mlx4_smem_body(const Tasks& ts, const uint32_t* xq, const XSource& src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
   constexpr int T = WARPS * 32, P = (kNormPreload + T - 1) / T;  // P: the norm weights a thread preloads
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
@@ -557,6 +556,26 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     }
   }
 }
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
+__global__ void __launch_bounds__(WARPS * 32, MINB)
+    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
+  mlx4_smem_body<NB, RW, U, PDL, WARPS, STAMP>(ts, xq, src, opt);
+}
+// The 3-chunk form in one block of 22 warps (HKV_MV_W22): at most 88 registers a thread (under __launch_bounds__(704,
+// 1) ptxas took 80 and spilled 72 bytes).
+template <int NB, bool PDL, bool STAMP = false>
+__global__ void __maxnreg__(88) matvec_mlx4_smem22_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
+  mlx4_smem_body<NB, 2, 3, PDL, 22, STAMP>(ts, xq, src, opt);
+}
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
+constexpr auto smem_kernel() {
+  if constexpr (WARPS == 22) {
+    static_assert(RW == 2 && U == 3 && MINB == 1, "the 22-warp form is the 3-chunk one");
+    return matvec_mlx4_smem22_kernel<NB, PDL, STAMP>;
+  } else {
+    return matvec_mlx4_smem_kernel<NB, RW, U, PDL, MINB, WARPS, STAMP>;
+  }
+}
 
 // The tasks of a launch and, in block_start, the prefix sums of their units (blocks of kWarps rows for
 // dense, of kWarps·RW rows for the MLX4 L1 kernel; row groups of RW rows for the shared-memory kernel).
@@ -624,6 +643,11 @@ bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 // and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
+// HKV_MV_W22=1 (an experiment, off by default): the 3-chunk launch in one block of 22 warps a multiprocessor (at most
+// 93 registers) where that leaves its warps less to carry than 20 (u3_22_fits_better): the 27B gate|up launch's
+// 17,408 groups of 2 rows on 2,904 warps give at most 6 where the mean is 5.99, against 7 where it is 6.59 on 2,640.
+int g_w22 = -1;
+bool w22_enabled() { return env_switch(g_w22, "HKV_MV_W22", false); }
 
 // Whether the 3-chunk launch (2 rows a warp, one block of 20 warps a multiprocessor) leaves a bandwidth-bound
 // launch of these tasks less time than 4 rows a warp in 2 blocks of 8 warps: each warp's time is the rows it
@@ -636,6 +660,12 @@ bool u3_fits_better(const MatTask* tasks, int n) {
     return (groups + warps - 1) / warps * rw * warps_per_sm;
   };
   return cost(2, 20) < cost(4, 16);
+}
+bool u3_22_fits_better(const MatTask* tasks, int n) {
+  int64_t groups = 0;
+  for (int i = 0; i < n; i++) groups += (tasks[i].W.rows + 1) / 2;
+  auto cost = [&](int64_t w) { return (groups + w * sm_count() - 1) / (w * sm_count()) * w; };
+  return cost(22) < cost(20);
 }
 
 // The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
@@ -662,13 +692,13 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
-    auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
-                           : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
+    auto kernel =
+        g_stamps ? smem_kernel<NB, RW, U, true, MINB, WARPS, true>() : smem_kernel<NB, RW, U, true, MINB, WARPS>();
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
   }
-  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS>;
+  auto kernel = smem_kernel<NB, RW, U, false, MINB, WARPS>();
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
   kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src, opt);
   HKV_CHECK_LAUNCH();
@@ -698,6 +728,10 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
     if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
+      return;
+    }
+    if (u3_enabled() && w22_enabled() && u3_22_fits_better(tasks, n)) {  // (see w22_enabled)
+      launch_mlx4_smem<NB, 2, 3, 1, 22>(tasks, n, xq, src, st);
       return;
     }
     if (u3_enabled()) {  // 3 chunks a round, one block of 20 warps (see u3_enabled)
@@ -766,6 +800,8 @@ void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
+bool mlx4_w22_enabled() { return w22_enabled(); }
+void set_mlx4_w22(bool on) { g_w22 = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
 bool out_trigger_enabled() { return env_switch(g_out_trigger, "HKV_OUT_TRIGGER", true); }
@@ -776,7 +812,7 @@ int g_rec_prod = -1;
 bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PRODUCER", true); }
 void reload_switches() {
   g_rec_prod = -1;
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = g_w22 = -1;
   g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
