@@ -160,8 +160,10 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
       "multiprocessor's; halves: its even and odd launches; records: the correlation with the lateness of the "
       "multiprocessor's records being staged)\n");
   std::printf(
-      "| launch | launches | mean | largest | halves' correlation | records | latest multiprocessors (mean µs) |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+      "| launch | launches | mean | largest | sd of the multiprocessors' means | halves' correlation | records | "
+      "latest "
+      "multiprocessors (mean µs) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   std::vector<std::pair<std::string, std::vector<double>>> means;
   for (const std::string& name : order) {
     Acc& a = acc[name];
@@ -175,6 +177,11 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
       if (!a.late[1].empty() && a.n[0][sm] && a.n[1][sm])
         h0.push_back(a.late[0][sm] / a.n[0][sm]), h1.push_back(a.late[1][sm] / a.n[1][sm]);
     }
+    double mm = 0, sd = 0;  // the mean and standard deviation of the multiprocessors' mean lateness
+    for (int sm : used) mm += m[size_t(sm)];
+    if (!used.empty()) mm /= double(used.size());
+    for (int sm : used) sd += (m[size_t(sm)] - mm) * (m[size_t(sm)] - mm);
+    if (!used.empty()) sd = std::sqrt(sd / double(used.size()));
     std::sort(used.begin(), used.end(), [&](int x, int y) { return m[size_t(x)] > m[size_t(y)]; });
     std::string latest;
     for (size_t k = 0; k < used.size() && k < 8; k++) {
@@ -182,8 +189,8 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
       std::snprintf(b, sizeof b, "%s%d: %.2f", k ? ", " : "", used[k], m[size_t(used[k])]);
       latest += b;
     }
-    std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %s |\n", name.c_str(), a.launches,
-                a.count ? a.sum / a.count : 0.0, a.max, h0.size() > 2 ? correlation(h0, h1) : 0.0,
+    std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", name.c_str(), a.launches,
+                a.count ? a.sum / a.count : 0.0, a.max, sd, h0.size() > 2 ? correlation(h0, h1) : 0.0,
                 correlation(a.all_late, a.all_rec), latest.c_str());
     means.emplace_back(name, m);
   }
