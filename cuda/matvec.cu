@@ -459,8 +459,9 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-template <int NB, int RW, int U, bool PDL, int WARPS, bool STAMP>
-__device__ __forceinline__ void mlx4_smem_body(const Tasks& ts, const uint32_t* xq, const XSource& src, unsigned opt) {
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
+__global__ void __launch_bounds__(WARPS * 32, MINB)
+    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
   constexpr int T = WARPS * 32, P = (kNormPreload + T - 1) / T;  // P: the norm weights a thread preloads
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
@@ -556,26 +557,6 @@ __device__ __forceinline__ void mlx4_smem_body(const Tasks& ts, const uint32_t* 
     }
   }
 }
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
-__global__ void __launch_bounds__(WARPS * 32, MINB)
-    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
-  mlx4_smem_body<NB, RW, U, PDL, WARPS, STAMP>(ts, xq, src, opt);
-}
-// The 3-chunk form in one block of 22 warps (HKV_MV_W22): at most 88 registers a thread (under __launch_bounds__(704,
-// 1) ptxas took 80 and spilled 72 bytes).
-template <int NB, bool PDL, bool STAMP = false>
-__global__ void __maxnreg__(88) matvec_mlx4_smem22_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
-  mlx4_smem_body<NB, 2, 3, PDL, 22, STAMP>(ts, xq, src, opt);
-}
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
-constexpr auto smem_kernel() {
-  if constexpr (WARPS == 22) {
-    static_assert(RW == 2 && U == 3 && MINB == 1, "the 22-warp form is the 3-chunk one");
-    return matvec_mlx4_smem22_kernel<NB, PDL, STAMP>;
-  } else {
-    return matvec_mlx4_smem_kernel<NB, RW, U, PDL, MINB, WARPS, STAMP>;
-  }
-}
 
 // The tasks of a launch and, in block_start, the prefix sums of their units (blocks of kWarps rows for
 // dense, of kWarps·RW rows for the MLX4 L1 kernel; row groups of RW rows for the shared-memory kernel).
@@ -643,9 +624,11 @@ bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 // and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
-// HKV_MV_W22=1 (an experiment, off by default): the 3-chunk launch in one block of 22 warps a multiprocessor (at most
-// 93 registers) where that leaves its warps less to carry than 20 (u3_22_fits_better): the 27B gate|up launch's
-// 17,408 groups of 2 rows on 2,904 warps give at most 6 where the mean is 5.99, against 7 where it is 6.59 on 2,640.
+// HKV_MV_W22=1 (an experiment, off by default): the 3-chunk launch in one block of 22 warps a multiprocessor (80
+// registers, 72 bytes spilled: a multiprocessor's four register files of 16K hold 6 warps of at most 85 registers, and
+// an 88-register build, 61,952 registers in all, was refused at launch) where that leaves its warps less to carry than
+// 20 (u3_22_fits_better): the 27B gate|up launch's 17,408 groups of 2 rows on 2,904 warps give at most 6 where the mean
+// is 5.99, against 7 where it is 6.59 on 2,640.
 int g_w22 = -1;
 bool w22_enabled() { return env_switch(g_w22, "HKV_MV_W22", false); }
 
@@ -692,13 +675,13 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
-    auto kernel =
-        g_stamps ? smem_kernel<NB, RW, U, true, MINB, WARPS, true>() : smem_kernel<NB, RW, U, true, MINB, WARPS>();
+    auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
+                           : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
   }
-  auto kernel = smem_kernel<NB, RW, U, false, MINB, WARPS>();
+  auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS>;
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
   kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src, opt);
   HKV_CHECK_LAUNCH();
