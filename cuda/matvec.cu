@@ -31,6 +31,7 @@
 // exact path).
 // Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -624,13 +625,13 @@ bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 // and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
-// HKV_MV_W22=1 (an experiment, off by default): the 3-chunk launch in one block of 22 warps a multiprocessor (80
-// registers, 72 bytes spilled: a multiprocessor's four register files of 16K hold 6 warps of at most 85 registers, and
-// an 88-register build, 61,952 registers in all, was refused at launch) where that leaves its warps less to carry than
-// 20 (u3_22_fits_better): the 27B gate|up launch's 17,408 groups of 2 rows on 2,904 warps give at most 6 where the mean
-// is 5.99, against 7 where it is 6.59 on 2,640.
-int g_w22 = -1;
-bool w22_enabled() { return env_switch(g_w22, "HKV_MV_W22", false); }
+// HKV_MV_W12=1 (an experiment, off by default): a launch of 16K rows or more with 2 rows a warp and 5 chunks a round
+// in one block of 12 warps a multiprocessor, where that leaves its warps less to carry than the 20-warp launch
+// (w12_fits_better): the 27B gate|up launch's 17,408 groups on 1,584 warps give at most 11 where the mean is 10.99
+// (12 × 11 = 132 groups of time a multiprocessor, against 20 × 7 = 140), each group one round (5,120 columns: 5
+// chunks a lane), with as many loads in flight a multiprocessor (12 × 2 × 5 against 20 × 2 × 3).
+int g_w12 = -1;
+bool w12_enabled() { return env_switch(g_w12, "HKV_MV_W12", false); }
 
 // Whether the 3-chunk launch (2 rows a warp, one block of 20 warps a multiprocessor) leaves a bandwidth-bound
 // launch of these tasks less time than 4 rows a warp in 2 blocks of 8 warps: each warp's time is the rows it
@@ -644,11 +645,14 @@ bool u3_fits_better(const MatTask* tasks, int n) {
   };
   return cost(2, 20) < cost(4, 16);
 }
-bool u3_22_fits_better(const MatTask* tasks, int n) {
-  int64_t groups = 0;
-  for (int i = 0; i < n; i++) groups += (tasks[i].W.rows + 1) / 2;
-  auto cost = [&](int64_t w) { return (groups + w * sm_count() - 1) / (w * sm_count()) * w; };
-  return cost(22) < cost(20);
+bool w12_fits_better(const MatTask* tasks, int n) {
+  auto cost = [&](int64_t rw, int64_t warps_per_sm) {  // as u3_fits_better
+    int64_t groups = 0;
+    for (int i = 0; i < n; i++) groups += (tasks[i].W.rows + rw - 1) / rw;
+    const int64_t warps = warps_per_sm * sm_count();
+    return (groups + warps - 1) / warps * rw * warps_per_sm;
+  };
+  return cost(2, 12) < std::min(cost(2, 20), cost(4, 16));
 }
 
 // The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
@@ -708,13 +712,13 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
+    if (rows >= 16384 && u3_enabled() && balance_enabled() && w12_enabled() && w12_fits_better(tasks, n)) {
+      launch_mlx4_smem<NB, 2, 5, 1, 12>(tasks, n, xq, src, st);  // (see w12_enabled)
+      return;
+    }
     if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
-      return;
-    }
-    if (u3_enabled() && w22_enabled() && u3_22_fits_better(tasks, n)) {  // (see w22_enabled)
-      launch_mlx4_smem<NB, 2, 3, 1, 22>(tasks, n, xq, src, st);
       return;
     }
     if (u3_enabled()) {  // 3 chunks a round, one block of 20 warps (see u3_enabled)
@@ -783,8 +787,8 @@ void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
-bool mlx4_w22_enabled() { return w22_enabled(); }
-void set_mlx4_w22(bool on) { g_w22 = on ? 1 : 0; }
+bool mlx4_w12_enabled() { return w12_enabled(); }
+void set_mlx4_w12(bool on) { g_w12 = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
 bool out_trigger_enabled() { return env_switch(g_out_trigger, "HKV_OUT_TRIGGER", true); }
@@ -795,7 +799,7 @@ int g_rec_prod = -1;
 bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PRODUCER", true); }
 void reload_switches() {
   g_rec_prod = -1;
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = g_w22 = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = g_w12 = -1;
   g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();

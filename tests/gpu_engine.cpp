@@ -187,7 +187,7 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   EnvVariants env(parse_variants("default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
                                  "HKV_MV_U3=0,HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0,"
                                  "HKV_DN_MBAR=0;HKV_PDL=0,HKV_PDL_ALL=0;"
-                                 "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0,HKV_MV_W22=1;"
+                                 "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0,HKV_MV_W12=1;"
                                  "HKV_DN_FUSED=0;"
                                  "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,"
                                  "HKV_OUT_TRIGGER=0,HKV_DN_SEARLY=0"),
