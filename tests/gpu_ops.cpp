@@ -222,8 +222,9 @@ const char* const kLaunch[] = {"plain",
                                "pdl,4-rows-a-warp-past-16K",
                                "pdl,prologue-unbatched",
                                "pdl,no-trigger",
-                               "pdl,12-warps-5-chunks"};
-const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7, 8};
+                               "pdl,12-warps-5-chunks",
+                               "pdl,warp-major"};
+const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7, 8, 9};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
 void in_launch(int cfg, F&& f) {
@@ -236,8 +237,11 @@ void in_launch(int cfg, F&& f) {
   cuda::set_mlx4_trigger(cfg != 7);
   const bool w12 = cuda::mlx4_w12_enabled();
   cuda::set_mlx4_w12(cfg == 8 || w12);
+  const bool wmajor = cuda::mlx4_wmajor_enabled();
+  cuda::set_mlx4_wmajor(cfg == 9 || wmajor);
   f();
   cuda::set_mlx4_w12(w12);
+  cuda::set_mlx4_wmajor(wmajor);
   cuda::set_mlx4_trigger(true);
   cuda::set_mlx4_prologue(true, true);
   cuda::set_mlx4_balance(true);
