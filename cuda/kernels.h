@@ -138,15 +138,6 @@ void set_mlx4_u3(bool on);
 // 32K and 128K, RESULTS §2): launches of 16K rows or more take that 3-chunk launch where it leaves each warp fewer
 // rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
 void set_mlx4_balance(bool on);
-// Off by default, an experiment (HKV_MV_W12=1 or set_mlx4_w12(true)): launches of 16K rows or more with 2 rows a warp
-// and 5 chunks a round in one block of 12 warps where that leaves each multiprocessor less to carry than the 3-chunk
-// launch in 20 (the 27B gate|up: 11 groups a warp instead of 7). The same bytes.
-bool mlx4_w12_enabled();
-void set_mlx4_w12(bool on);
-// Off by default, an experiment (HKV_MV_WMAJOR=1 or set_mlx4_wmajor(true)): the decode launch's row groups dealt
-// warp-major over its blocks, so that each multiprocessor carries about as many. The same bytes.
-bool mlx4_wmajor_enabled();
-void set_mlx4_wmajor(bool on);
 // On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off; H200, 2026-11-30: both off +2.7–3.0% a q4h token):
 // the decode MLX4 kernel stages x's records from xq with 8 loads a thread in flight (the down_proj's 70 KB had taken
 // one round trip per load), and reads its norm's weights (read-only) into registers before pdl_wait, while the kernel

@@ -31,7 +31,6 @@
 // exact path).
 // Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
-#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -77,7 +76,7 @@ constexpr int kWarps = 8;
 // The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
 constexpr int kNormPreload = 5120;
 // matvec_mlx4_smem_kernel's opt bits
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u, kOptWarpMajor = 32u;
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
@@ -468,10 +467,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
   const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * WARPS;
-  // the warp's first row group: warp w of block b takes b·WARPS + w, or, with kOptWarpMajor (HKV_MV_WMAJOR),
-  // w·blocks + b, so that the groups past a whole number a warp spread over every multiprocessor
-  const int64_t g0 = (opt & kOptWarpMajor) ? int64_t(threadIdx.x >> 5) * gridDim.x + blockIdx.x
-                                           : int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
   unsigned slot = 0;
   if constexpr (STAMP) {
     slot = g_stamp_launch;
@@ -487,7 +482,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     for (int k = 0; k < P; k++) wpre[k] = threadIdx.x + k * T < cols ? __ldg(src.norm_w + threadIdx.x + k * T) : 0.0f;
   }
   if constexpr (PDL) {  // launched as a dependent: the first weights (read-only) go to L2 while x is produced
-    const int64_t g = g0;
+    const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
     if (g < total) {
       int64_t local;
       const MatTask& task = ts.t[find_task(ts, g, local)];
@@ -535,7 +530,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       stamp_sm(slot, 0, t);
     }
   }
-  for (int64_t g = g0; g < total; g += stride) {
+  for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
     mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
@@ -629,17 +624,6 @@ bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 // and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
-// HKV_MV_W12=1 (an experiment, off by default): a launch of 16K rows or more with 2 rows a warp and 5 chunks a round
-// in one block of 12 warps a multiprocessor, where that leaves its warps less to carry than the 20-warp launch
-// (w12_fits_better): the 27B gate|up launch's 17,408 groups on 1,584 warps give at most 11 where the mean is 10.99
-// (12 × 11 = 132 groups of time a multiprocessor, against 20 × 7 = 140), each group one round (5,120 columns: 5
-// chunks a lane), with as many loads in flight a multiprocessor (12 × 2 × 5 against 20 × 2 × 3).
-int g_w12 = -1, g_wmajor = -1;
-// HKV_MV_WMAJOR=1 (an experiment, off by default): the decode launch's row groups dealt warp-major over the blocks
-// (warp w of block b starts at w·blocks + b), so that where groups are not a whole number a warp (the 27B gate|up:
-// 6.59) every multiprocessor carries about as many (131 or 132 groups instead of 140 on 79 of them and 120 on 53).
-bool wmajor_enabled() { return env_switch(g_wmajor, "HKV_MV_WMAJOR", false); }
-bool w12_enabled() { return env_switch(g_w12, "HKV_MV_W12", false); }
 
 // Whether the 3-chunk launch (2 rows a warp, one block of 20 warps a multiprocessor) leaves a bandwidth-bound
 // launch of these tasks less time than 4 rows a warp in 2 blocks of 8 warps: each warp's time is the rows it
@@ -652,15 +636,6 @@ bool u3_fits_better(const MatTask* tasks, int n) {
     return (groups + warps - 1) / warps * rw * warps_per_sm;
   };
   return cost(2, 20) < cost(4, 16);
-}
-bool w12_fits_better(const MatTask* tasks, int n) {
-  auto cost = [&](int64_t rw, int64_t warps_per_sm) {  // as u3_fits_better
-    int64_t groups = 0;
-    for (int i = 0; i < n; i++) groups += (tasks[i].W.rows + rw - 1) / rw;
-    const int64_t warps = warps_per_sm * sm_count();
-    return (groups + warps - 1) / warps * rw * warps_per_sm;
-  };
-  return cost(2, 12) < std::min(cost(2, 20), cost(4, 16));
 }
 
 // The decode kernel's shared memory: the records of NB inputs, and, when the launch makes them (made), the staged
@@ -686,7 +661,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
-  if (wmajor_enabled()) opt |= kOptWarpMajor;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
@@ -721,10 +695,6 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
-    if (rows >= 16384 && u3_enabled() && balance_enabled() && w12_enabled() && w12_fits_better(tasks, n)) {
-      launch_mlx4_smem<NB, 2, 5, 1, 12>(tasks, n, xq, src, st);  // (see w12_enabled)
-      return;
-    }
     if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
@@ -796,10 +766,6 @@ void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
 void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
 void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
-bool mlx4_w12_enabled() { return w12_enabled(); }
-bool mlx4_wmajor_enabled() { return wmajor_enabled(); }
-void set_mlx4_wmajor(bool on) { g_wmajor = on ? 1 : 0; }
-void set_mlx4_w12(bool on) { g_w12 = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
 bool out_trigger_enabled() { return env_switch(g_out_trigger, "HKV_OUT_TRIGGER", true); }
@@ -810,7 +776,7 @@ int g_rec_prod = -1;
 bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PRODUCER", true); }
 void reload_switches() {
   g_rec_prod = -1;
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = g_w12 = g_wmajor = -1;
+  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
   g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();

@@ -211,9 +211,7 @@ namespace {
 // blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
 // rows a warp (HKV_MV_BALANCE=0); (6) the default with the records staged one load at a time and the norm weights read
 // after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default without the launch triggering its dependents at
-// its start (HKV_MV_TRIGGER=0; every other configuration triggers); (8) the default with 16K rows or more in 12 warps
-// of 5 chunks a round where that leaves each multiprocessor less to carry (HKV_MV_W12=1: the 17408 + 17408-row cases on
-// 132 multiprocessors).
+// its start (HKV_MV_TRIGGER=0; every other configuration triggers).
 const char* const kLaunch[] = {"plain",
                                "pdl",
                                "pdl,2-blocks",
@@ -221,10 +219,8 @@ const char* const kLaunch[] = {"plain",
                                "pdl,2-chunks-24-warps",
                                "pdl,4-rows-a-warp-past-16K",
                                "pdl,prologue-unbatched",
-                               "pdl,no-trigger",
-                               "pdl,12-warps-5-chunks",
-                               "pdl,warp-major"};
-const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7, 8, 9};
+                               "pdl,no-trigger"};
+const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
 void in_launch(int cfg, F&& f) {
@@ -235,13 +231,7 @@ void in_launch(int cfg, F&& f) {
   cuda::set_mlx4_balance(cfg != 5);
   cuda::set_mlx4_prologue(cfg != 6, cfg != 6);
   cuda::set_mlx4_trigger(cfg != 7);
-  const bool w12 = cuda::mlx4_w12_enabled();
-  cuda::set_mlx4_w12(cfg == 8 || w12);
-  const bool wmajor = cuda::mlx4_wmajor_enabled();
-  cuda::set_mlx4_wmajor(cfg == 9 || wmajor);
   f();
-  cuda::set_mlx4_w12(w12);
-  cuda::set_mlx4_wmajor(wmajor);
   cuda::set_mlx4_trigger(true);
   cuda::set_mlx4_prologue(true, true);
   cuda::set_mlx4_balance(true);
