@@ -364,6 +364,11 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
         st_cluster(cluster_addr(&xs_s[par][rank * nl + t_], partner), acc);
         mbar_arrive_cluster(cluster_addr(&nb_bar, partner));
       }
+      // every thread's last access to another block's shared memory is behind it: the cluster barrier's second phase,
+      // waited for at the kernel's end, so that no block exits while a partner could still write into it (the
+      // partner's wait above already orders that write before this block's read; the barrier states it for the
+      // tools, and costs a wait only when a partner is still short of its last exchange)
+      if (t == rows - 1) cluster_arrive_release();
       if constexpr (SEARLY) {  // the q and k windows: every block of the key head has read them (the wait above)
         if (t == rows - 1 && qk_owner) {
           float* st = a.conv_state[b];
@@ -438,6 +443,9 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       for (int i = 0; i < 6; i++) atomicAdd(&g_dn_cycles[i], (unsigned long long)pc[i]);
       atomicAdd(&g_dn_cycles[6], 1ull);
     }
+  }
+  if constexpr (MBAR) {
+    if (rows > 0) cluster_wait_acquire();  // (the arrival after the last row's exchange)
   }
 #endif
 }
