@@ -154,7 +154,9 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
 // The gated norm's exchange by mbarrier (MODE bit 2, HKV_DN_MBAR, on by default): each block stores its lane values
 // into its partner's shared memory (st.shared::cluster) and arrives on the partner's barrier (release at cluster
 // scope); it then waits on its own barrier (acquire) for the partner's values. One round trip between the two blocks of
-// a value head instead of two syncs of the whole cluster.
+// a value head instead of two syncs of the whole cluster. Each row's values take their own half of xs_s (the row's
+// parity) and phase of the barrier: a partner one row ahead writes the other half, and it cannot be two rows ahead
+// (its next exchange waits for this block's).
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -214,9 +216,11 @@ __device__ __forceinline__ void mbar_wait_parity(const uint64_t* bar, unsigned p
 // updated it, before its o chain (the stores fill the chain's latency), instead of after everything; the v window
 // after the last row's conv; the q and k windows, which every block of the key head reads at its start, after the last
 // row's first cluster sync, when every block has read them (the same values); bit 2 (HKV_DN_MBAR, on by default), the
-// gated norm's lane values exchanged by mbarrier between the two blocks of a value head (above) instead
-// of by two cluster syncs, the q and k windows stored once a split cluster barrier, arrived at after the windows' loads
-// and waited for before the first exchange, has seen every block of the cluster arrive.
+// gated norm's lane values exchanged by mbarrier between the two blocks of a value head (above) instead of by two
+// cluster syncs. A split cluster barrier orders the rest: its first phase, arrived at after the windows' loads and the
+// barrier's init and waited for before the first exchange, lets the partner arrive on this block's barrier and the q
+// and k windows be stored; its second, arrived at after the last exchange and waited for at the end, keeps every block
+// until no partner can still write into its shared memory.
 template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
