@@ -109,9 +109,10 @@ void print_phases(const std::vector<std::string>& names, const std::vector<cuda:
               (all.total + all.gap) / 1e3, all.gap / 1e3);
 }
 
-// Pearson's correlation of two equal-length series (0 when either is constant)
+// Pearson's correlation of two equal-length series (0 when either is constant or has fewer than 2 values)
 double correlation(const std::vector<double>& a, const std::vector<double>& b) {
   const size_t n = std::min(a.size(), b.size());
+  if (n < 2) return 0.0;
   double ma = 0, mb = 0;
   for (size_t i = 0; i < n; i++) ma += a[i], mb += b[i];
   ma /= double(n), mb /= double(n);
@@ -161,8 +162,7 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
       "multiprocessor's records being staged)\n");
   std::printf(
       "| launch | launches | mean | largest | sd of the multiprocessors' means | halves' correlation | records | "
-      "latest "
-      "multiprocessors (mean µs) |\n");
+      "latest multiprocessors (mean µs) |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   std::vector<std::pair<std::string, std::vector<double>>> means;
   for (const std::string& name : order) {
@@ -170,12 +170,11 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
     std::vector<double> m(a.late[0].size(), 0.0), h0, h1;
     std::vector<int> used;
     for (size_t sm = 0; sm < m.size(); sm++) {
-      const int n = a.n[0][sm] + (a.late[1].empty() ? 0 : a.n[1][sm]);
+      const int n = a.n[0][sm] + a.n[1][sm];
       if (!n) continue;
       used.push_back(int(sm));
-      m[sm] = (a.late[0][sm] + (a.late[1].empty() ? 0.0 : a.late[1][sm])) / n;
-      if (!a.late[1].empty() && a.n[0][sm] && a.n[1][sm])
-        h0.push_back(a.late[0][sm] / a.n[0][sm]), h1.push_back(a.late[1][sm] / a.n[1][sm]);
+      m[sm] = (a.late[0][sm] + a.late[1][sm]) / n;
+      if (a.n[0][sm] && a.n[1][sm]) h0.push_back(a.late[0][sm] / a.n[0][sm]), h1.push_back(a.late[1][sm] / a.n[1][sm]);
     }
     double mm = 0, sd = 0;  // the mean and standard deviation of the multiprocessors' mean lateness
     for (int sm : used) mm += m[size_t(sm)];
@@ -190,8 +189,8 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
       latest += b;
     }
     std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", name.c_str(), a.launches,
-                a.count ? a.sum / a.count : 0.0, a.max, sd, h0.size() > 2 ? correlation(h0, h1) : 0.0,
-                correlation(a.all_late, a.all_rec), latest.c_str());
+                a.count ? a.sum / a.count : 0.0, a.max, sd, correlation(h0, h1), correlation(a.all_late, a.all_rec),
+                latest.c_str());
     means.emplace_back(name, m);
   }
   if (means.size() > 1) {

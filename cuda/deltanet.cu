@@ -215,12 +215,12 @@ __device__ __forceinline__ void mbar_wait_parity(const uint64_t* bar, unsigned p
 // (dn_phases_begin, a diagnostic); bit 1 (HKV_DN_SEARLY, on by default), the state stored as soon as the last row has
 // updated it, before its o chain (the stores fill the chain's latency), instead of after everything; the v window
 // after the last row's conv; the q and k windows, which every block of the key head reads at its start, after the last
-// row's first cluster sync, when every block has read them (the same values); bit 2 (HKV_DN_MBAR, on by default), the
-// gated norm's lane values exchanged by mbarrier between the two blocks of a value head (above) instead of by two
-// cluster syncs. A split cluster barrier orders the rest: its first phase, arrived at after the windows' loads and the
-// barrier's init and waited for before the first exchange, lets the partner arrive on this block's barrier and the q
-// and k windows be stored; its second, arrived at after the last exchange and waited for at the end, keeps every block
-// until no partner can still write into its shared memory.
+// row's exchange of the gated norm, when every block has read them (the same values); bit 2 (HKV_DN_MBAR, on by
+// default), the gated norm's lane values exchanged by mbarrier between the two blocks of a value head (above) instead
+// of by two cluster syncs. A split cluster barrier orders the rest: its first phase, arrived at after the windows'
+// loads and the barrier's init and waited for before the first exchange, lets the partner arrive on this block's
+// barrier (and orders the q and k windows' store after every block's loads); its second, arrived at after the last
+// exchange and waited for at the end, keeps every block until no partner can still write into its shared memory.
 template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
@@ -355,14 +355,18 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       const long long k = clock64();
       pc[2] += k - ph[1], ph[1] = k;
     }
+    // the gated norm's sum of squares: lane rank·nl + t_'s chain over its 4 elements (t_ < nl), all in this block
+    const int nl = dvb / 4;
+    float acc = 0.0f;
+    if (t_ < nl) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) acc = hkv::fma_rn(o_s[4 * t_ + e], o_s[4 * t_ + e], acc);
+    }
     if constexpr (MBAR) {
       // every block of the cluster has initialized its barrier and read its windows (once, at the first row)
       if (t == 0) cluster_wait_acquire();
-      const int par = t & 1, nl = dvb / 4;
-      if (t_ < nl) {  // lane rank·nl + t_'s chain over its 4 elements: here, and at the partner
-        float acc = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 4; e++) acc = hkv::fma_rn(o_s[4 * t_ + e], o_s[4 * t_ + e], acc);
+      const int par = t & 1;
+      if (t_ < nl) {  // the lane's value here, and at the partner
         xs_s[par][rank * nl + t_] = acc;
         const unsigned partner = unsigned(hb + 1 - rank);
         st_cluster(cluster_addr(&xs_s[par][rank * nl + t_], partner), acc);
@@ -373,13 +377,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       // partner's wait above already orders that write before this block's read; the barrier states it for the
       // tools, and costs a wait only when a partner is still short of its last exchange)
       if (t == rows - 1) cluster_arrive_release();
-      if constexpr (SEARLY) {  // the q and k windows: every block of the key head has read them (the wait above)
-        if (t == rows - 1 && qk_owner) {
-          float* st = a.conv_state[b];
-#pragma unroll
-          for (int e = 0; e < K - 1; e++) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
-        }
-      }
       if (t_ < 32) {  // the partner's lane values of this row are in (phase t of the barrier)
         mbar_wait_parity(&nb_bar, unsigned(par));
         __syncwarp();  // this block's own values, written by lanes 0 … nl − 1
@@ -388,20 +385,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       }
       __syncthreads();  // r_s is set
     } else {
-      if (t_ < dvb / 4) {  // lane rank·dvb/4 + t_'s chain over its 4 elements, all in this block
-        float acc = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 4; e++) acc = hkv::fma_rn(o_s[4 * t_ + e], o_s[4 * t_ + e], acc);
-        part_s[t_] = acc;
-      }
-      cluster.sync();                   // every block's lane values are written
-      if constexpr (SEARLY && FUSED) {  // the q and k windows: every block of the key head has read them by now
-        if (t == rows - 1 && qk_owner) {
-          float* st = a.conv_state[b];
-#pragma unroll
-          for (int e = 0; e < K - 1; e++) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
-        }
-      }
+      if (t_ < nl) part_s[t_] = acc;
+      cluster.sync();  // every block's lane values are written
       if (t_ < 32) {
         float v = 0.0f;  // lanes past dv/4 have no elements (warp_sum_squares)
         if (4 * t_ < dv) v = *cluster.map_shared_rank(&part_s[t_ % (dvb / 4)], unsigned(hb + t_ / (dvb / 4)));
@@ -409,6 +394,13 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
         if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
       }
       cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
+    }
+    if constexpr (SEARLY) {  // the q and k windows: past either exchange, every block of the key head has read them
+      if (t == rows - 1 && qk_owner) {
+        float* st = a.conv_state[b];
+#pragma unroll
+        for (int e = 0; e < K - 1; e++) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
+      }
     }
     if constexpr (PH) {
       const long long k = clock64();
@@ -469,7 +461,7 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
   auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
   if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
-    const int mode = (g_dn_phases ? 1 : 0) | (dn_searly_enabled() ? 2 : 0) | (dn_mbar_enabled() ? 4 : 0);
+    const int mode = fused_recurrence_mode();
     const decltype(kernel) k[8] = {kernel,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 2>,
@@ -522,7 +514,8 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 }  // namespace
 
 namespace {
-// -1: not yet read from the environment (HKV_DN_SPLIT, HKV_DN_TPC, HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD)
+// -1: not yet read from the environment (HKV_DN_SPLIT, HKV_DN_TPC, HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD,
+// HKV_DN_SEARLY, HKV_DN_MBAR)
 int g_split = -1, g_tpc = -1, g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1, g_dnmbar = -1;
 }  // namespace
 bool deltanet_fused() { return env_switch(g_dnfused, "HKV_DN_FUSED", true); }
@@ -534,6 +527,9 @@ bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", true);
 void set_dn_searly(bool on) { g_dnsearly = on ? 1 : 0; }
 bool dn_mbar_enabled() { return env_switch(g_dnmbar, "HKV_DN_MBAR", true); }
 void set_dn_mbar(bool on) { g_dnmbar = on ? 1 : 0; }
+int fused_recurrence_mode() {
+  return (g_dn_phases ? 1 : 0) | (dn_searly_enabled() ? 2 : 0) | (dn_mbar_enabled() ? 4 : 0);
+}
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
 void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1, g_dnmbar = -1; }
 

@@ -355,6 +355,9 @@ void set_dn_searly(bool on);
 // than off. The same bytes.
 bool dn_mbar_enabled();
 void set_dn_mbar(bool on);
+// The MODE bits the 27B decode form of the fused split recurrence launches with now: 1 its phases counted
+// (dn_phases_begin), 2 HKV_DN_SEARLY, 4 HKV_DN_MBAR.
+int fused_recurrence_mode();
 void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD, HKV_DN_SEARLY and HKV_DN_MBAR read
                                   // again
 bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now

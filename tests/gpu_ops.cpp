@@ -910,6 +910,8 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       cuda::set_deltanet_early(early);
       cuda::set_deltanet_preload(preload);
       cuda::set_dn_searly(searly);
+      // the switches reach the 27B form's instantiation (else its cases below would run the default twice)
+      CHECK(cuda::fused_recurrence_mode() == ((searly ? 2 : 0) | (mbar ? 4 : 0)));
       made = cuda::deltanet(a, nullptr);
       a.xq_out = nullptr;
       cuda::set_dn_searly(searly0);
