@@ -151,45 +151,6 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
   return acc;
 }
 
-// The gated norm's exchange by mbarrier (MODE bit 2, HKV_DN_MBAR, on by default): each block stores its lane values
-// into its partner's shared memory (st.shared::cluster) and arrives on the partner's barrier (release at cluster
-// scope); it then waits on its own barrier (acquire) for the partner's values. One round trip between the two blocks of
-// a value head instead of two syncs of the whole cluster. Each row's values take their own half of xs_s (the row's
-// parity) and phase of the barrier: a partner one row ahead writes the other half, and it cannot be two rows ahead
-// (its next exchange waits for this block's).
-__device__ __forceinline__ uint32_t smem_u32(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_arrive_release() {
-  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory"); }
-// p's address in the shared memory of the cluster's block `rank`
-__device__ __forceinline__ uint32_t cluster_addr(const void* p, unsigned rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void st_cluster(uint32_t addr, float v) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t addr) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(addr) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_parity(const uint64_t* bar, unsigned parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-
 // recurrence_kernel with each (sequence, value head) split over the CL blocks of a cluster, and each column of S
 // over TPC threads (adjacent lanes). Block r owns columns r·dv/CL … (r+1)·dv/CL − 1, so that a head's state is read
 // and written by CL multiprocessors instead of one; thread p of a column holds rows p·DK/TPC … of it in registers
@@ -215,18 +176,12 @@ __device__ __forceinline__ void mbar_wait_parity(const uint64_t* bar, unsigned p
 // (dn_phases_begin, a diagnostic); bit 1 (HKV_DN_SEARLY, on by default), the state stored as soon as the last row has
 // updated it, before its o chain (the stores fill the chain's latency), instead of after everything; the v window
 // after the last row's conv; the q and k windows, which every block of the key head reads at its start, after the last
-// row's exchange of the gated norm, when every block has read them (the same values); bit 2 (HKV_DN_MBAR, on by
-// default), the gated norm's lane values exchanged by mbarrier between the two blocks of a value head (above) instead
-// of by two cluster syncs. A split cluster barrier orders the rest: its first phase, arrived at after the windows'
-// loads and the barrier's init and waited for before the first exchange, lets the partner arrive on this block's
-// barrier (and orders the q and k windows' store after every block's loads); its second, arrived at after the last
-// exchange and waited for at the end, keeps every block until no partner can still write into its shared memory.
+// row's first cluster sync, when every block has read them (the same values).
 template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
-  constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0, MBAR = (MODE & 4) != 0;
+  constexpr bool PH = (MODE & 1) != 0, SEARLY = (MODE & 2) != 0;
   static_assert(!SEARLY || FUSED, "the early stores are the fused form's");
-  static_assert(!MBAR || (FUSED && CL == 2), "the exchange by mbarrier is the 27B form's");
   constexpr int DVF =
       DK * CL / TPC;  // the fused form's dv (fused_shape_ok: dv/CL·TPC = dk): S's row stride under SEARLY
   long long ph[2] = {};
@@ -242,8 +197,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   __shared__ float q_s[DK], k_s[DK], o_s[128], part_s[32];
   __shared__ __align__(16) float g_s[128];  // xq_out: the block's gated outputs, column c at c
   __shared__ float r_s, rq_s, rk_s;
-  __shared__ __align__(8) uint64_t nb_bar;  // MBAR: the partner's lane values of a row have arrived (one phase a row)
-  __shared__ float xs_s[2][32];             // MBAR: [row parity][lane]: the head's lane values, both blocks'
   const int crank = int(cluster.block_rank()), rank = crank % CL, hb = crank - rank;  // hb: the head's first rank
   const int dv = a.dv, dvb = dv / CL;
   const int b = blockIdx.x, h = blockIdx.y / CL, t_ = threadIdx.x, c = t_ / TPC, p = t_ % TPC;
@@ -272,10 +225,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       wk[e] = a.conv_w[chk * K + e];
       wv[e] = a.conv_w[chv * K + e];
     }
-  }
-  if constexpr (MBAR) {  // the barrier, then this thread's arrival: its loads of the windows are done
-    if (t_ == 0) mbar_init(&nb_bar, unsigned((CL - 1) * (dvb / 4)));
-    cluster_arrive_release();
   }
   if (a.early) pdl_wait();       // from here on: qkv, z, b, a (the in-projections' outputs)
   if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the out product may launch (it waits for this grid before reading)
@@ -355,53 +304,27 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       const long long k = clock64();
       pc[2] += k - ph[1], ph[1] = k;
     }
-    // the gated norm's sum of squares: lane rank·nl + t_'s chain over its 4 elements (t_ < nl), all in this block
-    const int nl = dvb / 4;
-    float acc = 0.0f;
-    if (t_ < nl) {
+    if (t_ < dvb / 4) {  // lane rank·dvb/4 + t_'s chain over its 4 elements, all in this block
+      float acc = 0.0f;
 #pragma unroll
       for (int e = 0; e < 4; e++) acc = hkv::fma_rn(o_s[4 * t_ + e], o_s[4 * t_ + e], acc);
+      part_s[t_] = acc;
     }
-    if constexpr (MBAR) {
-      // every block of the cluster has initialized its barrier and read its windows (once, at the first row)
-      if (t == 0) cluster_wait_acquire();
-      const int par = t & 1;
-      if (t_ < nl) {  // the lane's value here, and at the partner
-        xs_s[par][rank * nl + t_] = acc;
-        const unsigned partner = unsigned(hb + 1 - rank);
-        st_cluster(cluster_addr(&xs_s[par][rank * nl + t_], partner), acc);
-        mbar_arrive_cluster(cluster_addr(&nb_bar, partner));
-      }
-      // every thread's last access to another block's shared memory is behind it: the cluster barrier's second phase,
-      // waited for at the kernel's end, so that no block exits while a partner could still write into it (the
-      // partner's wait above already orders that write before this block's read; the barrier states it for the
-      // tools, and costs a wait only when a partner is still short of its last exchange)
-      if (t == rows - 1) cluster_arrive_release();
-      if (t_ < 32) {  // the partner's lane values of this row are in (phase t of the barrier)
-        mbar_wait_parity(&nb_bar, unsigned(par));
-        __syncwarp();  // this block's own values, written by lanes 0 … nl − 1
-        const float v = warp_tree_sum(4 * t_ < dv ? xs_s[par][t_] : 0.0f);
-        if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
-      }
-      __syncthreads();  // r_s is set
-    } else {
-      if (t_ < nl) part_s[t_] = acc;
-      cluster.sync();  // every block's lane values are written
-      if (t_ < 32) {
-        float v = 0.0f;  // lanes past dv/4 have no elements (warp_sum_squares)
-        if (4 * t_ < dv) v = *cluster.map_shared_rank(&part_s[t_ % (dvb / 4)], unsigned(hb + t_ / (dvb / 4)));
-        v = warp_tree_sum(v);
-        if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
-      }
-      cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
-    }
-    if constexpr (SEARLY) {  // the q and k windows: past either exchange, every block of the key head has read them
+    cluster.sync();                   // every block's lane values are written
+    if constexpr (SEARLY && FUSED) {  // the q and k windows: every block of the key head has read them by now
       if (t == rows - 1 && qk_owner) {
         float* st = a.conv_state[b];
 #pragma unroll
         for (int e = 0; e < K - 1; e++) st[chq * (K - 1) + e] = cq[e], st[chk * (K - 1) + e] = ck[e];
       }
     }
+    if (t_ < 32) {
+      float v = 0.0f;  // lanes past dv/4 have no elements (warp_sum_squares)
+      if (4 * t_ < dv) v = *cluster.map_shared_rank(&part_s[t_ % (dvb / 4)], unsigned(hb + t_ / (dvb / 4)));
+      v = warp_tree_sum(v);
+      if (t_ == 0) r_s = hkv::rsqrt_c(v / float(dv) + a.eps);
+    }
+    cluster.sync();  // every block has read the others' lane values before they are written again; r_s is set
     if constexpr (PH) {
       const long long k = clock64();
       pc[3] += k - ph[1], ph[1] = k;
@@ -440,9 +363,6 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
       atomicAdd(&g_dn_cycles[6], 1ull);
     }
   }
-  if constexpr (MBAR) {
-    if (rows > 0) cluster_wait_acquire();  // (the arrival after the last row's exchange)
-  }
 #endif
 }
 
@@ -462,14 +382,9 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
   if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
     const int mode = fused_recurrence_mode();
-    const decltype(kernel) k[8] = {kernel,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
+    const decltype(kernel) k[4] = {kernel, recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
                                    recurrence_split_kernel<DK, CL, TPC, FUSED, 2>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 3>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 4>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 5>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 6>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 7>};
+                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 3>};
     kernel = k[mode];
   }
   HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
@@ -515,8 +430,8 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 
 namespace {
 // -1: not yet read from the environment (HKV_DN_SPLIT, HKV_DN_TPC, HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD,
-// HKV_DN_SEARLY, HKV_DN_MBAR)
-int g_split = -1, g_tpc = -1, g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1, g_dnmbar = -1;
+// HKV_DN_SEARLY)
+int g_split = -1, g_tpc = -1, g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1;
 }  // namespace
 bool deltanet_fused() { return env_switch(g_dnfused, "HKV_DN_FUSED", true); }
 void set_deltanet_fused(bool on) { g_dnfused = on ? 1 : 0; }
@@ -525,13 +440,9 @@ void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
 bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", true); }
 void set_dn_searly(bool on) { g_dnsearly = on ? 1 : 0; }
-bool dn_mbar_enabled() { return env_switch(g_dnmbar, "HKV_DN_MBAR", true); }
-void set_dn_mbar(bool on) { g_dnmbar = on ? 1 : 0; }
-int fused_recurrence_mode() {
-  return (g_dn_phases ? 1 : 0) | (dn_searly_enabled() ? 2 : 0) | (dn_mbar_enabled() ? 4 : 0);
-}
+int fused_recurrence_mode() { return (g_dn_phases ? 1 : 0) | (dn_searly_enabled() ? 2 : 0); }
 void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1, g_dnmbar = -1; }
+void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1; }
 
 void dn_phases_begin() {
   const unsigned long long zero[7] = {};

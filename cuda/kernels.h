@@ -345,21 +345,10 @@ void set_deltanet_preload(bool on);
 // first cluster sync. The same bytes.
 bool dn_searly_enabled();
 void set_dn_searly(bool on);
-// On by default (HKV_DN_MBAR=0 or set_dn_mbar(false) turns it off; docs/RESULTS.md §2): the 27B decode form of the
-// fused split recurrence exchanges the gated norm's lane values between the two blocks of a value head by mbarrier, one
-// store and arrival each way, instead of two syncs of the whole cluster of six, and waits at its end for a cluster
-// barrier arrived at after its last exchange (so that no block exits while its partner could still write into it:
-// racecheck flagged the form without it). Measured (H200, 2026-11-30, session 16): hkv bench --phases, the exchange
-// 1.25 → 0.99 µs a block; off against on, +0.20 and +0.02% a q4h token at 1K, +0.06 and +0.11% at 32K (run 7), within
-// the rounds' spread; the form without the barrier at exit had been 0.17–0.20% (run 1) and 0.41–0.43% (run 4) faster
-// than off. The same bytes.
-bool dn_mbar_enabled();
-void set_dn_mbar(bool on);
 // The MODE bits the 27B decode form of the fused split recurrence launches with now: 1 its phases counted
-// (dn_phases_begin), 2 HKV_DN_SEARLY, 4 HKV_DN_MBAR.
+// (dn_phases_begin), 2 HKV_DN_SEARLY.
 int fused_recurrence_mode();
-void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD, HKV_DN_SEARLY and HKV_DN_MBAR read
-                                  // again
+void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD and HKV_DN_SEARLY read again
 bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now
 int recurrence_tpc();
 void set_recurrence_split(int blocks, int threads_a_column);

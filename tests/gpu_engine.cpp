@@ -184,17 +184,17 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   Engine eng(m);
   eng.set_graphs(true);
   CHECK(eng.embedding_to_host() > 0);  // as hkv bench runs: the table read from pinned host memory
-  EnvVariants env(parse_variants("default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
-                                 "HKV_MV_U3=0,HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0,"
-                                 "HKV_DN_MBAR=0;HKV_PDL=0,HKV_PDL_ALL=0;"
-                                 "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0;"
-                                 "HKV_DN_FUSED=0;"
-                                 "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,"
-                                 "HKV_OUT_TRIGGER=0,HKV_DN_SEARLY=0"),
-                  [&] {
-                    cuda::reload_switches();
-                    eng.drop_graphs();
-                  });
+  EnvVariants env(
+      parse_variants(
+          "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
+          "HKV_MV_U3=0,HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0;HKV_PDL=0,HKV_PDL_ALL=0;"
+          "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0;HKV_DN_FUSED=0;"
+          "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,"
+          "HKV_OUT_TRIGGER=0,HKV_DN_SEARLY=0"),
+      [&] {
+        cuda::reload_switches();
+        eng.drop_graphs();
+      });
   const KvFormat f = KvFormat::q4h();
   const std::vector<int32_t> prompt = random_tokens(size_t(len(40, 20)), m.config.vocab_size, 4);
   const int steps = 2 * int(env.size());
@@ -219,8 +219,7 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
                                                    {"HKV_ATTN_PRE=0", cuda::attn_pre_enabled()},
                                                    {"HKV_OUT_TRIGGER=0", cuda::out_trigger_enabled()},
                                                    {"HKV_REC_PRODUCER=0", cuda::records_by_producer_enabled()},
-                                                   {"HKV_DN_SEARLY=0", cuda::dn_searly_enabled()},
-                                                   {"HKV_DN_MBAR=0", cuda::dn_mbar_enabled()}})
+                                                   {"HKV_DN_SEARLY=0", cuda::dn_searly_enabled()}})
       CHECK_MESSAGE(on == (text.find(name) == std::string::npos), name, " under ", text);
     const int32_t next = argmax(lo.data(), m.config.vocab_size);
     lo = forward(m, os, {next}, o);

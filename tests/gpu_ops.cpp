@@ -890,10 +890,8 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     bool made = false;
     std::string rec_diff;
     // early: HKV_DN_EARLY; preload: HKV_DN_PRELOAD; searly: HKV_DN_SEARLY (the fused 27B form, dk = dv = 128 over 2
-    // blocks of 2 threads a column, stores its state and conv windows early); mbar: HKV_DN_MBAR (that form exchanges
-    // the gated norm's values by mbarrier)
-    auto run = [&](int cl, int tpc, bool fused = false, bool early = true, bool preload = true, bool searly = true,
-                   bool mbar = false) {
+    // blocks of 2 threads a column, stores its state and conv windows early)
+    auto run = [&](int cl, int tpc, bool fused = false, bool early = true, bool preload = true, bool searly = true) {
       dconv.put(conv0);
       dS.put(S0);
       dcore.poison();
@@ -904,18 +902,16 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       const bool fused0 = cuda::deltanet_fused();
       cuda::set_recurrence_split(cl, tpc);
       const bool early0 = cuda::deltanet_early_enabled(), preload0 = cuda::deltanet_preload_enabled();
-      const bool searly0 = cuda::dn_searly_enabled(), mbar0 = cuda::dn_mbar_enabled();
-      cuda::set_dn_mbar(mbar);
+      const bool searly0 = cuda::dn_searly_enabled();
       cuda::set_deltanet_fused(fused);
       cuda::set_deltanet_early(early);
       cuda::set_deltanet_preload(preload);
       cuda::set_dn_searly(searly);
-      // the switches reach the 27B form's instantiation (else its cases below would run the default twice)
-      CHECK(cuda::fused_recurrence_mode() == ((searly ? 2 : 0) | (mbar ? 4 : 0)));
+      // the switch reaches the 27B form's instantiation (else its cases below would run the default twice)
+      CHECK(cuda::fused_recurrence_mode() == (searly ? 2 : 0));
       made = cuda::deltanet(a, nullptr);
       a.xq_out = nullptr;
       cuda::set_dn_searly(searly0);
-      cuda::set_dn_mbar(mbar0);
       cuda::set_deltanet_preload(preload0);
       cuda::set_deltanet_early(early0);
       cuda::set_deltanet_fused(fused0);  // the default (or the environment's) for the tests after this one
@@ -967,23 +963,16 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       }
       CHECK(taken);  // else this compares the three launches with themselves
       // S and the conv state read before pdl_wait (HKV_DN_EARLY) or after; b, a, z loaded with qkv (HKV_DN_PRELOAD)
-      // or where they are used; the state and conv windows stored early (HKV_DN_SEARLY) or at the end; the norm's
-      // exchange by mbarrier (HKV_DN_MBAR, the 27B form only)
-      for (auto [early, preload, searly, mbar] :
-           std::vector<std::tuple<bool, bool, bool, bool>>{{true, true, true, false},
-                                                           {false, true, true, false},
-                                                           {true, false, true, false},
-                                                           {true, true, false, false},
-                                                           {true, true, true, true},
-                                                           {false, false, false, true}}) {
-        if (mbar && !(dk == 128 && dv == 128 && cl == 2 && tpc == 2)) continue;
-        std::string d = first_diff(run(cl, tpc, true, early, preload, searly, mbar), want);
+      // or where they are used; the state and conv windows stored early (HKV_DN_SEARLY) or at the end
+      for (auto [early, preload, searly] : std::vector<std::tuple<bool, bool, bool>>{
+               {true, true, true}, {false, true, true}, {true, false, true}, {true, true, false}}) {
+        std::string d = first_diff(run(cl, tpc, true, early, preload, searly), want);
         if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
         d += rec_diff;
         std::printf(
-            "deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d%s%s%s%s): %s\n",
-            dk, dv, cl, tpc, early ? "" : ",late", preload ? "" : ",no preload", searly ? "" : ",stores at the end",
-            mbar ? ",exchange by mbarrier" : "", d.empty() ? "OK" : ("FAIL " + d).c_str());
+            "deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d%s%s%s): %s\n", dk,
+            dv, cl, tpc, early ? "" : ",late", preload ? "" : ",no preload", searly ? "" : ",stores at the end",
+            d.empty() ? "OK" : ("FAIL " + d).c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
     }
