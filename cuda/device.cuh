@@ -228,11 +228,6 @@ void launch_k(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStre
 
 // The 128-byte line holding p into L2 (no register written, nothing waited for).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-// bytes (a multiple of 16) from p (16-byte aligned) into L2 by the copy engine (cp.async.bulk.prefetch; one
-// instruction, nothing waited for).
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-}
 
 // One token of the causal depthwise conv of a DeltaNet channel (reference/model.cpp linear_attention):
 // acc = fma chain of w[j]·s[j] over the K − 1 window entries (oldest first) from 0, then fma(w[K−1], x, acc),

@@ -498,8 +498,6 @@ void Engine::ensure_scratch(int64_t rows, int max_keys) {
 void Engine::drop_graphs() noexcept {
   for (auto& [k, g] : graph_cache_) cudaGraphExecDestroy(g);
   graph_cache_.clear();
-  for (NextPf* t : pf_tables_) device_free(t);
-  pf_tables_.clear();
 }
 
 void Engine::free_scratch() noexcept {
@@ -740,30 +738,15 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
                             (all_rows ? "all" : "none");
     auto it = graph_cache_.find(key);
     if (it == graph_cache_.end()) {
-      // HKV_MV_NEXTPF (an experiment): the graph's decode launches each prefetch the next one's first weights, from
-      // a table of their ranges recorded while capturing and copied to the device before the graph first runs
-      constexpr int kPfCap = 4096;
-      NextPf* pf_table = nullptr;
-      if (nextpf_megabytes() > 0) {
-        pf_table = static_cast<NextPf*>(device_alloc(sizeof(NextPf) * kPfCap, "HKV_MV_NEXTPF's table"));
-        pf_tables_.push_back(pf_table);
-        HKV_CUDA_CHECK(cudaMemset(pf_table, 0, sizeof(NextPf) * kPfCap));
-      }
       cudaGraph_t g;
       HKV_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      nextpf_begin(pf_table, kPfCap);
       try {
         launch_layers(r, nullptr);
       } catch (...) {
-        nextpf_end();
         cudaStreamEndCapture(stream_, &g);
         throw;
       }
-      const std::vector<NextPf> pf = nextpf_end();
       HKV_CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
-      if (pf_table != nullptr && !pf.empty())
-        HKV_CUDA_CHECK(cudaMemcpy(pf_table, pf.data(), sizeof(NextPf) * std::min<size_t>(pf.size(), kPfCap),
-                                  cudaMemcpyHostToDevice));
       cudaGraphExec_t ge;
       HKV_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
       HKV_CUDA_CHECK(cudaGraphDestroy(g));

@@ -196,7 +196,6 @@ class Engine {
   bool graphs_ = false;
   size_t fast_tile_cap_ = 0;
   std::map<std::string, cudaGraphExec_t> graph_cache_;
-  std::vector<NextPf*> pf_tables_;          // HKV_MV_NEXTPF's tables of the cached graphs
   std::shared_ptr<FastPrefillState> fast_;  // cuBLAS handle and scratch of the fast prefill path
 };
 

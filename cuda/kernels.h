@@ -117,25 +117,6 @@ struct MatvecStamps {
 };
 void mlx4_stamps_begin(int max_launches);
 std::vector<MatvecStamps> mlx4_stamps_end();
-// An experiment (HKV_MV_NEXTPF=MB, off by default): the L2 prefetch of the next decode launch's first weights by the
-// warps of this one as each ends, so that the bytes the next launch reads first are fetched while this launch's tail
-// leaves the memory idle. NextPf: the ranges of one launch's weights (codes, scales and biases of its first rows, in
-// the order its grid reads them; each range 16-byte aligned, a multiple of 16 bytes), total their sum.
-constexpr int kNextPfRanges = 3 * kMaxTasks;
-struct NextPf {
-  const char* p[kNextPfRanges];
-  uint32_t bytes[kNextPfRanges];
-  uint32_t total;
-  int n;
-};
-// The prefix each launch's record covers, in MB (HKV_MV_NEXTPF: 0, 4, 8, 16, 24, 32 or 48; 0 off).
-int nextpf_megabytes();
-// Between nextpf_begin(table, cap) and nextpf_end(), the decode MLX4 launches are numbered from 0: launch j records
-// its ranges as entry j and reads entry j + 1 of the device table (cap entries) at its warps' ends. nextpf_end returns
-// the entries recorded; the caller copies them into the table before the launches run (a captured graph's first
-// launch) and zeroes the rest (entry n: nothing to prefetch). Launches outside a recording prefetch nothing.
-void nextpf_begin(NextPf* table, int cap);
-std::vector<NextPf> nextpf_end();
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that

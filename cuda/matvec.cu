@@ -31,7 +31,6 @@
 // exact path).
 // Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
-#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -453,19 +452,6 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
   }
 }
 
-// HKV_MV_NEXTPF: piece `piece` of `pieces` (16-byte multiples) of the next launch's ranges into L2.
-__device__ __forceinline__ void prefetch_next(const NextPf& f, int64_t piece, int64_t pieces) {
-  const uint32_t total = f.total;
-  const uint32_t size = uint32_t(((int64_t(total) + pieces - 1) / pieces + 15) / 16 * 16);
-  const int64_t a0 = piece * int64_t(size), b0 = a0 + size < int64_t(total) ? a0 + size : int64_t(total);
-  int64_t off = 0;
-  for (int i = 0; i < f.n && off < b0; i++) {
-    const int64_t a = a0 > off ? a0 : off, b = b0 < off + f.bytes[i] ? b0 : off + f.bytes[i];
-    if (a < b) prefetch_l2_bulk(f.p[i] + (a - off), uint32_t(b - a));
-    off += f.bytes[i];
-  }
-}
-
 // WARPS warps a block, MINB blocks a multiprocessor at least (the register cap). src.x null: the records come
 // from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
 // STAMP: the phase stamps above (a diagnostic instantiation; the default launches never take it).
@@ -475,7 +461,7 @@ __device__ __forceinline__ void prefetch_next(const NextPf& f, int64_t piece, in
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
 template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
-    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt, const NextPf* npf) {
+    matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
   constexpr int T = WARPS * 32, P = (kNormPreload + T - 1) / T;  // P: the norm weights a thread preloads
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
@@ -554,7 +540,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
     });
   }
-  if (npf != nullptr && lane == 0) prefetch_next(*npf, int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5), stride);
   if constexpr (STAMP) {
     if (lane == 0) {
       const unsigned long long t = global_ns();
@@ -664,41 +649,6 @@ size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
   return smem_bytes(nb, cols, src.x != nullptr, src.norm_w != nullptr);
 }
 
-// HKV_MV_NEXTPF's recording (nextpf_begin): the decode launches numbered in the order they are made.
-NextPf* g_npf_table = nullptr;
-int g_npf_cap = 0;
-std::vector<NextPf> g_npf;
-bool g_npf_on = false;
-int g_npf_mb = -1;
-
-// The ranges of this launch's first nextpf_megabytes() MB, in the order its grid reads them (row groups are dealt
-// over the concatenated tasks, the first rows first): each task's codes, scales and biases of its first rows until
-// the budget is spent. Returns the table entry of the next launch (nullptr when not recording).
-const NextPf* nextpf_record(const MatTask* tasks, int n) {
-  if (!g_npf_on) return nullptr;
-  NextPf f{};
-  int64_t budget = int64_t(nextpf_megabytes()) << 20;
-  auto add = [&](const void* p, int64_t bytes) {
-    bytes = bytes / 16 * 16;
-    if (bytes <= 0 || (reinterpret_cast<uintptr_t>(p) & 15u) != 0 || f.n >= kNextPfRanges) return;
-    f.p[f.n] = static_cast<const char*>(p);
-    f.bytes[f.n++] = uint32_t(bytes);
-    f.total += uint32_t(bytes);
-  };
-  for (int i = 0; i < n && budget > 0; i++) {
-    const DMat& W = tasks[i].W;
-    const int64_t gpr = W.cols / W.group, row_bytes = W.cols / 2 + 4 * gpr;
-    const int64_t rows = std::min(W.rows, budget / row_bytes + 1);
-    add(W.data, rows * (W.cols / 2));
-    add(W.scales, rows * gpr * 2);
-    add(W.biases, rows * gpr * 2);
-    budget -= rows * row_bytes;
-  }
-  g_npf.push_back(f);
-  const int next = int(g_npf.size());
-  return next < g_npf_cap ? g_npf_table + next : nullptr;
-}
-
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
@@ -711,17 +661,16 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
-  const NextPf* npf = nextpf_record(tasks, n);
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
-    launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt, npf);
+    launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
   }
   auto kernel = matvec_mlx4_smem_kernel<NB, RW, U, false, MINB, WARPS>;
   const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
-  kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src, opt, npf);
+  kernel<<<unsigned(grid), WARPS * 32, smem, st>>>(ts, xq, src, opt);
   HKV_CHECK_LAUNCH();
 }
 
@@ -825,20 +774,8 @@ namespace {
 int g_rec_prod = -1;
 }
 bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PRODUCER", true); }
-int nextpf_megabytes() {
-  if (g_npf_mb < 0) g_npf_mb = env_choice("HKV_MV_NEXTPF", {0, 4, 8, 16, 24, 32, 48}, 0);
-  return g_npf_mb;
-}
-void nextpf_begin(NextPf* table, int cap) {
-  g_npf_table = table, g_npf_cap = cap, g_npf_on = table != nullptr && cap > 0;
-  g_npf.clear();
-}
-std::vector<NextPf> nextpf_end() {
-  g_npf_on = false, g_npf_table = nullptr, g_npf_cap = 0;
-  return std::move(g_npf);
-}
 void reload_switches() {
-  g_rec_prod = -1, g_npf_mb = -1;
+  g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
   g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();

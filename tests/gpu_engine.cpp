@@ -186,7 +186,7 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   CHECK(eng.embedding_to_host() > 0);  // as hkv bench runs: the table read from pinned host memory
   EnvVariants env(
       parse_variants(
-          "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1,HKV_MV_NEXTPF=16;"
+          "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
           "HKV_MV_U3=0,HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0;HKV_PDL=0,HKV_PDL_ALL=0;"
           "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0;HKV_DN_FUSED=0;"
           "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,"
@@ -209,8 +209,6 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
     // the hook ran: the switches read now are the variant's
     CHECK(cuda::decode_fusion_enabled() == (env[size_t(i) % env.size()].text != "HKV_DECODE_FUSE=0"));
     CHECK(cuda::deltanet_fused() == (env[size_t(i) % env.size()].text != "HKV_DN_FUSED=0"));
-    CHECK(cuda::nextpf_megabytes() ==
-          (env[size_t(i) % env.size()].text.find("HKV_MV_NEXTPF=16") != std::string::npos ? 16 : 0));
     // the on/off switches this list turns off, each read again by reload_switches (its cache forgotten there)
     const std::string& text = env[size_t(i) % env.size()].text;
     for (const auto& [name, on] :
