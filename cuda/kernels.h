@@ -117,6 +117,26 @@ struct MatvecStamps {
 };
 void mlx4_stamps_begin(int max_launches);
 std::vector<MatvecStamps> mlx4_stamps_end();
+// A probe (hkv bench-ops --persistent): a chain of MLX4 matvec steps (each up to kMaxTasks matrices of one width and
+// group 32, 64 or 128 that read the same x, its records xq made beforehand; even row counts; 16-byte aligned arrays) in
+// one persistent launch, one block a multiprocessor: a producer thread streams each of its block's row pairs (codes,
+// scales, biases: three bulk copies) into a ring of shared memory in the chain's order, across the steps' boundaries;
+// 16 consumer warps compute them with x's records in shared memory, and a step starts after every block has ended the
+// one before (a grid barrier, as a token's dependent steps would need). Each row's bytes are matvec's.
+struct ChainStep {
+  const uint32_t* xq = nullptr;
+  int cols = 0, group = 0, ntasks = 0;
+  const void* data[kMaxTasks] = {};
+  const uint16_t* scales[kMaxTasks] = {};
+  const uint16_t* biases[kMaxTasks] = {};
+  int64_t rows[kMaxTasks] = {};
+  float* y[kMaxTasks] = {};
+};
+// Checks the steps (throws std::invalid_argument naming the step and field), uploads them, and returns a handle for
+// run_chain_persistent; free_chain_persistent releases it.
+void* make_chain_persistent(const std::vector<ChainStep>& steps);
+void run_chain_persistent(void* chain, cudaStream_t st);
+void free_chain_persistent(void* chain) noexcept;
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that

@@ -33,11 +33,15 @@
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
 #include <cstdlib>
 #include <map>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "cuda/alloc.h"
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
+#include "cuda/prefill_attention_wgmma.cuh"
 
 namespace hkv::cuda {
 
@@ -921,6 +925,226 @@ void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int
   if (W.type == WType::MLX4) xq_records(X, ldx, N, W.cols, xq, st);
   const MatTask t{W, Y, ldy};
   matvec_multi(&t, 1, X, ldx, N, xq, st);
+}
+
+// ---- the persistent chain probe (make_chain_persistent) ---------------------------------------------------------
+namespace {
+constexpr int kPcWarps = 16;              // consumer warps; the producer is warp kPcWarps, lane 0
+constexpr int kPcSlots = 64;              // mbarrier pairs: more than the ring's entries at the narrowest step
+constexpr int kPcRec = 17408 / 32 * 128;  // x's records at the widest step (the 27B down_proj)
+constexpr int kPcSmem = 227 * 1024;       // one block a multiprocessor
+constexpr int kPcRing = (kPcSmem - kPcRec - kPcSlots * 20) / 16 * 16;  // the ring of row pairs
+
+struct PcStep {
+  const uint32_t* xq;
+  int cols, gpr, gshift, ntasks;
+  int64_t gstart[kMaxTasks + 1];  // the first row pair of each task, and the step's total
+  const uint8_t* data[kMaxTasks];
+  const uint16_t* scales[kMaxTasks];
+  const uint16_t* biases[kMaxTasks];
+  float* y[kMaxTasks];
+};
+
+__device__ __forceinline__ void pc_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg::saddr(bar)) : "memory");
+}
+__device__ __forceinline__ unsigned pc_load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void pc_consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"r"(kPcWarps * 32) : "memory");
+}
+
+// Step s's row pairs of this block: [g0, g1) of the step's total, contiguous, about total / blocks each.
+__device__ __forceinline__ void pc_range(const PcStep& st, int64_t& g0, int64_t& g1) {
+  const int64_t G = st.gstart[st.ntasks];
+  g0 = G * blockIdx.x / gridDim.x, g1 = G * (blockIdx.x + 1) / gridDim.x;
+}
+
+// An entry of the ring: rows 2·lg and 2·lg + 1 of task t: their codes (cols bytes), scales (2·gpr bf16), biases.
+__global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
+    chain_persistent_kernel(const PcStep* steps, int nsteps, unsigned* arrived) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint4* xs4 = reinterpret_cast<uint4*>(smem);
+  uint8_t* ring = smem + kPcRec;
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kPcRing);
+  uint64_t* empty = full + kPcSlots;
+  uint32_t* offs = reinterpret_cast<uint32_t*>(empty + kPcSlots);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kPcSlots; i++) wg::mbar_init(&full[i], 1), wg::mbar_init(&empty[i], 1);
+    wg::mbar_init_fence();
+  }
+  __syncthreads();
+  if (warp == kPcWarps) {  // the producer: every entry of the block in the chain's order, as the ring has room
+    if (lane != 0) return;
+    uint64_t A = 0, F = 0;  // bytes allocated, bytes released (monotonic; an entry never wraps the ring's end)
+    uint64_t endp[kPcSlots];
+    int64_t e = 0, o = 0;  // entries issued, entries released
+    for (int s = 0; s < nsteps; s++) {
+      const PcStep& st = steps[s];
+      const uint32_t S = uint32_t(st.cols + 8 * st.gpr);
+      int64_t g0, g1;
+      pc_range(st, g0, g1);
+      for (int64_t g = g0; g < g1; g++, e++) {
+        if (A % kPcRing + S > kPcRing) A += kPcRing - A % kPcRing;
+        while (o <= e - kPcSlots || A + S - F > uint64_t(kPcRing)) {  // release the oldest entry
+          const int so = int(o % kPcSlots);
+          wg::mbar_wait(&empty[so], uint32_t(o / kPcSlots) & 1u);
+          F = endp[so];
+          o++;
+        }
+        const int slot = int(e % kPcSlots);
+        const uint32_t off = uint32_t(A % kPcRing);
+        offs[slot] = off;
+        endp[slot] = A + S;
+        A += S;
+        int t = 0;
+        for (int k = 1; k < st.ntasks; k++)
+          if (g >= st.gstart[k]) t = k;
+        const int64_t r0 = 2 * (g - st.gstart[t]);
+        wg::mbar_arrive_expect(&full[slot], S);
+        wg::bulk_copy(ring + off, st.data[t] + r0 * (st.cols / 2), uint32_t(st.cols), &full[slot]);
+        wg::bulk_copy(ring + off + st.cols, st.scales[t] + r0 * st.gpr, uint32_t(4 * st.gpr), &full[slot]);
+        wg::bulk_copy(ring + off + st.cols + 4 * st.gpr, st.biases[t] + r0 * st.gpr, uint32_t(4 * st.gpr), &full[slot]);
+      }
+    }
+    return;
+  }
+  int64_t e = 0;
+  for (int s = 0; s < nsteps; s++) {
+    const PcStep& st = steps[s];
+    const int cols = st.cols, nch = cols / 32, gpr = st.gpr, gshift = st.gshift;
+    if (s > 0) {  // every block has ended step s − 1
+      if (threadIdx.x == 0)
+        while (pc_load_acquire(arrived + s - 1) < gridDim.x) __nanosleep(64);
+      pc_consumers_sync();
+    }
+    {  // x's records, swizzled as the decode kernel keeps them
+      const uint4* x4 = reinterpret_cast<const uint4*>(st.xq);
+      const int units = nch * 8, T = kPcWarps * 32;
+      for (int i0 = threadIdx.x; i0 < units; i0 += 8 * T) {
+        uint4 u[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (i0 + j * T < units) u[j] = __ldg(x4 + i0 + j * T);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          const int i = i0 + j * T;
+          if (i < units) xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = u[j];
+        }
+      }
+    }
+    pc_consumers_sync();
+    int64_t g0, g1;
+    pc_range(st, g0, g1);
+    for (int64_t g = g0; g < g1; g++, e++) {
+      if (int(e % kPcWarps) != warp) continue;
+      const int slot = int(e % kPcSlots);
+      wg::mbar_wait(&full[slot], uint32_t(e / kPcSlots) & 1u);
+      const uint8_t* base = ring + offs[slot];
+      const uint4* q0 = reinterpret_cast<const uint4*>(base);
+      const uint4* q1 = reinterpret_cast<const uint4*>(base + cols / 2);
+      const uint16_t* sc = reinterpret_cast<const uint16_t*>(base + cols);
+      const uint16_t* bi = sc + 2 * gpr;
+      float acc[2][1] = {{0.0f}, {0.0f}};
+#pragma unroll 2
+      for (int c = lane; c < nch; c += 32) {
+        const uint4 u[2] = {q0[c], q1[c]};
+        const uint16_t sb[2] = {sc[c >> gshift], sc[gpr + (c >> gshift)]};
+        const uint16_t bb[2] = {bi[c >> gshift], bi[gpr + (c >> gshift)]};
+        mlx4_chunk<1, 2>(
+            u, sb, bb, c,
+            [&](int, int cc, uint4(&P)[7]) {
+              const uint4* rb = xs4 + cc * 8;
+              const int sw = cc & 7;
+#pragma unroll
+              for (int v = 0; v < 7; v++) P[v] = rb[v ^ sw];
+            },
+            acc);
+      }
+      __syncwarp();
+      if (lane == 0) pc_arrive(&empty[slot]);
+      const float v0 = warp_tree_sum(acc[0][0]), v1 = warp_tree_sum(acc[1][0]);
+      if (lane == 0) {
+        int t = 0;
+        for (int k = 1; k < st.ntasks; k++)
+          if (g >= st.gstart[k]) t = k;
+        const int64_t r0 = 2 * (g - st.gstart[t]);
+        st.y[t][r0] = v0, st.y[t][r0 + 1] = v1;
+      }
+    }
+    pc_consumers_sync();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(arrived + s, 1u);
+    }
+  }
+}
+
+struct PcChain {
+  PcStep* steps = nullptr;
+  unsigned* arrived = nullptr;
+  int n = 0;
+};
+}  // namespace
+
+void* make_chain_persistent(const std::vector<ChainStep>& steps) {
+  std::vector<PcStep> h(steps.size());
+  for (size_t i = 0; i < steps.size(); i++) {
+    const ChainStep& c = steps[i];
+    auto bad = [&](const std::string& field, const std::string& why) {
+      return std::invalid_argument("chain step " + std::to_string(i) + ": " + field + " " + why);
+    };
+    if (c.ntasks < 1 || c.ntasks > kMaxTasks) throw bad("ntasks", "must be 1.." + std::to_string(kMaxTasks));
+    if (c.cols <= 0 || c.cols % 32 != 0 || c.cols / 32 * 128 > kPcRec) throw bad("cols", "out of range");
+    if (c.group != 32 && c.group != 64 && c.group != 128) throw bad("group", "must be 32, 64 or 128");
+    const int gpr = c.cols / c.group;
+    if ((4 * gpr) % 16 != 0) throw bad("group", "gives scale rows that are not 16-byte pieces");
+    PcStep& p = h[i];
+    p.xq = c.xq, p.cols = c.cols, p.gpr = gpr, p.gshift = c.group == 32 ? 0 : c.group == 64 ? 1 : 2;
+    p.ntasks = c.ntasks;
+    int64_t g = 0;
+    for (int t = 0; t < c.ntasks; t++) {
+      if (c.rows[t] <= 0 || c.rows[t] % 2 != 0) throw bad("rows", "must be even and positive");
+      for (const void* ptr : {c.data[t], static_cast<const void*>(c.scales[t]), static_cast<const void*>(c.biases[t])})
+        if ((reinterpret_cast<uintptr_t>(ptr) & 15u) != 0) throw bad("data", "is not 16-byte aligned");
+      p.gstart[t] = g;
+      g += c.rows[t] / 2;
+      p.data[t] = static_cast<const uint8_t*>(c.data[t]), p.scales[t] = c.scales[t], p.biases[t] = c.biases[t];
+      p.y[t] = c.y[t];
+    }
+    p.gstart[c.ntasks] = g;
+    if (int64_t(c.cols) + 8 * gpr > kPcRing / 2) throw bad("cols", "too wide for the ring");
+  }
+  auto* ch = new PcChain;
+  ch->n = int(h.size());
+  ch->steps = static_cast<PcStep*>(device_alloc(h.size() * sizeof(PcStep), "chain steps"));
+  ch->arrived = static_cast<unsigned*>(device_alloc(h.size() * 4, "chain barriers"));
+  HKV_CUDA_CHECK(cudaMemcpy(ch->steps, h.data(), h.size() * sizeof(PcStep), cudaMemcpyHostToDevice));
+  HKV_CUDA_CHECK(cudaFuncSetAttribute(chain_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPcSmem));
+  return ch;
+}
+
+void run_chain_persistent(void* chain, cudaStream_t st) {
+  auto* ch = static_cast<PcChain*>(chain);
+  HKV_CUDA_CHECK(cudaMemsetAsync(ch->arrived, 0, size_t(ch->n) * 4, st));
+  const PcStep* steps = ch->steps;
+  int n = ch->n;
+  unsigned* arrived = ch->arrived;
+  void* args[] = {&steps, &n, &arrived};
+  HKV_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(chain_persistent_kernel),
+                                             dim3(unsigned(sm_count())), dim3((kPcWarps + 1) * 32), args, kPcSmem, st));
+}
+
+void free_chain_persistent(void* chain) noexcept {
+  auto* ch = static_cast<PcChain*>(chain);
+  if (ch == nullptr) return;
+  device_free(ch->steps);
+  device_free(ch->arrived);
+  delete ch;
 }
 
 }  // namespace hkv::cuda
