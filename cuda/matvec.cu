@@ -929,8 +929,10 @@ void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int
 
 // ---- the persistent chain probe (make_chain_persistent) ---------------------------------------------------------
 namespace {
-constexpr int kPcWarps = 16;              // consumer warps; the producer is warp kPcWarps, lane 0
-constexpr int kPcSlots = 64;              // mbarrier pairs: more than the ring's entries at the narrowest step
+constexpr int kPcWarps = 16;  // consumer warps; the producer is warp kPcWarps, lane 0
+constexpr int kPcSlots = 64;  // (a power of two)
+constexpr int kPcPairs = 4;  // row pairs an entry carries at most (each its own warp's)              // mbarrier pairs:
+                             // more than the ring's entries at the narrowest step
 constexpr int kPcRec = 17408 / 32 * 128;  // x's records at the widest step (the 27B down_proj)
 constexpr int kPcSmem = 227 * 1024;       // one block a multiprocessor
 constexpr int kPcRing = (kPcSmem - kPcRec - kPcSlots * 20) / 16 * 16;  // the ring of row pairs
@@ -945,8 +947,14 @@ struct PcStep {
   float* y[kMaxTasks];
 };
 
-__device__ __forceinline__ void pc_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg::saddr(bar)) : "memory");
+// count arrivals on bar at once
+__device__ __forceinline__ void pc_arrive(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(wg::saddr(bar)), "r"(count) : "memory");
+}
+// The row pairs an entry of the ring carries at a step whose pair is Sp bytes: up to kPcPairs, about 24 KB at most.
+__device__ __forceinline__ int pc_pairs(uint32_t Sp) {
+  const int n = int(24576u / Sp);
+  return n < 1 ? 1 : n > kPcPairs ? kPcPairs : n;
 }
 __device__ __forceinline__ unsigned pc_load_acquire(const unsigned* p) {
   unsigned v;
@@ -974,49 +982,54 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
   uint32_t* offs = reinterpret_cast<uint32_t*>(empty + kPcSlots);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kPcSlots; i++) wg::mbar_init(&full[i], 1), wg::mbar_init(&empty[i], 1);
+    for (int i = 0; i < kPcSlots; i++) wg::mbar_init(&full[i], 1), wg::mbar_init(&empty[i], kPcPairs);
     wg::mbar_init_fence();
   }
   __syncthreads();
   if (warp == kPcWarps) {  // the producer: every entry of the block in the chain's order, as the ring has room
     if (lane != 0) return;
-    uint64_t A = 0, F = 0;  // bytes allocated, bytes released (monotonic; an entry never wraps the ring's end)
+    uint32_t pos = 0;       // the ring offset of the next entry (an entry never wraps the ring's end)
+    uint64_t A = 0, F = 0;  // bytes allocated and released (monotonic, the skipped ends included)
     uint64_t endp[kPcSlots];
     int64_t e = 0, o = 0;  // entries issued, entries released
     for (int s = 0; s < nsteps; s++) {
       const PcStep& st = steps[s];
-      const uint32_t S = uint32_t(st.cols + 8 * st.gpr);
+      const int cols = st.cols, gpr = st.gpr, nt = st.ntasks;
+      const uint32_t Sp = uint32_t(cols + 8 * gpr);
+      const int npmax = pc_pairs(Sp);
       int64_t g0, g1;
       pc_range(st, g0, g1);
-      for (int64_t g = g0; g < g1; g++, e++) {
-        if (A % kPcRing + S > kPcRing) A += kPcRing - A % kPcRing;
+      int t = 0;
+      for (int64_t g = g0; g < g1;) {
+        while (t + 1 < nt && g >= st.gstart[t + 1]) t++;
+        const int64_t tend = st.gstart[t + 1] < g1 ? st.gstart[t + 1] : g1;
+        const int np = tend - g < npmax ? int(tend - g) : npmax;
+        const uint32_t S = uint32_t(np) * Sp;
+        if (pos + S > uint32_t(kPcRing)) A += kPcRing - pos, pos = 0;
         while (o <= e - kPcSlots || A + S - F > uint64_t(kPcRing)) {  // release the oldest entry
-          const int so = int(o % kPcSlots);
+          const int so = int(o & (kPcSlots - 1));
           wg::mbar_wait(&empty[so], uint32_t(o / kPcSlots) & 1u);
           F = endp[so];
           o++;
         }
-        const int slot = int(e % kPcSlots);
-        const uint32_t off = uint32_t(A % kPcRing);
-        offs[slot] = off;
+        const int slot = int(e & (kPcSlots - 1));
+        offs[slot] = pos;
         endp[slot] = A + S;
-        A += S;
-        int t = 0;
-        for (int k = 1; k < st.ntasks; k++)
-          if (g >= st.gstart[k]) t = k;
         const int64_t r0 = 2 * (g - st.gstart[t]);
+        const uint32_t sbytes = uint32_t(np * 4 * gpr);
         wg::mbar_arrive_expect(&full[slot], S);
-        wg::bulk_copy(ring + off, st.data[t] + r0 * (st.cols / 2), uint32_t(st.cols), &full[slot]);
-        wg::bulk_copy(ring + off + st.cols, st.scales[t] + r0 * st.gpr, uint32_t(4 * st.gpr), &full[slot]);
-        wg::bulk_copy(ring + off + st.cols + 4 * st.gpr, st.biases[t] + r0 * st.gpr, uint32_t(4 * st.gpr), &full[slot]);
+        wg::bulk_copy(ring + pos, st.data[t] + r0 * (cols / 2), uint32_t(np * cols), &full[slot]);
+        wg::bulk_copy(ring + pos + np * cols, st.scales[t] + r0 * gpr, sbytes, &full[slot]);
+        wg::bulk_copy(ring + pos + np * cols + sbytes, st.biases[t] + r0 * gpr, sbytes, &full[slot]);
+        A += S, pos += S, e++, g += np;
       }
     }
     return;
   }
-  int64_t e = 0;
+  int64_t e = 0, q = 0;  // entries, row pairs (pair q is warp q mod kPcWarps's)
   for (int s = 0; s < nsteps; s++) {
     const PcStep& st = steps[s];
-    const int cols = st.cols, nch = cols / 32, gpr = st.gpr, gshift = st.gshift;
+    const int cols = st.cols, nch = cols / 32, gpr = st.gpr, gshift = st.gshift, nt = st.ntasks;
     if (s > 0) {  // every block has ended step s − 1
       if (threadIdx.x == 0)
         while (pc_load_acquire(arrived + s - 1) < gridDim.x) __nanosleep(64);
@@ -1038,43 +1051,48 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
       }
     }
     pc_consumers_sync();
+    const int npmax = pc_pairs(uint32_t(cols + 8 * gpr));
     int64_t g0, g1;
     pc_range(st, g0, g1);
-    for (int64_t g = g0; g < g1; g++, e++) {
-      if (int(e % kPcWarps) != warp) continue;
-      const int slot = int(e % kPcSlots);
-      wg::mbar_wait(&full[slot], uint32_t(e / kPcSlots) & 1u);
-      const uint8_t* base = ring + offs[slot];
-      const uint4* q0 = reinterpret_cast<const uint4*>(base);
-      const uint4* q1 = reinterpret_cast<const uint4*>(base + cols / 2);
-      const uint16_t* sc = reinterpret_cast<const uint16_t*>(base + cols);
-      const uint16_t* bi = sc + 2 * gpr;
-      float acc[2][1] = {{0.0f}, {0.0f}};
+    int t = 0;
+    for (int64_t g = g0; g < g1; e++) {
+      while (t + 1 < nt && g >= st.gstart[t + 1]) t++;
+      const int64_t tend = st.gstart[t + 1] < g1 ? st.gstart[t + 1] : g1;
+      const int np = tend - g < npmax ? int(tend - g) : npmax;
+      for (int j = 0; j < np; j++, q++) {
+        if (int(q % kPcWarps) != warp) continue;
+        const int slot = int(e & (kPcSlots - 1));
+        wg::mbar_wait(&full[slot], uint32_t(e / kPcSlots) & 1u);
+        const uint8_t* base = ring + offs[slot];
+        const uint4* q0 = reinterpret_cast<const uint4*>(base + j * cols);
+        const uint4* q1 = reinterpret_cast<const uint4*>(base + j * cols + cols / 2);
+        const uint16_t* sc = reinterpret_cast<const uint16_t*>(base + np * cols) + j * 2 * gpr;
+        const uint16_t* bi = reinterpret_cast<const uint16_t*>(base + np * cols) + (np + j) * 2 * gpr;
+        float acc[2][1] = {{0.0f}, {0.0f}};
 #pragma unroll 2
-      for (int c = lane; c < nch; c += 32) {
-        const uint4 u[2] = {q0[c], q1[c]};
-        const uint16_t sb[2] = {sc[c >> gshift], sc[gpr + (c >> gshift)]};
-        const uint16_t bb[2] = {bi[c >> gshift], bi[gpr + (c >> gshift)]};
-        mlx4_chunk<1, 2>(
-            u, sb, bb, c,
-            [&](int, int cc, uint4(&P)[7]) {
-              const uint4* rb = xs4 + cc * 8;
-              const int sw = cc & 7;
+        for (int c = lane; c < nch; c += 32) {
+          const uint4 u[2] = {q0[c], q1[c]};
+          const uint16_t sb[2] = {sc[c >> gshift], sc[gpr + (c >> gshift)]};
+          const uint16_t bb[2] = {bi[c >> gshift], bi[gpr + (c >> gshift)]};
+          mlx4_chunk<1, 2>(
+              u, sb, bb, c,
+              [&](int, int cc, uint4(&P)[7]) {
+                const uint4* rb = xs4 + cc * 8;
+                const int sw = cc & 7;
 #pragma unroll
-              for (int v = 0; v < 7; v++) P[v] = rb[v ^ sw];
-            },
-            acc);
+                for (int v = 0; v < 7; v++) P[v] = rb[v ^ sw];
+              },
+              acc);
+        }
+        __syncwarp();
+        if (lane == 0) pc_arrive(&empty[slot], j == 0 ? uint32_t(kPcPairs - np + 1) : 1u);
+        const float v0 = warp_tree_sum(acc[0][0]), v1 = warp_tree_sum(acc[1][0]);
+        if (lane == 0) {
+          const int64_t r0 = 2 * (g - st.gstart[t]) + 2 * j;
+          st.y[t][r0] = v0, st.y[t][r0 + 1] = v1;
+        }
       }
-      __syncwarp();
-      if (lane == 0) pc_arrive(&empty[slot]);
-      const float v0 = warp_tree_sum(acc[0][0]), v1 = warp_tree_sum(acc[1][0]);
-      if (lane == 0) {
-        int t = 0;
-        for (int k = 1; k < st.ntasks; k++)
-          if (g >= st.gstart[k]) t = k;
-        const int64_t r0 = 2 * (g - st.gstart[t]);
-        st.y[t][r0] = v0, st.y[t][r0 + 1] = v1;
-      }
+      g += np;
     }
     pc_consumers_sync();
     if (threadIdx.x == 0) {
