@@ -135,7 +135,11 @@ struct ChainStep {
 // Checks the steps (throws std::invalid_argument naming the step and field), uploads them, and returns a handle for
 // run_chain_persistent; free_chain_persistent releases it.
 void* make_chain_persistent(const std::vector<ChainStep>& steps);
-void run_chain_persistent(void* chain, cudaStream_t st);
+// dynamic: chain_dynamic_kernel (the row pairs claimed as each ring has room) instead of a fixed share a block.
+void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic);
+// After a dynamic run: the ns a block (mean) its consumers waited at the grid barriers, staged records, and its
+// producer waited for room in the ring.
+std::vector<double> chain_persistent_diag(void* chain);
 void free_chain_persistent(void* chain) noexcept;
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records

@@ -1102,9 +1102,165 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
   }
 }
 
+// The same chain with the row pairs claimed as the ring has room: the producer takes up to 4 pairs at a time from
+// a counter of the step's pairs (claimed[s]), so that a multiprocessor that streams faster takes more, and moves to the
+// next step's counter when the step's pairs are all claimed. Each step's entries follow a marker entry (no bytes) that
+// tells the consumers to end the step before it (the block's arrival at its grid barrier), wait for every block's
+// arrival there, and stage the step's records; a last marker ends the chain. diag (when not null): per block, the ns
+// the consumers' thread 0 waited at the grid barriers, staged records, and the producer waited for room (summed).
+__global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
+    chain_dynamic_kernel(const PcStep* steps, int nsteps, unsigned* arrived, unsigned* claimed,
+                         unsigned long long* diag) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint4* xs4 = reinterpret_cast<uint4*>(smem);
+  uint8_t* ring = smem + kPcRec;
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kPcRing);
+  uint64_t* empty = full + kPcSlots;
+  uint32_t* offs = reinterpret_cast<uint32_t*>(empty + kPcSlots);
+  __shared__ int4 meta[kPcSlots];  // an entry's step, task, first row, pairs (0: a marker)
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kPcSlots; i++) wg::mbar_init(&full[i], 1), wg::mbar_init(&empty[i], kPcPairs);
+    wg::mbar_init_fence();
+  }
+  __syncthreads();
+  if (warp == kPcWarps) {
+    if (lane != 0) return;
+    uint32_t pos = 0;
+    uint64_t A = 0, F = 0, waited = 0;
+    uint64_t endp[kPcSlots];
+    int64_t e = 0, o = 0;
+    auto emit = [&](int s, int t, int r0, int np, const PcStep* st) {
+      const uint32_t S = st ? uint32_t(np) * uint32_t(st->cols + 8 * st->gpr) : 0u;
+      if (pos + S > uint32_t(kPcRing)) A += kPcRing - pos, pos = 0;
+      if (o <= e - kPcSlots || A + S - F > uint64_t(kPcRing)) {
+        const uint64_t t0 = global_ns();
+        while (o <= e - kPcSlots || A + S - F > uint64_t(kPcRing)) {
+          const int so = int(o & (kPcSlots - 1));
+          wg::mbar_wait(&empty[so], uint32_t(o / kPcSlots) & 1u);
+          F = endp[so];
+          o++;
+        }
+        waited += global_ns() - t0;
+      }
+      const int slot = int(e & (kPcSlots - 1));
+      offs[slot] = pos;
+      endp[slot] = A + S;
+      meta[slot] = make_int4(s, t, r0, np);
+      wg::mbar_arrive_expect(&full[slot], S);
+      if (st != nullptr) {
+        const int cols = st->cols, gpr = st->gpr;
+        const uint32_t sbytes = uint32_t(np * 4 * gpr);
+        wg::bulk_copy(ring + pos, st->data[t] + int64_t(r0) * (cols / 2), uint32_t(np * cols), &full[slot]);
+        wg::bulk_copy(ring + pos + np * cols, st->scales[t] + int64_t(r0) * gpr, sbytes, &full[slot]);
+        wg::bulk_copy(ring + pos + np * cols + sbytes, st->biases[t] + int64_t(r0) * gpr, sbytes, &full[slot]);
+      }
+      A += S, pos += S, e++;
+    };
+    for (int s = 0; s < nsteps; s++) {
+      const PcStep* st = steps + s;
+      emit(s, 0, 0, 0, nullptr);
+      const int nt = st->ntasks;
+      const int64_t G = st->gstart[nt];
+      const int npmax = pc_pairs(uint32_t(st->cols + 8 * st->gpr));
+      for (;;) {
+        int64_t g = atomicAdd(claimed + s, unsigned(npmax));
+        if (g >= G) break;
+        const int64_t gend = g + npmax < G ? g + npmax : G;
+        int t = 0;
+        while (g < gend) {
+          while (t + 1 < nt && g >= st->gstart[t + 1]) t++;
+          const int64_t tend = st->gstart[t + 1] < gend ? st->gstart[t + 1] : gend;
+          emit(s, t, int(2 * (g - st->gstart[t])), int(tend - g), st);
+          g = tend;
+        }
+      }
+    }
+    emit(nsteps, 0, 0, 0, nullptr);
+    if (diag) atomicAdd(diag + 2, waited);
+    return;
+  }
+  int64_t e = 0, q = 0;
+  int cur = -1, cols = 0, nch = 0, gpr = 0, gshift = 0;
+  uint64_t t_bar = 0, t_rec = 0;
+  const PcStep* st = nullptr;
+  for (;; e++) {
+    const int slot = int(e & (kPcSlots - 1));
+    wg::mbar_wait(&full[slot], uint32_t(e / kPcSlots) & 1u);
+    const int4 m = meta[slot];
+    if (m.w == 0) {  // a marker: step cur ends, step m.x begins
+      pc_consumers_sync();
+      if (threadIdx.x == 0) {
+        if (cur >= 0) {
+          __threadfence();
+          atomicAdd(arrived + cur, 1u);
+        }
+        pc_arrive(&empty[slot], kPcPairs);
+      }
+      if (m.x == nsteps) break;
+      const uint64_t t0 = global_ns();
+      if (m.x > 0 && threadIdx.x == 0)
+        while (pc_load_acquire(arrived + m.x - 1) < gridDim.x) __nanosleep(64);
+      pc_consumers_sync();
+      const uint64_t t1 = global_ns();
+      cur = m.x, st = steps + cur;
+      cols = st->cols, nch = cols / 32, gpr = st->gpr, gshift = st->gshift;
+      const uint4* x4 = reinterpret_cast<const uint4*>(st->xq);
+      const int units = nch * 8, T = kPcWarps * 32;
+      for (int i0 = threadIdx.x; i0 < units; i0 += 8 * T) {
+        uint4 u[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (i0 + j * T < units) u[j] = __ldg(x4 + i0 + j * T);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          const int i = i0 + j * T;
+          if (i < units) xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = u[j];
+        }
+      }
+      pc_consumers_sync();
+      t_bar += t1 - t0, t_rec += global_ns() - t1;
+      continue;
+    }
+    const int np = m.w, t = m.y;
+    for (int j = 0; j < np; j++, q++) {
+      if (int(q % kPcWarps) != warp) continue;
+      const uint8_t* base = ring + offs[slot];
+      const uint4* q0 = reinterpret_cast<const uint4*>(base + j * cols);
+      const uint4* q1 = reinterpret_cast<const uint4*>(base + j * cols + cols / 2);
+      const uint16_t* sc = reinterpret_cast<const uint16_t*>(base + np * cols) + j * 2 * gpr;
+      const uint16_t* bi = reinterpret_cast<const uint16_t*>(base + np * cols) + (np + j) * 2 * gpr;
+      float acc[2][1] = {{0.0f}, {0.0f}};
+#pragma unroll 2
+      for (int c = lane; c < nch; c += 32) {
+        const uint4 u[2] = {q0[c], q1[c]};
+        const uint16_t sb[2] = {sc[c >> gshift], sc[gpr + (c >> gshift)]};
+        const uint16_t bb[2] = {bi[c >> gshift], bi[gpr + (c >> gshift)]};
+        mlx4_chunk<1, 2>(
+            u, sb, bb, c,
+            [&](int, int cc, uint4(&P)[7]) {
+              const uint4* rb = xs4 + cc * 8;
+              const int sw = cc & 7;
+#pragma unroll
+              for (int v = 0; v < 7; v++) P[v] = rb[v ^ sw];
+            },
+            acc);
+      }
+      __syncwarp();
+      if (lane == 0) pc_arrive(&empty[slot], j == 0 ? uint32_t(kPcPairs - np + 1) : 1u);
+      const float v0 = warp_tree_sum(acc[0][0]), v1 = warp_tree_sum(acc[1][0]);
+      if (lane == 0) {
+        const int64_t r0 = m.z + 2 * j;
+        st->y[t][r0] = v0, st->y[t][r0 + 1] = v1;
+      }
+    }
+  }
+  if (diag && threadIdx.x == 0) atomicAdd(diag, t_bar), atomicAdd(diag + 1, t_rec);
+}
+
 struct PcChain {
   PcStep* steps = nullptr;
-  unsigned* arrived = nullptr;
+  unsigned* arrived = nullptr;  // [n] arrivals, then [n] claims, then 3 diagnostic sums (64-bit)
   int n = 0;
 };
 }  // namespace
@@ -1140,21 +1296,42 @@ void* make_chain_persistent(const std::vector<ChainStep>& steps) {
   auto* ch = new PcChain;
   ch->n = int(h.size());
   ch->steps = static_cast<PcStep*>(device_alloc(h.size() * sizeof(PcStep), "chain steps"));
-  ch->arrived = static_cast<unsigned*>(device_alloc(h.size() * 4, "chain barriers"));
+  ch->arrived = static_cast<unsigned*>(device_alloc(h.size() * 8 + 32, "chain barriers"));
   HKV_CUDA_CHECK(cudaMemcpy(ch->steps, h.data(), h.size() * sizeof(PcStep), cudaMemcpyHostToDevice));
   HKV_CUDA_CHECK(cudaFuncSetAttribute(chain_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPcSmem));
+  HKV_CUDA_CHECK(cudaFuncSetAttribute(chain_dynamic_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      kPcSmem - int(kPcSlots * sizeof(int4))));
   return ch;
 }
 
-void run_chain_persistent(void* chain, cudaStream_t st) {
+void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic) {
   auto* ch = static_cast<PcChain*>(chain);
-  HKV_CUDA_CHECK(cudaMemsetAsync(ch->arrived, 0, size_t(ch->n) * 4, st));
+  const size_t n = size_t(ch->n);
+  HKV_CUDA_CHECK(cudaMemsetAsync(ch->arrived, 0, n * 8 + 32, st));
   const PcStep* steps = ch->steps;
-  int n = ch->n;
+  int ni = ch->n;
   unsigned* arrived = ch->arrived;
-  void* args[] = {&steps, &n, &arrived};
-  HKV_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(chain_persistent_kernel),
-                                             dim3(unsigned(sm_count())), dim3((kPcWarps + 1) * 32), args, kPcSmem, st));
+  unsigned* claimed = arrived + n;
+  auto* diag = reinterpret_cast<unsigned long long*>(arrived + 2 * n + (n % 2));
+  const dim3 grid{unsigned(sm_count())}, block{unsigned((kPcWarps + 1) * 32)};
+  if (dynamic) {
+    void* args[] = {&steps, &ni, &arrived, &claimed, &diag};
+    HKV_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(chain_dynamic_kernel), grid, block, args,
+                                               kPcSmem - kPcSlots * sizeof(int4), st));
+    return;
+  }
+  void* args[] = {&steps, &ni, &arrived};
+  HKV_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(chain_persistent_kernel), grid, block, args,
+                                             kPcSmem, st));
+}
+
+std::vector<double> chain_persistent_diag(void* chain) {
+  auto* ch = static_cast<PcChain*>(chain);
+  const size_t n = size_t(ch->n);
+  unsigned long long d[3];
+  HKV_CUDA_CHECK(cudaMemcpy(d, ch->arrived + 2 * n + (n % 2), sizeof(d), cudaMemcpyDeviceToHost));
+  const double b = double(sm_count());
+  return {double(d[0]) / b, double(d[1]) / b, double(d[2]) / b};
 }
 
 void free_chain_persistent(void* chain) noexcept {
