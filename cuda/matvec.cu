@@ -935,7 +935,7 @@ constexpr int kPcPairs = 4;  // row pairs an entry carries at most (each its own
                              // more than the ring's entries at the narrowest step
 constexpr int kPcRec = 17408 / 32 * 128;  // x's records at the widest step (the 27B down_proj)
 constexpr int kPcSmem = 227 * 1024;       // one block a multiprocessor
-constexpr int kPcRing = (kPcSmem - kPcRec - kPcSlots * 20) / 16 * 16;  // the ring of row pairs
+constexpr int kPcRing = (kPcSmem - kPcRec - kPcSlots * 36) / 16 * 16;  // the ring (then barriers, offsets, metas)
 
 struct PcStep {
   const uint32_t* xq;
@@ -1117,7 +1117,7 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kPcRing);
   uint64_t* empty = full + kPcSlots;
   uint32_t* offs = reinterpret_cast<uint32_t*>(empty + kPcSlots);
-  __shared__ int4 meta[kPcSlots];  // an entry's step, task, first row, pairs (0: a marker)
+  int4* meta = reinterpret_cast<int4*>(offs + kPcSlots);  // an entry's step, task, first row, pairs (0: a marker)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kPcSlots; i++) wg::mbar_init(&full[i], 1), wg::mbar_init(&empty[i], kPcPairs);
@@ -1299,8 +1299,7 @@ void* make_chain_persistent(const std::vector<ChainStep>& steps) {
   ch->arrived = static_cast<unsigned*>(device_alloc(h.size() * 8 + 32, "chain barriers"));
   HKV_CUDA_CHECK(cudaMemcpy(ch->steps, h.data(), h.size() * sizeof(PcStep), cudaMemcpyHostToDevice));
   HKV_CUDA_CHECK(cudaFuncSetAttribute(chain_persistent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPcSmem));
-  HKV_CUDA_CHECK(cudaFuncSetAttribute(chain_dynamic_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      kPcSmem - int(kPcSlots * sizeof(int4))));
+  HKV_CUDA_CHECK(cudaFuncSetAttribute(chain_dynamic_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPcSmem));
   return ch;
 }
 
@@ -1317,7 +1316,7 @@ void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic) {
   if (dynamic) {
     void* args[] = {&steps, &ni, &arrived, &claimed, &diag};
     HKV_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(chain_dynamic_kernel), grid, block, args,
-                                               kPcSmem - kPcSlots * sizeof(int4), st));
+                                               kPcSmem, st));
     return;
   }
   void* args[] = {&steps, &ni, &arrived};
