@@ -1311,7 +1311,7 @@ void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic) {
   int ni = ch->n;
   unsigned* arrived = ch->arrived;
   unsigned* claimed = arrived + n;
-  auto* diag = reinterpret_cast<unsigned long long*>(arrived + 2 * n + (n % 2));
+  auto* diag = reinterpret_cast<unsigned long long*>(arrived + 2 * n);
   const dim3 grid{unsigned(sm_count())}, block{unsigned((kPcWarps + 1) * 32)};
   if (dynamic) {
     void* args[] = {&steps, &ni, &arrived, &claimed, &diag};
@@ -1328,7 +1328,7 @@ std::vector<double> chain_persistent_diag(void* chain) {
   auto* ch = static_cast<PcChain*>(chain);
   const size_t n = size_t(ch->n);
   unsigned long long d[3];
-  HKV_CUDA_CHECK(cudaMemcpy(d, ch->arrived + 2 * n + (n % 2), sizeof(d), cudaMemcpyDeviceToHost));
+  HKV_CUDA_CHECK(cudaMemcpy(d, ch->arrived + 2 * n, sizeof(d), cudaMemcpyDeviceToHost));
   const double b = double(sm_count());
   return {double(d[0]) / b, double(d[1]) / b, double(d[2]) / b};
 }
