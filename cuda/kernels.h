@@ -136,7 +136,9 @@ struct ChainStep {
 // run_chain_persistent; free_chain_persistent releases it.
 void* make_chain_persistent(const std::vector<ChainStep>& steps);
 // dynamic: chain_dynamic_kernel (the row pairs claimed as each ring has room) instead of a fixed share a block.
-void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic);
+// compute_only (dynamic only, timing alone): the ring's entries are not copied, so the consumers compute whatever the
+// ring holds: the chain's arithmetic and barriers without the weights' bytes (the outputs are not the product's).
+void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic, bool compute_only = false);
 // After a dynamic run: the ns a block (mean) its consumers waited at the grid barriers, staged records, and its
 // producer waited for room in the ring.
 std::vector<double> chain_persistent_diag(void* chain);

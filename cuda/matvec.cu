@@ -929,7 +929,7 @@ void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int
 
 // ---- the persistent chain probe (make_chain_persistent) ---------------------------------------------------------
 namespace {
-constexpr int kPcWarps = 19;  // consumer warps; the producer is warp kPcWarps, lane 0
+constexpr int kPcWarps = 16;  // consumer warps; the producer is warp kPcWarps, lane 0
 constexpr int kPcSlots = 64;  // (a power of two)
 constexpr int kPcPairs = 4;  // row pairs an entry carries at most (each its own warp's)              // mbarrier pairs:
                              // more than the ring's entries at the narrowest step
@@ -963,41 +963,6 @@ __device__ __forceinline__ unsigned pc_load_acquire(const unsigned* p) {
 }
 __device__ __forceinline__ void pc_consumers_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"r"(kPcWarps * 32) : "memory");
-}
-
-// A row pair from the ring into acc (mlx4_rows' order): codes q0, q1, scales sc (row 0's gpr, then row 1's), biases bi;
-// each lane's chunks in rounds of kPcU, the round's shared-memory loads issued before any is used.
-constexpr int kPcU = 2;
-__device__ __forceinline__ void pc_pair(const uint4* q0, const uint4* q1, const uint16_t* sc, const uint16_t* bi,
-                                        int gpr, int gshift, int nch, int lane, const uint4* xs4, float (&acc)[2][1]) {
-  acc[0][0] = 0.0f, acc[1][0] = 0.0f;
-  for (int c0 = lane; c0 < nch; c0 += 32 * kPcU) {
-    uint4 u[kPcU][2];
-    uint16_t sb[kPcU][2], bb[kPcU][2];
-#pragma unroll
-    for (int k = 0; k < kPcU; k++) {
-      const int c = c0 + 32 * k;
-      if (c < nch) {
-        u[k][0] = q0[c], u[k][1] = q1[c];
-        sb[k][0] = sc[c >> gshift], sb[k][1] = sc[gpr + (c >> gshift)];
-        bb[k][0] = bi[c >> gshift], bb[k][1] = bi[gpr + (c >> gshift)];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < kPcU; k++) {
-      const int c = c0 + 32 * k;
-      if (c >= nch) break;
-      mlx4_chunk<1, 2>(
-          u[k], sb[k], bb[k], c,
-          [&](int, int cc, uint4(&P)[7]) {
-            const uint4* rb = xs4 + cc * 8;
-            const int sw = cc & 7;
-#pragma unroll
-            for (int v = 0; v < 7; v++) P[v] = rb[v ^ sw];
-          },
-          acc);
-    }
-  }
 }
 
 // Step s's row pairs of this block: [g0, g1) of the step's total, contiguous, about total / blocks each.
@@ -1103,8 +1068,22 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
         const uint4* q1 = reinterpret_cast<const uint4*>(base + j * cols + cols / 2);
         const uint16_t* sc = reinterpret_cast<const uint16_t*>(base + np * cols) + j * 2 * gpr;
         const uint16_t* bi = reinterpret_cast<const uint16_t*>(base + np * cols) + (np + j) * 2 * gpr;
-        float acc[2][1];
-        pc_pair(q0, q1, sc, bi, gpr, gshift, nch, lane, xs4, acc);
+        float acc[2][1] = {{0.0f}, {0.0f}};
+#pragma unroll 2
+        for (int c = lane; c < nch; c += 32) {
+          const uint4 u[2] = {q0[c], q1[c]};
+          const uint16_t sb[2] = {sc[c >> gshift], sc[gpr + (c >> gshift)]};
+          const uint16_t bb[2] = {bi[c >> gshift], bi[gpr + (c >> gshift)]};
+          mlx4_chunk<1, 2>(
+              u, sb, bb, c,
+              [&](int, int cc, uint4(&P)[7]) {
+                const uint4* rb = xs4 + cc * 8;
+                const int sw = cc & 7;
+#pragma unroll
+                for (int v = 0; v < 7; v++) P[v] = rb[v ^ sw];
+              },
+              acc);
+        }
         __syncwarp();
         if (lane == 0) pc_arrive(&empty[slot], j == 0 ? uint32_t(kPcPairs - np + 1) : 1u);
         const float v0 = warp_tree_sum(acc[0][0]), v1 = warp_tree_sum(acc[1][0]);
@@ -1131,7 +1110,7 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
 // the consumers' thread 0 waited at the grid barriers, staged records, and the producer waited for room (summed).
 __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
     chain_dynamic_kernel(const PcStep* steps, int nsteps, unsigned* arrived, unsigned* claimed,
-                         unsigned long long* diag) {
+                         unsigned long long* diag, int compute_only) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint4* xs4 = reinterpret_cast<uint4*>(smem);
   uint8_t* ring = smem + kPcRec;
@@ -1168,8 +1147,8 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
       offs[slot] = pos;
       endp[slot] = A + S;
       meta[slot] = make_int4(s, t, r0, np);
-      wg::mbar_arrive_expect(&full[slot], S);
-      if (st != nullptr) {
+      wg::mbar_arrive_expect(&full[slot], compute_only ? 0u : S);
+      if (st != nullptr && !compute_only) {
         const int cols = st->cols, gpr = st->gpr;
         const uint32_t sbytes = uint32_t(np * 4 * gpr);
         wg::bulk_copy(ring + pos, st->data[t] + int64_t(r0) * (cols / 2), uint32_t(np * cols), &full[slot]);
@@ -1251,8 +1230,22 @@ __global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
       const uint4* q1 = reinterpret_cast<const uint4*>(base + j * cols + cols / 2);
       const uint16_t* sc = reinterpret_cast<const uint16_t*>(base + np * cols) + j * 2 * gpr;
       const uint16_t* bi = reinterpret_cast<const uint16_t*>(base + np * cols) + (np + j) * 2 * gpr;
-      float acc[2][1];
-      pc_pair(q0, q1, sc, bi, gpr, gshift, nch, lane, xs4, acc);
+      float acc[2][1] = {{0.0f}, {0.0f}};
+#pragma unroll 2
+      for (int c = lane; c < nch; c += 32) {
+        const uint4 u[2] = {q0[c], q1[c]};
+        const uint16_t sb[2] = {sc[c >> gshift], sc[gpr + (c >> gshift)]};
+        const uint16_t bb[2] = {bi[c >> gshift], bi[gpr + (c >> gshift)]};
+        mlx4_chunk<1, 2>(
+            u, sb, bb, c,
+            [&](int, int cc, uint4(&P)[7]) {
+              const uint4* rb = xs4 + cc * 8;
+              const int sw = cc & 7;
+#pragma unroll
+              for (int v = 0; v < 7; v++) P[v] = rb[v ^ sw];
+            },
+            acc);
+      }
       __syncwarp();
       if (lane == 0) pc_arrive(&empty[slot], j == 0 ? uint32_t(kPcPairs - np + 1) : 1u);
       const float v0 = warp_tree_sum(acc[0][0]), v1 = warp_tree_sum(acc[1][0]);
@@ -1310,7 +1303,7 @@ void* make_chain_persistent(const std::vector<ChainStep>& steps) {
   return ch;
 }
 
-void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic) {
+void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic, bool compute_only) {
   auto* ch = static_cast<PcChain*>(chain);
   const size_t n = size_t(ch->n);
   HKV_CUDA_CHECK(cudaMemsetAsync(ch->arrived, 0, n * 8 + 32, st));
@@ -1321,7 +1314,8 @@ void run_chain_persistent(void* chain, cudaStream_t st, bool dynamic) {
   auto* diag = reinterpret_cast<unsigned long long*>(arrived + 2 * n);
   const dim3 grid{unsigned(sm_count())}, block{unsigned((kPcWarps + 1) * 32)};
   if (dynamic) {
-    void* args[] = {&steps, &ni, &arrived, &claimed, &diag};
+    int co = compute_only ? 1 : 0;
+    void* args[] = {&steps, &ni, &arrived, &claimed, &diag, &co};
     HKV_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(chain_dynamic_kernel), grid, block, args,
                                                kPcSmem, st));
     return;
