@@ -329,123 +329,6 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
   cudaFree(y), cudaFree(h), cudaFree(w);
 }
 
-// --persistent: the chain of --chain (x's records read from memory) as cuda::make_chain_persistent's one launch, a
-// probe of a decode whose weights stream through shared memory across the steps' boundaries: first its outputs
-// against the launches', every step's, byte for byte; then the launches (one graph), the probe, and the probe with
-// no weights copied (its arithmetic and grid barriers alone), each timed (median of reps) against the floor.
-void bench_persistent(int reps, double bw) {
-  const int64_t E = 5120, I = 17408, G = 64;
-  std::vector<std::unique_ptr<DeviceMatrix>> mats;
-  std::map<int64_t, std::unique_ptr<DeviceX>> xs;
-  for (int64_t cols : {E, int64_t(6144), I}) xs[cols] = std::make_unique<DeviceX>(cols);
-  struct Step {
-    std::vector<cuda::MatTask> tasks;
-    int64_t cols;
-    const char* name;
-  };
-  std::vector<Step> steps;
-  std::vector<cuda::ChainStep> psteps;
-  int64_t total_rows = 0;
-  double bytes = 0;
-  uint64_t tensor = 5000;
-  auto step = [&](std::vector<int64_t> rows, int64_t cols, const char* name) {
-    Step s{{}, cols, name};
-    cuda::ChainStep p;
-    p.xq = xs[cols]->rec, p.cols = int(cols), p.group = int(G), p.ntasks = int(rows.size());
-    for (size_t t = 0; t < rows.size(); t++) {
-      mats.push_back(std::make_unique<DeviceMatrix>(rows[t], cols, int(G), tensor++));
-      const cuda::DMat& d = mats.back()->d;
-      s.tasks.push_back({d, reinterpret_cast<float*>(total_rows), rows[t]});  // offsets until the outputs exist
-      p.data[t] = d.data, p.scales[t] = d.scales, p.biases[t] = d.biases, p.rows[t] = rows[t];
-      total_rows += rows[t];
-      bytes += double(d.nbytes());
-    }
-    steps.push_back(std::move(s));
-    psteps.push_back(p);
-  };
-  for (int l = 0; l < 64; l++) {
-    if (l % 4 == 3) {
-      step({12288, 1024, 1024}, E, "full-attn q|k|v");
-      step({E}, 6144, "full-attn o");
-    } else {
-      step({10240, 6144, 48, 48}, E, "deltanet qkv|z|b|a");
-      step({E}, 6144, "deltanet out");
-    }
-    step({I, I}, E, "mlp gate|up");
-    step({E}, I, "mlp down");
-  }
-  step({248320}, E, "lm_head");
-  float *yref = nullptr, *yp = nullptr;
-  HKV_CUDA_CHECK(cudaMalloc(&yref, size_t(total_rows) * 4));
-  HKV_CUDA_CHECK(cudaMalloc(&yp, size_t(total_rows) * 4));
-  HKV_CUDA_CHECK(cudaMemset(yref, 0xff, size_t(total_rows) * 4));
-  HKV_CUDA_CHECK(cudaMemset(yp, 0xfe, size_t(total_rows) * 4));
-  for (size_t i = 0; i < steps.size(); i++)
-    for (size_t t = 0; t < steps[i].tasks.size(); t++) {
-      const int64_t off = reinterpret_cast<int64_t>(steps[i].tasks[t].y);
-      steps[i].tasks[t].y = yref + off;
-      psteps[i].y[t] = yp + off;
-    }
-  cudaStream_t st;
-  HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  cudaGraph_t g;
-  HKV_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
-  for (const Step& s : steps)
-    cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols]->x, s.cols, 1, xs[s.cols]->rec, st);
-  HKV_CUDA_CHECK(cudaStreamEndCapture(st, &g));
-  cudaGraphExec_t ge;
-  HKV_CUDA_CHECK(cudaGraphInstantiate(&ge, g, 0));
-  HKV_CUDA_CHECK(cudaGraphDestroy(g));
-  void* chain = cuda::make_chain_persistent(psteps);
-  HKV_CUDA_CHECK(cudaGraphLaunch(ge, st));
-  cuda::run_chain_persistent(chain, st);
-  HKV_CUDA_CHECK(cudaStreamSynchronize(st));
-  std::vector<uint32_t> a(static_cast<size_t>(total_rows)), b(a.size());
-  HKV_CUDA_CHECK(cudaMemcpy(a.data(), yref, a.size() * 4, cudaMemcpyDeviceToHost));
-  HKV_CUDA_CHECK(cudaMemcpy(b.data(), yp, b.size() * 4, cudaMemcpyDeviceToHost));
-  int64_t mismatches = 0, first = -1;
-  for (size_t i = 0; i < a.size(); i++)
-    if (a[i] != b[i]) mismatches++, first = first < 0 ? int64_t(i) : first;
-  std::printf("\n--persistent: %zu steps, %lld outputs: ", steps.size(), (long long)total_rows);
-  if (mismatches == 0) {
-    std::printf("every output equal to the launches', byte for byte\n");
-  } else {
-    int64_t off = 0;
-    size_t si = 0;
-    for (; si < steps.size(); si++) {
-      int64_t r = 0;
-      for (const auto& t : steps[si].tasks) r += t.W.rows;
-      if (first < off + r) break;
-      off += r;
-    }
-    std::printf("%lld outputs differ; the first: step %zu (%s), row %lld of the step: 0x%08x against 0x%08x\n",
-                (long long)mismatches, si, si < steps.size() ? steps[si].name : "?", (long long)(first - off),
-                b[size_t(first)], a[size_t(first)]);
-  }
-  // the launches (--reps 1 under ncu: the probe's 5th launch is the timed one with copies, its 9th without)
-  const double ms_graph = time_ms(st, 3, reps, [&] { HKV_CUDA_CHECK(cudaGraphLaunch(ge, st)); }).median;
-  const double ms_p = time_ms(st, 3, reps, [&] { cuda::run_chain_persistent(chain, st); }).median;
-  const std::vector<double> d1 = cuda::chain_persistent_diag(chain);
-  const double ms_c = time_ms(st, 3, reps, [&] { cuda::run_chain_persistent(chain, st, true); }).median;
-  const std::vector<double> d2 = cuda::chain_persistent_diag(chain);
-  std::printf(
-      "| form | ms | %% of copy bw | floor ms | a block at the grid barriers, staging records, its producer "
-      "waiting for room (us, the last run) |\n|---|---|---|---|---|\n");
-  std::printf("| the launches (one graph) | %.3f | %.0f%% | %.3f | |\n", ms_graph,
-              100.0 * bytes / (ms_graph * 1e-3) / bw, bytes / bw * 1e3);
-  std::printf("| one persistent launch | %.3f | %.0f%% | %.3f | %.0f, %.0f, %.0f |\n", ms_p,
-              100.0 * bytes / (ms_p * 1e-3) / bw, bytes / bw * 1e3, d1[0] / 1e3, d1[1] / 1e3, d1[2] / 1e3);
-  std::printf(
-      "| the same, no weights copied (its arithmetic and barriers alone) | %.3f | (%.0f%%) | %.3f | %.0f, %.0f, "
-      "%.0f |\n",
-      ms_c, 100.0 * bytes / (ms_c * 1e-3) / bw, bytes / bw * 1e3, d2[0] / 1e3, d2[1] / 1e3, d2[2] / 1e3);
-  cuda::free_chain_persistent(chain);
-  HKV_CUDA_CHECK(cudaGraphExecDestroy(ge));
-  HKV_CUDA_CHECK(cudaStreamDestroy(st));
-  cudaFree(yref), cudaFree(yp);
-  if (mismatches != 0) throw std::runtime_error("bench-ops --persistent: the outputs differ from the launches'");
-}
-
 }  // namespace
 
 // hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]] [--phases] [--as-token]]
@@ -512,7 +395,6 @@ int cmd_bench_ops(const Args& a) {
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
               100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
   if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"), a.has("as-token"));
-  if (a.has("persistent")) bench_persistent(reps, bw);
   return 0;
 }
 

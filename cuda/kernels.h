@@ -117,30 +117,6 @@ struct MatvecStamps {
 };
 void mlx4_stamps_begin(int max_launches);
 std::vector<MatvecStamps> mlx4_stamps_end();
-// A probe (hkv bench-ops --persistent; cuda/matvec.cu says how it runs): a chain of MLX4 matvec steps (each up to
-// kMaxTasks matrices of one width and group 32, 64 or 128 that read the same x, whose records xq are made beforehand;
-// even row counts; 16-byte aligned arrays) in one persistent launch, one block a multiprocessor. A producer thread
-// streams the block's row pairs into a ring of shared memory by bulk copies in the chain's order, across the steps'
-// boundaries; 16 warps compute them, and a step starts after every block has ended the one before (a grid barrier, as
-// a token's dependent steps need). Each row's bytes are matvec's.
-struct ChainStep {
-  const uint32_t* xq = nullptr;
-  int cols = 0, group = 0, ntasks = 0;
-  const void* data[kMaxTasks] = {};
-  const uint16_t* scales[kMaxTasks] = {};
-  const uint16_t* biases[kMaxTasks] = {};
-  int64_t rows[kMaxTasks] = {};
-  float* y[kMaxTasks] = {};
-};
-// Checks the steps (std::invalid_argument naming the step and the field), uploads them and returns a handle.
-void* make_chain_persistent(const std::vector<ChainStep>& steps);
-// compute_only: no weights copied, the consumers compute whatever the ring holds (the arithmetic and barriers
-// alone, for timing; the outputs are not the product's).
-void run_chain_persistent(void* chain, cudaStream_t st, bool compute_only = false);
-// After a run: the ns a block (mean) its consumers waited at the grid barriers and staged records, and its producer
-// waited for room in the ring.
-std::vector<double> chain_persistent_diag(void* chain);
-void free_chain_persistent(void* chain) noexcept;
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that

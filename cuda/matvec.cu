@@ -33,15 +33,11 @@
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
 #include <cstdlib>
 #include <map>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
-#include "cuda/alloc.h"
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
-#include "cuda/prefill_attention_wgmma.cuh"
 
 namespace hkv::cuda {
 
@@ -456,25 +452,6 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
   }
 }
 
-// Unit i (16 bytes) of x's records in shared memory: unit v of chunk c (i = 8c + v) at 8c + (v ^ (c & 7)), so that the
-// 32 lanes' loads of one unit of their own chunks fall in distinct banks.
-__device__ __forceinline__ int swizzled_unit(int i) { return 8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7)); }
-// The `units` units of x's records from xq into xs4 (swizzled) by threads 0..T−1: 8 loads a thread in flight before
-// any store (one load per iteration left the down_proj's 70 KB to 7 round trips a thread).
-template <int T>
-__device__ __forceinline__ void stage_records(uint4* xs4, const uint32_t* xq, int units) {
-  const uint4* x4 = reinterpret_cast<const uint4*>(xq);
-  for (int i0 = threadIdx.x; i0 < units; i0 += 8 * T) {
-    uint4 u[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-      if (i0 + j * T < units) u[j] = __ldg(x4 + i0 + j * T);
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-      if (i0 + j * T < units) xs4[swizzled_unit(i0 + j * T)] = u[j];
-  }
-}
-
 // WARPS warps a block, MINB blocks a multiprocessor at least (the register cap). src.x null: the records come
 // from xq; else the block makes them (make_records; the shared memory then also holds hs and vt after them).
 // STAMP: the phase stamps above (a diagnostic instantiation; the default launches never take it).
@@ -526,8 +503,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     make_records<NB, T>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0), wpre, pre);
   } else {
     // c counts the chunks of all NB inputs; unit v of chunk c to its swizzled place. Staged: 8 loads a thread in
-    // flight before any store (one load per iteration left the down_proj's 70 KB to 7 round trips a thread; the probe's
-    // stage_records is this loop, kept apart so that this kernel's code stays as measured)
+    // flight before any store (one load per iteration left the down_proj's 70 KB to 7 round trips a thread)
     const uint4* x4 = reinterpret_cast<const uint4*>(xq);
     const int units = NB * nch * 8;
     auto place = [&](int i, const uint4& u) { xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = u; };
@@ -945,262 +921,6 @@ void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int
   if (W.type == WType::MLX4) xq_records(X, ldx, N, W.cols, xq, st);
   const MatTask t{W, Y, ldy};
   matvec_multi(&t, 1, X, ldx, N, xq, st);
-}
-
-// ---- the persistent chain probe (hkv bench-ops --persistent; kernels.h, make_chain_persistent) -----------------
-// One block a multiprocessor: warp kPcWarps's lane 0 (the producer) walks the block's row pairs of every step in the
-// chain's order and copies each entry (up to kPcPairs consecutive pairs of one matrix, about 24 KB: their codes,
-// then their scales, then their biases, three bulk copies counted by the entry's `full` mbarrier) into a ring of
-// shared memory as the ring has room, across the steps' boundaries: an entry's room is released, oldest first, when
-// its pairs' warps have arrived at its `empty` mbarrier. Warps 0..kPcWarps−1 (the consumers) take the pairs in turn
-// (pair q is warp q mod kPcWarps's) and compute each as mlx4_rows does (lane l's chunks l, l + 32, … in order,
-// records of x in shared memory, the lane tree, the store). Before a step the consumers wait until every block has
-// arrived at the barrier of the step before (an acquire load of its counter) and stage the step's records; after it
-// each block arrives (a release add). A step's row pairs are split into contiguous ranges, one a block.
-namespace {
-constexpr int kPcWarps = 16;              // consumer warps
-constexpr int kPcSlots = 64;              // mbarrier pairs (a power of two, more than the ring's entries)
-constexpr int kPcPairs = 4;               // row pairs an entry carries at most
-constexpr int kPcRec = 17408 / 32 * 128;  // x's records at the widest step (the 27B down_proj)
-constexpr int kPcSmem = 227 * 1024;       // one block a multiprocessor
-constexpr int kPcRing = (kPcSmem - kPcRec - kPcSlots * 20) / 16 * 16;  // then the barriers and the entries' offsets
-
-struct PcStep {
-  const uint32_t* xq;
-  int cols, gpr, gshift, ntasks;
-  int64_t gstart[kMaxTasks + 1];  // the first row pair of each task, and the step's total
-  const uint8_t* data[kMaxTasks];
-  const uint16_t* scales[kMaxTasks];
-  const uint16_t* biases[kMaxTasks];
-  float* y[kMaxTasks];
-};
-
-__device__ __forceinline__ void pc_arrive(uint64_t* bar, uint32_t count) {  // count arrivals at once
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(wg::saddr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ unsigned pc_load_acquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void pc_consumers_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"r"(kPcWarps * 32) : "memory");
-}
-// The pairs an entry carries at a step whose pair is Sp bytes: about 24 KB, 1 to kPcPairs.
-__device__ __forceinline__ int pc_pairs(uint32_t Sp) {
-  const int n = int(24576u / Sp);
-  return n < 1 ? 1 : n > kPcPairs ? kPcPairs : n;
-}
-// This block's entries of a step, in order: for each, its task t, first pair g (of the step) and pairs np.
-template <class F>
-__device__ __forceinline__ void pc_entries(const PcStep& st, F f) {
-  const int64_t G = st.gstart[st.ntasks];
-  const int64_t g1 = G * (blockIdx.x + 1) / gridDim.x;
-  const int npmax = pc_pairs(uint32_t(st.cols + 8 * st.gpr));
-  int t = 0;
-  for (int64_t g = G * blockIdx.x / gridDim.x; g < g1;) {
-    while (t + 1 < st.ntasks && g >= st.gstart[t + 1]) t++;
-    const int64_t tend = st.gstart[t + 1] < g1 ? st.gstart[t + 1] : g1;
-    const int np = tend - g < npmax ? int(tend - g) : npmax;
-    f(t, g, np);
-    g += np;
-  }
-}
-
-// compute_only: the entries are not copied (the consumers compute whatever the ring holds; a timing of the
-// arithmetic and the barriers alone). diag: per block, summed, the ns the consumers' thread 0 waited at the
-// grid barriers and staged records, and the ns the producer waited for room.
-__global__ void __launch_bounds__((kPcWarps + 1) * 32, 1)
-    chain_kernel(const PcStep* steps, int nsteps, unsigned* arrived, unsigned long long* diag, int compute_only) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  uint4* xs4 = reinterpret_cast<uint4*>(smem);
-  uint8_t* ring = smem + kPcRec;
-  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kPcRing);
-  uint64_t* empty = full + kPcSlots;
-  uint32_t* offs = reinterpret_cast<uint32_t*>(empty + kPcSlots);  // each entry's offset in the ring
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kPcSlots; i++) wg::mbar_init(&full[i], 1), wg::mbar_init(&empty[i], kPcPairs);
-    wg::mbar_init_fence();
-  }
-  __syncthreads();
-  if (warp == kPcWarps) {
-    if (lane != 0) return;
-    uint32_t pos = 0;                 // where the next entry goes (an entry never wraps the ring's end)
-    uint64_t A = 0, F = 0, wait = 0;  // bytes taken and released (monotonic, skipped ends included)
-    uint64_t endp[kPcSlots];          // A at each entry's end
-    int64_t e = 0, o = 0;             // entries issued, entries released
-    for (int s = 0; s < nsteps; s++) {
-      const PcStep& st = steps[s];
-      pc_entries(st, [&](int t, int64_t g, int np) {
-        const int cols = st.cols, gpr = st.gpr;
-        const uint32_t S = uint32_t(np * (cols + 8 * gpr)), sbytes = uint32_t(np * 4 * gpr);
-        if (pos + S > uint32_t(kPcRing)) A += kPcRing - pos, pos = 0;
-        if (o <= e - kPcSlots || A + S - F > uint64_t(kPcRing)) {
-          const uint64_t t0 = global_ns();
-          while (o <= e - kPcSlots || A + S - F > uint64_t(kPcRing)) {  // release the oldest entry
-            const int so = int(o & (kPcSlots - 1));
-            wg::mbar_wait(&empty[so], uint32_t(o / kPcSlots) & 1u);
-            F = endp[so];
-            o++;
-          }
-          wait += global_ns() - t0;
-        }
-        const int slot = int(e & (kPcSlots - 1));
-        offs[slot] = pos;
-        endp[slot] = A + S;
-        wg::mbar_arrive_expect(&full[slot], compute_only ? 0u : S);
-        if (!compute_only) {
-          const int64_t r0 = 2 * (g - st.gstart[t]);
-          wg::bulk_copy(ring + pos, st.data[t] + r0 * (cols / 2), uint32_t(np * cols), &full[slot]);
-          wg::bulk_copy(ring + pos + np * cols, st.scales[t] + r0 * gpr, sbytes, &full[slot]);
-          wg::bulk_copy(ring + pos + np * cols + sbytes, st.biases[t] + r0 * gpr, sbytes, &full[slot]);
-        }
-        A += S, pos += S, e++;
-      });
-    }
-    atomicAdd(diag + 2, wait);
-    return;
-  }
-  int64_t e = 0, q = 0;  // entries, pairs
-  uint64_t t_bar = 0, t_rec = 0;
-  for (int s = 0; s < nsteps; s++) {
-    const PcStep& st = steps[s];
-    const int cols = st.cols, nch = cols / 32, gpr = st.gpr, gshift = st.gshift;
-    const uint64_t t0 = global_ns();
-    if (s > 0) {  // every block has ended step s − 1
-      if (threadIdx.x == 0)
-        while (pc_load_acquire(arrived + s - 1) < gridDim.x) __nanosleep(64);
-      pc_consumers_sync();
-    }
-    const uint64_t t1 = global_ns();
-    stage_records<kPcWarps * 32>(xs4, st.xq, nch * 8);
-    pc_consumers_sync();
-    t_bar += t1 - t0, t_rec += global_ns() - t1;
-    pc_entries(st, [&](int t, int64_t g, int np) {
-      const int slot = int(e & (kPcSlots - 1));
-      for (int j = 0; j < np; j++, q++) {
-        if (int(q % kPcWarps) != warp) continue;
-        wg::mbar_wait(&full[slot], uint32_t(e / kPcSlots) & 1u);
-        const uint8_t* base = ring + offs[slot];
-        const uint4* q0 = reinterpret_cast<const uint4*>(base + j * cols);
-        const uint4* q1 = reinterpret_cast<const uint4*>(base + j * cols + cols / 2);
-        const uint16_t* sc = reinterpret_cast<const uint16_t*>(base + np * cols) + j * 2 * gpr;
-        const uint16_t* bi = reinterpret_cast<const uint16_t*>(base + np * cols) + (np + j) * 2 * gpr;
-        float acc[2][1] = {{0.0f}, {0.0f}};
-#pragma unroll 2
-        for (int c = lane; c < nch; c += 32) {
-          const uint4 u[2] = {q0[c], q1[c]};
-          const uint16_t sb[2] = {sc[c >> gshift], sc[gpr + (c >> gshift)]};
-          const uint16_t bb[2] = {bi[c >> gshift], bi[gpr + (c >> gshift)]};
-          mlx4_chunk<1, 2>(
-              u, sb, bb, c,
-              [&](int, int cc, uint4(&P)[7]) {
-                const uint4* rb = xs4 + cc * 8;
-#pragma unroll
-                for (int v = 0; v < 7; v++) P[v] = rb[v ^ (cc & 7)];
-              },
-              acc);
-        }
-        __syncwarp();
-        if (lane == 0) pc_arrive(&empty[slot], j == 0 ? uint32_t(kPcPairs - np + 1) : 1u);
-        const float v0 = warp_tree_sum(acc[0][0]), v1 = warp_tree_sum(acc[1][0]);
-        if (lane == 0) {
-          const int64_t r0 = 2 * (g - st.gstart[t] + j);
-          st.y[t][r0] = v0, st.y[t][r0 + 1] = v1;
-        }
-      }
-      e++;
-    });
-    pc_consumers_sync();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(arrived + s, 1u);
-    }
-  }
-  if (threadIdx.x == 0) atomicAdd(diag, t_bar), atomicAdd(diag + 1, t_rec);
-}
-
-struct PcChain {
-  PcStep* steps = nullptr;
-  unsigned* arrived = nullptr;  // n counters, then (8-byte aligned) the 3 diagnostic sums
-  int n = 0;
-};
-}  // namespace
-
-void* make_chain_persistent(const std::vector<ChainStep>& steps) {
-  std::vector<PcStep> h(steps.size());
-  for (size_t i = 0; i < steps.size(); i++) {
-    const ChainStep& c = steps[i];
-    auto bad = [&](const std::string& field, const std::string& why) {
-      return std::invalid_argument("chain step " + std::to_string(i) + ": " + field + " " + why);
-    };
-    if (c.ntasks < 1 || c.ntasks > kMaxTasks) throw bad("ntasks", "must be 1.." + std::to_string(kMaxTasks));
-    if (c.cols <= 0 || c.cols % 32 != 0 || c.cols / 32 * 128 > kPcRec) throw bad("cols", "out of range");
-    if (c.group != 32 && c.group != 64 && c.group != 128) throw bad("group", "must be 32, 64 or 128");
-    const int gpr = c.cols / c.group;
-    if ((4 * gpr) % 16 != 0) throw bad("group", "gives a row pair's scales in other than 16-byte pieces");
-    PcStep& p = h[i];
-    p.xq = c.xq, p.cols = c.cols, p.gpr = gpr, p.gshift = c.group == 32 ? 0 : c.group == 64 ? 1 : 2;
-    p.ntasks = c.ntasks;
-    int64_t g = 0;
-    for (int t = 0; t < c.ntasks; t++) {
-      if (c.rows[t] <= 0 || c.rows[t] % 2 != 0) throw bad("rows", "must be even and positive");
-      for (const void* ptr : {c.data[t], static_cast<const void*>(c.scales[t]), static_cast<const void*>(c.biases[t])})
-        if ((reinterpret_cast<uintptr_t>(ptr) & 15u) != 0) throw bad("data", "is not 16-byte aligned");
-      p.gstart[t] = g;
-      g += c.rows[t] / 2;
-      p.data[t] = static_cast<const uint8_t*>(c.data[t]), p.scales[t] = c.scales[t], p.biases[t] = c.biases[t];
-      p.y[t] = c.y[t];
-    }
-    p.gstart[c.ntasks] = g;
-  }
-  auto* ch = new PcChain;
-  ch->n = int(h.size());
-  try {
-    ch->steps = static_cast<PcStep*>(device_alloc(h.size() * sizeof(PcStep), "chain steps"));
-    ch->arrived = static_cast<unsigned*>(device_alloc(h.size() * 4 + 8 + 24, "chain barriers"));
-    HKV_CUDA_CHECK(cudaMemcpy(ch->steps, h.data(), h.size() * sizeof(PcStep), cudaMemcpyHostToDevice));
-    HKV_CUDA_CHECK(cudaFuncSetAttribute(chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kPcSmem));
-  } catch (...) {
-    free_chain_persistent(ch);
-    throw;
-  }
-  return ch;
-}
-
-namespace {
-unsigned long long* pc_diag(PcChain* ch) {
-  return reinterpret_cast<unsigned long long*>(ch->arrived + (size_t(ch->n) + 1) / 2 * 2);
-}
-}  // namespace
-
-void run_chain_persistent(void* chain, cudaStream_t st, bool compute_only) {
-  auto* ch = static_cast<PcChain*>(chain);
-  HKV_CUDA_CHECK(cudaMemsetAsync(ch->arrived, 0, size_t(ch->n) * 4 + 8 + 24, st));
-  const PcStep* steps = ch->steps;
-  int n = ch->n, co = compute_only ? 1 : 0;
-  unsigned* arrived = ch->arrived;
-  unsigned long long* diag = pc_diag(ch);
-  void* args[] = {&steps, &n, &arrived, &diag, &co};
-  HKV_CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(chain_kernel), dim3{unsigned(sm_count())},
-                                             dim3{unsigned((kPcWarps + 1) * 32)}, args, kPcSmem, st));
-}
-
-std::vector<double> chain_persistent_diag(void* chain) {
-  auto* ch = static_cast<PcChain*>(chain);
-  unsigned long long d[3];
-  HKV_CUDA_CHECK(cudaMemcpy(d, pc_diag(ch), sizeof(d), cudaMemcpyDeviceToHost));
-  const double b = double(sm_count());
-  return {double(d[0]) / b, double(d[1]) / b, double(d[2]) / b};
-}
-
-void free_chain_persistent(void* chain) noexcept {
-  auto* ch = static_cast<PcChain*>(chain);
-  if (ch == nullptr) return;
-  device_free(ch->steps);
-  device_free(ch->arrived);
-  delete ch;
 }
 
 }  // namespace hkv::cuda

@@ -13,7 +13,7 @@ out=${OUT:-/tmp}
 metrics="gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active"
 metrics+=",sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed"
 metrics+=",regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-# HKV_STALLS_PARTS: which parts run (matvec, chain, attn, small), "matvec attn small" by default (the small kernels' part alone took under a minute
+# HKV_STALLS_PARTS: which parts run, "matvec attn small" by default (the small kernels' part alone took under a minute
 # on the H200, session 15 run 3)
 parts=" ${HKV_STALLS_PARTS:-matvec attn small} "
 # --clock-control none: the clocks the benches run at
@@ -21,14 +21,6 @@ if [[ $parts == *" matvec "* ]]; then
 ncu --clock-control none --metrics "$metrics" --csv -k 'regex:matvec_mlx4' "$bin" bench-ops --reps 1 \
   > "$out/ncu-stalls-matvec.csv" 2> "$out/ncu-stalls-matvec.err" || { tail -5 "$out/ncu-stalls-matvec.err"; exit 1; }
 python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-matvec.csv"
-fi
-# chain (not in the default parts): the --persistent probe's launch with the weights copied and without (bench-ops
-# --persistent --reps 1: its 5th and 9th launches, and the warm-ups between them)
-if [[ $parts == *" chain "* ]]; then
-ncu --clock-control none --metrics "$metrics" --csv -k 'regex:chain_kernel' --launch-skip 4 --launch-count 5 "$bin" \
-  bench-ops --persistent --reps 1 > "$out/ncu-stalls-chain.csv" 2> "$out/ncu-stalls-chain.err" \
-  || { tail -5 "$out/ncu-stalls-chain.err"; exit 1; }
-python3 "$(dirname "$0")/../scripts/ncu_stalls.py" "$out/ncu-stalls-chain.csv"
 fi
 if [[ $parts == *" attn "* ]]; then
 # HKV_STALLS_ATTN="--depths 262144 --kv-cache q4h" picks other rows (one run is 16 layers' chunk and merge launches)
