@@ -244,11 +244,9 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_dense_kernel(Tasks ts, con
 // bf16 scale and bias of the chunk's group; rec_at(n, c, P) gives units 0..6 of the record of chunk c of
 // input n. T = Σ q_j·X_j by three dp4a chains (see the top of the file), qx = float(T)·unit, then
 // acc = fma(s, qx, fma(b, xsum_c, acc)).
-// EXP (a timing experiment, wrong bytes): 1, two dp4a chains (X's bytes 0 and 1) instead of three; 2, that and the
-// closing steps every other chunk (T of an even chunk kept in tp and added to the next one's).
-template <int NB, int RW, int EXP = 0, class RecAt>
+template <int NB, int RW, class RecAt>
 __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t (&sb)[RW], const uint16_t (&bb)[RW],
-                                           int c, RecAt rec_at, float (&acc)[RW][NB], int (&tp)[RW][NB], bool epi) {
+                                           int c, RecAt rec_at, float (&acc)[RW][NB]) {
 #pragma unroll
   for (int n = 0; n < NB; n++) {
     uint32_t P[28];  // record words 0..27
@@ -265,20 +263,10 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
         s0 = __dp4a(hi, P[2 * k + 1], s0);
         s1 = __dp4a(lo, P[8 + 2 * k], s1);
         s1 = __dp4a(hi, P[8 + 2 * k + 1], s1);
-        if constexpr (EXP == 0) {
-          s2 = __dp4a(int(lo), int(P[16 + 2 * k]), s2);
-          s2 = __dp4a(int(hi), int(P[16 + 2 * k + 1]), s2);
-        }
+        s2 = __dp4a(int(lo), int(P[16 + 2 * k]), s2);
+        s2 = __dp4a(int(hi), int(P[16 + 2 * k + 1]), s2);
       }
-      int T = int((uint32_t(s2) << 16) + (s1 << 8) + s0);
-      if constexpr (EXP == 2) {
-        if (!epi) {
-          tp[r][n] = T;
-          continue;
-        }
-        T += tp[r][n];
-        tp[r][n] = 0;
-      }
+      const int T = int((uint32_t(s2) << 16) + (s1 << 8) + s0);
       const float qx = __int2float_rn(T) * __uint_as_float(P[25]);
       acc[r][n] = hkv::fma_rn(hkv::f32_from_bf16(sb[r]), qx,
                               hkv::fma_rn(hkv::f32_from_bf16(bb[r]), __uint_as_float(P[24]), acc[r][n]));
@@ -290,7 +278,7 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
 // chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
 // chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
-template <int NB, int RW, int U, bool STREAM, int EXP = 0, class RecAt>
+template <int NB, int RW, int U, bool STREAM, class RecAt>
 __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
@@ -305,11 +293,10 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
     brow[r] = W.biases + rr * gpr;
   }
   float acc[RW][NB];
-  int tp[RW][NB];  // (EXP 2)
 #pragma unroll
   for (int r = 0; r < RW; r++)
 #pragma unroll
-    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f, tp[r][n] = 0;
+    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
   for (int c0 = lane; c0 < nch; c0 += 32 * U) {
     uint4 u[U][RW];
     uint16_t sb[U][RW], bb[U][RW];
@@ -329,7 +316,7 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
     for (int k = 0; k < U; k++) {
       const int c = c0 + 32 * k;
       if (c >= nch) break;
-      mlx4_chunk<NB, RW, EXP>(u[k], sb[k], bb[k], c, rec_at, acc, tp, ((c - lane) / 32 & 1) || c + 32 >= nch);
+      mlx4_chunk<NB, RW>(u[k], sb[k], bb[k], c, rec_at, acc);
     }
   }
 #pragma unroll
@@ -472,7 +459,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false, int EXP = 0>
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
@@ -546,7 +533,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
-    mlx4_rows<NB, RW, U, true, EXP>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
       const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
       const int sw = (n * nch + c) & 7;
 #pragma unroll
@@ -674,12 +661,9 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
-  if (pdl_enabled()) {                                       // a dependent launch (see matvec_mlx4_smem_kernel)
-    const int exp = env_choice("HKV_MV_EXP", {0, 1, 2}, 0);  // (the timing experiment: wrong bytes)
-    auto kernel = g_stamps   ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
-                  : exp == 1 ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 1>
-                  : exp == 2 ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, 2>
-                             : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
+  if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
+    auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
+                           : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
     launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
     return;
