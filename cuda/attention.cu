@@ -795,21 +795,15 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
 }
 
 void attn_phases_begin() {
-  const unsigned long long zero[4] = {0, 0, 0, 0};
-  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_attn_cycles, zero, sizeof(zero)));
+  phase_sums_zero(g_attn_cycles);
   g_attn_phases = true;
 }
 
 AttnPhases attn_phases_end() {
-  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::array<double, 4> m = phase_sums_mean(g_attn_cycles);
   g_attn_phases = false;
-  unsigned long long c[4];
-  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(c, g_attn_cycles, sizeof(c)));
   AttnPhases p;
-  p.blocks = double(c[3]);
-  if (c[3])
-    p.q_cycles = double(c[0]) / p.blocks, p.score_cycles = double(c[1]) / p.blocks,
-    p.value_cycles = double(c[2]) / p.blocks;
+  p.q_cycles = m[0], p.score_cycles = m[1], p.value_cycles = m[2], p.blocks = m[3];
   return p;
 }
 

@@ -438,26 +438,22 @@ void set_deltanet_fused(bool on) { g_dnfused = on ? 1 : 0; }
 bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", true); }
 void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
 bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
+void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
 bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", true); }
 void set_dn_searly(bool on) { g_dnsearly = on ? 1 : 0; }
 int fused_recurrence_mode() { return (g_dn_phases ? 1 : 0) | (dn_searly_enabled() ? 2 : 0); }
-void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
 void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1; }
 
 void dn_phases_begin() {
-  const unsigned long long zero[7] = {};
-  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_dn_cycles, zero, sizeof(zero)));
+  phase_sums_zero(g_dn_cycles);
   g_dn_phases = true;
 }
 DnPhases dn_phases_end() {
-  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::array<double, 7> m = phase_sums_mean(g_dn_cycles);
   g_dn_phases = false;
-  unsigned long long c[7];
-  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(c, g_dn_cycles, sizeof(c)));
   DnPhases p;
-  p.blocks = double(c[6]);
-  if (c[6] > 0)
-    for (int i = 0; i < 6; i++) p.cycles[i] = double(c[i]) / double(c[6]);
+  p.blocks = m[6];
+  for (int i = 0; i < 6; i++) p.cycles[i] = m[i];
   return p;
 }
 int recurrence_split() {

@@ -6,6 +6,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/check.h"
@@ -15,6 +17,26 @@
 namespace hkv::cuda {
 
 constexpr unsigned kFull = 0xffffffffu;
+
+// The --phases diagnostics' counters: a __device__ array of N − 1 sums of cycles over the counted blocks, then the
+// number of blocks counted. phase_sums_zero before the counted launches; phase_sums_mean after them (it waits for the
+// device): each sum divided by the blocks (0 when none was counted), and last the blocks.
+template <size_t N>
+void phase_sums_zero(const unsigned long long (&sums)[N]) {
+  const unsigned long long zero[N] = {};
+  HKV_CUDA_CHECK(cudaMemcpyToSymbol(sums, zero, sizeof(zero)));
+}
+template <size_t N>
+std::array<double, N> phase_sums_mean(const unsigned long long (&sums)[N]) {
+  HKV_CUDA_CHECK(cudaDeviceSynchronize());
+  unsigned long long c[N];
+  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(c, sums, sizeof(c)));
+  std::array<double, N> m{};
+  m[N - 1] = double(c[N - 1]);
+  if (c[N - 1] != 0)
+    for (size_t i = 0; i + 1 < N; i++) m[i] = double(c[i]) / m[N - 1];
+  return m;
+}
 
 // (w & MASK) | EXP as one lop3: a LOP3 instruction takes one immediate, and written in C++ with two constants
 // ptxas issues two LOP3s; given the lop3, it keeps one constant in a register (hoisted out of loops) and
