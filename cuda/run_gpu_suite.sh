@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
-# [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [stalls] [prefill] [generate] [sass]
+# [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [probe-imma]
+# [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -215,6 +216,11 @@ for s in $stages; do
       timeout 60 build-gpu/tests/hkv_wgmma_probe > "$OUT/probe.log" 2>&1
       echo "probe: rc=$? (0: the attention's descriptor constants give the right products)" | tee -a "$summary"
       tee -a "$summary" < "$OUT/probe.log" ;;
+    probe-imma)  # tests/probe_imma.cu: IMMA (mma.sync int8), IDP4A and FFMA warp instructions a cycle a multiprocessor
+      cmake --build build-gpu --target hkv_imma_probe > "$OUT/probe-imma-build.log" 2>&1 || tail -20 "$OUT/probe-imma-build.log"
+      timeout 120 build-gpu/tests/hkv_imma_probe > "$OUT/probe-imma.log" 2>&1
+      echo "probe-imma: rc=$? (0: one IMMA's sums exact)" | tee -a "$summary"
+      tee -a "$summary" < "$OUT/probe-imma.log" ;;
     prefill-attn)  # the fast prefill's attention alone, last pass of each length, TFLOP/s (HKV_VARIANTS as bench)
       for v in ${HKV_VARIANTS:-default}; do
         sfx=$(variant_suffix "$v")
