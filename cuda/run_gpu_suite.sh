@@ -2,7 +2,7 @@
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
 # [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [probe-imma]
-# [stalls] [prefill] [generate] [sass]
+# [probe-q4h-int] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -221,6 +221,12 @@ for s in $stages; do
       timeout 120 build-gpu/tests/hkv_imma_probe > "$OUT/probe-imma.log" 2>&1
       echo "probe-imma: rc=$? (0: one IMMA's sums exact)" | tee -a "$summary"
       tee -a "$summary" < "$OUT/probe-imma.log" ;;
+    probe-q4h-int)  # tests/probe_q4h_int_scores.cu: q4h scores under a proposed integer contract on the tensor cores
+      cmake --build build-gpu --target hkv_q4h_int_probe > "$OUT/probe-q4h-int-build.log" 2>&1 \
+        || tail -20 "$OUT/probe-q4h-int-build.log"
+      timeout 120 build-gpu/tests/hkv_q4h_int_probe ${HKV_PROBE_KEYS:-262144} > "$OUT/probe-q4h-int.log" 2>&1
+      echo "probe-q4h-int: rc=$? (0: every sampled score equal to the host's)" | tee -a "$summary"
+      tee -a "$summary" < "$OUT/probe-q4h-int.log" ;;
     prefill-attn)  # the fast prefill's attention alone, last pass of each length, TFLOP/s (HKV_VARIANTS as bench)
       for v in ${HKV_VARIANTS:-default}; do
         sfx=$(variant_suffix "$v")
