@@ -64,6 +64,16 @@ sanitized() {  # tool name timeout args...: run() under compute-sanitizer, then 
   grep -E "^========= +(Invalid|Uninitialized|Leaked|Error|Race|Program hit|Warning|ERROR:)" "$OUT/$name.log" \
     | sort | uniq -c | sort -rn | head -6 | tee -a "$summary"
 }
+# A probe of the card (tests/probe_*.cu, not built by default): stage target limit meaning-of-0 [args...]: build it,
+# run it, its exit status and output into the summary.
+probe_stage() {
+  local name=$1 target=$2 limit=$3 ok=$4
+  shift 4
+  cmake --build build-gpu --target "$target" > "$OUT/$name-build.log" 2>&1 || tail -20 "$OUT/$name-build.log"
+  timeout "$limit" "build-gpu/tests/$target" "$@" > "$OUT/$name.log" 2>&1
+  echo "$name: rc=$? (0: $ok)" | tee -a "$summary"
+  tee -a "$summary" < "$OUT/$name.log"
+}
 # An HKV_VARIANTS entry ("default" or VAR=VALUE[,VAR=VALUE]): its log suffix, and its variables for env.
 variant_suffix() { [[ $1 == default ]] || echo "-${1//[^A-Za-z0-9]/_}"; }
 variant_env() { [[ $1 == default ]] || echo "${1//,/ }"; }
@@ -212,21 +222,12 @@ for s in $stages; do
       echo "profile-prefill: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile-prefill.log" | tee -a "$summary" ;;
     probe)  # tests/probe_wgmma.cu: which wgmma shared-memory descriptor encodings give the right products (sm_90a)
-      cmake --build build-gpu --target hkv_wgmma_probe > "$OUT/probe-build.log" 2>&1 || tail -20 "$OUT/probe-build.log"
-      timeout 60 build-gpu/tests/hkv_wgmma_probe > "$OUT/probe.log" 2>&1
-      echo "probe: rc=$? (0: the attention's descriptor constants give the right products)" | tee -a "$summary"
-      tee -a "$summary" < "$OUT/probe.log" ;;
+      probe_stage probe hkv_wgmma_probe 60 "the attention's descriptor constants give the right products" ;;
     probe-imma)  # tests/probe_imma.cu: IMMA (mma.sync int8), IDP4A and FFMA warp instructions a cycle a multiprocessor
-      cmake --build build-gpu --target hkv_imma_probe > "$OUT/probe-imma-build.log" 2>&1 || tail -20 "$OUT/probe-imma-build.log"
-      timeout 120 build-gpu/tests/hkv_imma_probe > "$OUT/probe-imma.log" 2>&1
-      echo "probe-imma: rc=$? (0: one IMMA's sums exact)" | tee -a "$summary"
-      tee -a "$summary" < "$OUT/probe-imma.log" ;;
+      probe_stage probe-imma hkv_imma_probe 120 "one IMMA's sums exact" ;;
     probe-q4h-int)  # tests/probe_q4h_int_scores.cu: q4h scores under a proposed integer contract on the tensor cores
-      cmake --build build-gpu --target hkv_q4h_int_probe > "$OUT/probe-q4h-int-build.log" 2>&1 \
-        || tail -20 "$OUT/probe-q4h-int-build.log"
-      timeout 120 build-gpu/tests/hkv_q4h_int_probe ${HKV_PROBE_KEYS:-262144} > "$OUT/probe-q4h-int.log" 2>&1
-      echo "probe-q4h-int: rc=$? (0: every sampled score equal to the host's)" | tee -a "$summary"
-      tee -a "$summary" < "$OUT/probe-q4h-int.log" ;;
+      probe_stage probe-q4h-int hkv_q4h_int_probe 120 "every sampled score equal to the host's" \
+        "${HKV_PROBE_KEYS:-262144}" ;;
     prefill-attn)  # the fast prefill's attention alone, last pass of each length, TFLOP/s (HKV_VARIANTS as bench)
       for v in ${HKV_VARIANTS:-default}; do
         sfx=$(variant_suffix "$v")

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cuda/prefill_attention_wgmma.cuh"  // wg::desc, qk_step, pv_step: the helpers the attention uses
+#include "tests/probe_check.cuh"
 
 namespace {
 
@@ -124,15 +125,6 @@ std::vector<unsigned char> swizzled(const std::vector<uint16_t>& m, int rows, in
     }
   return img;
 }
-
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(2);                                                                        \
-    }                                                                                      \
-  } while (0)
 
 }  // namespace
 
