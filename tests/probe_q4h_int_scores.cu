@@ -9,8 +9,8 @@
 // heads (columns 0..5; planes 0 and 1 u8, plane 2 s8), three products a group, so thread (g, t) gets planes 0..2 of
 // keys g and g + 8 for heads 2t and 2t + 1 and closes them in the order above. It checks every score of a sample of
 // keys against the host (bits equal), then times the kernel: µs a layer against the K bytes over the card's copy
-// bandwidth. Build: nvcc -arch=sm_90a -O3 -std=c++17 -I. tests/probe_q4h_int_scores.cu (cuda/run_gpu_suite.sh
-// probe-q4h-int).
+// bandwidth. Build: nvcc -arch=sm_90a -O3 -std=c++17 --fmad=false -I. tests/probe_q4h_int_scores.cu, or
+// cuda/run_gpu_suite.sh probe-q4h-int (the project's flags).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
