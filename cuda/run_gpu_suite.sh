@@ -2,7 +2,7 @@
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
 # [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [probe-imma]
-# [probe-q4h-int] [stalls] [prefill] [generate] [sass]
+# [probe-q4h-int] [probe-q4h-int-values] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -227,6 +227,9 @@ for s in $stages; do
       probe_stage probe-imma hkv_imma_probe 120 "one IMMA's sums exact" ;;
     probe-q4h-int)  # tests/probe_q4h_int_scores.cu: q4h scores under a proposed integer contract on the tensor cores
       probe_stage probe-q4h-int hkv_q4h_int_probe 120 "every sampled score equal to the host's" \
+        "${HKV_PROBE_KEYS:-262144}" ;;
+    probe-q4h-int-values)  # tests/probe_q4h_int_values.cu: the value phase under that contract on the tensor cores
+      probe_stage probe-q4h-int-values hkv_q4h_int_values_probe 120 "every sampled output equal to the host's" \
         "${HKV_PROBE_KEYS:-262144}" ;;
     prefill-attn)  # the fast prefill's attention alone, last pass of each length, TFLOP/s (HKV_VARIANTS as bench)
       for v in ${HKV_VARIANTS:-default}; do

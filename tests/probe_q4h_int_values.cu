@@ -1,0 +1,254 @@
+// A probe for a proposed contract (not a test of hkv, not built into hkv): the value phase of q4h decode attention with
+// integer products on the tensor cores, the other half of tests/probe_q4h_int_scores.cu. The contract measured on the
+// CPU in session 18 (docs/RESULTS.md §12), for a 512-key chunk, a query head h and a group g of 32 dims:
+//   w_t = e_t · s_{t,g} (one fp32 multiplication: the key's weight exp_c(score_t − m_c) times its fp16 scale);
+//   e = xq_exponent of the chunk's largest |w_t|;  W_t = xq_int(w_t, e) (|W| ≤ 2^22, reference/scalar.h);
+//   o_c[d] = float(Σ_t W_t·(c_{t,d} − 8)) · xq_unit(e)   (the sum exact, in 64 bits; float() rounds once).
+// The probe takes one layer's V cache (4 KV heads × n keys, the 27B shape) and weights e for the 6 query heads of
+// each KV head, and computes every o_c. A block is a chunk and a KV head; warp w takes group w (dims 32w … 32w + 31):
+// it finds each head's exponent over the chunk, then for each 32 keys makes W's three byte planes (B: keys × heads)
+// and the codes transposed to dims × keys (A: a 16-dim tile's row g is dim 2g, row g + 8 dim 2g + 1, so that one byte
+// of a row holds both), and sums with mma.sync.m16n8k32 (codes u8; planes 0, 1 u8, plane 2 s8) over the chunk's 512
+// keys; the −8·ΣW and the planes meet in 64 bits at the end. It checks a sample of chunks against the host (bits
+// equal), then times the kernel: µs a layer against the V bytes over the card's copy bandwidth.
+// Build: cuda/run_gpu_suite.sh probe-q4h-int-values (the project's flags), or
+// nvcc -arch=sm_90a -O3 -std=c++17 --fmad=false -I. tests/probe_q4h_int_values.cu.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "reference/scalar.h"
+#include "tests/probe_check.cuh"
+
+namespace {
+
+constexpr int D = 256, G = 8, HQ = 6, KV = 4, ROW = 144, CH = 512;
+
+template <bool SIGNED>
+__device__ __forceinline__ void imma_acc(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (SIGNED)
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+// V: [n][KV][ROW]; E: [KV][HQ][n] weights; O: [KV][HQ][n / 512][D]. Block (chunk, kv), 8 warps; shared memory: the
+// chunk's 512 rows (73,728 bytes) and its weights (6 × 512 floats).
+__global__ void __launch_bounds__(256, 2) int_values(const uint8_t* V, const float* E, int64_t n, float* O) {
+  extern __shared__ uint4 sm[];
+  uint8_t* rows = reinterpret_cast<uint8_t*>(sm);
+  float* ew = reinterpret_cast<float*>(rows + CH * ROW);  // [HQ][CH]
+  const int kv = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5, gg = lane >> 2, t = lane & 3;
+  const int64_t c0 = int64_t(blockIdx.x) * CH;
+  for (int i = threadIdx.x; i < CH * 9; i += 256) {  // row i / 9, piece i % 9
+    const uint4* src = reinterpret_cast<const uint4*>(V + ((c0 + i / 9) * KV + kv) * ROW) + i % 9;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(sm + i))),
+                 "l"(src));
+  }
+  for (int i = threadIdx.x; i < HQ * CH / 4; i += 256) {  // the weights, 4 floats a copy
+    const int h = i / (CH / 4), k4 = i % (CH / 4);
+    const float* src = E + (int64_t(kv) * HQ + h) * n + c0 + 4 * k4;
+    asm volatile(
+        "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(ew + h * CH + 4 * k4))),
+        "l"(src));
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  __syncthreads();
+  auto scale = [&](int key) {  // the key's fp16 scale of group w (exact in fp32)
+    return __half2float(*reinterpret_cast<const __half*>(rows + key * ROW + 128 + 2 * w));
+  };
+  // each head's exponent over the chunk: lane (gg, t) takes head gg (< 6) at keys t, t + 4, …
+  const bool hl = gg < HQ;
+  const int hh = hl ? gg : 0;
+  uint32_t mb = 0;
+  if (hl)
+    for (int k = t; k < CH; k += 4) mb = max(mb, abs_bits(ew[hh * CH + k] * scale(k)));
+  mb = max(mb, __shfl_xor_sync(0xffffffffu, mb, 1));
+  mb = max(mb, __shfl_xor_sync(0xffffffffu, mb, 2));
+  const int ex = mb ? hkv::xq_exponent(mb) : 0;
+  int acc[2][3][4] = {};  // [dim tile][plane][D fragment]
+  long long sumw = 0;     // Σ W of head gg over this lane's keys
+  for (int ks = 0; ks < CH / 32; ks++) {
+    // B: lane (gg, t) holds head gg's W at keys 32ks + 4t + i (b0) and 32ks + 16 + 4t + i (b1), one byte plane each
+    uint32_t b[3][2] = {};
+    if (hl && mb) {
+#pragma unroll
+      for (int half = 0; half < 2; half++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const int k = 32 * ks + 16 * half + 4 * t + i;
+          const int32_t W = hkv::xq_int(ew[hh * CH + k] * scale(k), ex);
+          sumw += W;
+#pragma unroll
+          for (int p = 0; p < 3; p++) b[p][half] |= ((uint32_t(W) >> (8 * p)) & 0xffu) << (8 * i);
+        }
+    }
+    // A: tile mt's rows g and g + 8 are dims 16mt + 2g and + 1: byte 8mt + g of the group's codes, of keys 4t + i
+    // (a0 low nibbles, a1 high) and 16 + 4t + i (a2, a3)
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+      uint32_t by[2] = {0u, 0u};
+#pragma unroll
+      for (int half = 0; half < 2; half++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          const int k = 32 * ks + 16 * half + 4 * t + i;
+          by[half] |= uint32_t(rows[k * ROW + 16 * w + 8 * mt + gg]) << (8 * i);
+        }
+      const uint32_t a[4] = {by[0] & 0x0f0f0f0fu, (by[0] >> 4) & 0x0f0f0f0fu, by[1] & 0x0f0f0f0fu,
+                             (by[1] >> 4) & 0x0f0f0f0fu};
+      imma_acc<false>(acc[mt][0], a, b[0][0], b[0][1]);
+      imma_acc<false>(acc[mt][1], a, b[1][0], b[1][1]);
+      imma_acc<true>(acc[mt][2], a, b[2][0], b[2][1]);
+    }
+  }
+  // ΣW and the exponent of heads 2t and 2t + 1 (held by lanes 4·head + t')
+  sumw += __shfl_xor_sync(0xffffffffu, sumw, 1);
+  sumw += __shfl_xor_sync(0xffffffffu, sumw, 2);
+  const int src0 = min(2 * t, HQ - 1) * 4, src1 = min(2 * t + 1, HQ - 1) * 4;
+  const long long sw[2] = {__shfl_sync(0xffffffffu, sumw, src0), __shfl_sync(0xffffffffu, sumw, src1)};
+  const uint32_t mbs[2] = {__shfl_sync(0xffffffffu, mb, src0), __shfl_sync(0xffffffffu, mb, src1)};
+  const int exs[2] = {__shfl_sync(0xffffffffu, ex, src0), __shfl_sync(0xffffffffu, ex, src1)};
+  if (t < 3) {
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) {  // D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]
+        const int h = 2 * t + (i & 1), d = 32 * w + 16 * mt + 2 * gg + (i >> 1);
+        const long long S =
+            (long long)acc[mt][0][i] + 256ll * acc[mt][1][i] + 65536ll * acc[mt][2][i] - 8ll * sw[i & 1];
+        const float o = mbs[i & 1] ? __ll2float_rn(S) * hkv::xq_unit(exs[i & 1]) : 0.0f;
+        O[((int64_t(kv) * HQ + h) * (n / CH) + blockIdx.x) * D + d] = o;
+      }
+  }
+}
+
+__global__ void copy_kernel(const uint4* a, uint4* b, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    b[i] = a[i];
+}
+
+uint32_t rng(uint64_t& s) {
+  s = s * 6364136223846793005ull + 1442695040888963407ull;
+  return uint32_t(s >> 33);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 262144;  // keys, a multiple of 512
+  if (n % CH != 0) return std::fprintf(stderr, "keys: a multiple of 512\n"), 2;
+  std::vector<uint8_t> V(size_t(n) * KV * ROW);
+  uint64_t s = 3;
+  for (int64_t r = 0; r < n * KV; r++) {
+    uint8_t* row = V.data() + size_t(r) * ROW;
+    for (int i = 0; i < 128; i++) row[i] = uint8_t(rng(s));
+    for (int gr = 0; gr < G; gr++) {
+      const uint16_t h = hkv::f16_from_f32(0.01f + float(rng(s) % 1000) * 1e-4f);
+      std::memcpy(row + 128 + 2 * gr, &h, 2);
+    }
+  }
+  // weights as exp(score − max) gives them: in (0, 1], 1 at one key of each chunk, some far below (down to 2^-100)
+  std::vector<float> E(size_t(KV) * HQ * n);
+  for (size_t i = 0; i < E.size(); i++) {
+    const uint32_t r = rng(s);
+    E[i] = r % 17 == 0 ? std::ldexp(1.0f, -int(r % 100)) : float(r % 1000000 + 1) * 1e-6f;
+  }
+  for (int64_t c = 0; c < n / CH; c++)
+    for (int q = 0; q < KV * HQ; q++) E[size_t(q) * n + c * CH + (c * 7 + q) % CH] = 1.0f;
+  uint8_t* dV;
+  float *dE, *dO;
+  const size_t osz = size_t(KV) * HQ * (n / CH) * D;
+  CK(cudaMalloc(&dV, V.size()));
+  CK(cudaMalloc(&dE, E.size() * 4));
+  CK(cudaMalloc(&dO, osz * 4));
+  CK(cudaMemcpy(dV, V.data(), V.size(), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dE, E.data(), E.size() * 4, cudaMemcpyHostToDevice));
+  constexpr int kSmem = CH * ROW + HQ * CH * 4;
+  CK(cudaFuncSetAttribute(int_values, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CK(cudaFuncSetAttribute(int_values, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  int occ = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, int_values, 256, kSmem));
+  const dim3 grid(unsigned(n / CH), KV);
+  int_values<<<grid, 256, kSmem>>>(dV, dE, n, dO);
+  CK(cudaDeviceSynchronize());
+  std::vector<float> O(osz);
+  CK(cudaMemcpy(O.data(), dO, osz * 4, cudaMemcpyDeviceToHost));
+  // the host: the same operations in the same order, for the first 8 chunks and every 37th
+  int64_t checked = 0, bad = 0;
+  for (int64_t c = 0; c < n / CH; c += (c < 8 ? 1 : 37))
+    for (int kv = 0; kv < KV; kv++)
+      for (int h = 0; h < HQ; h++)
+        for (int gr = 0; gr < G; gr++) {
+          std::vector<float> wv(CH);
+          uint32_t mb = 0;
+          for (int k = 0; k < CH; k++) {
+            const uint8_t* row = V.data() + size_t((c * CH + k) * KV + kv) * ROW;
+            uint16_t hs;
+            std::memcpy(&hs, row + 128 + 2 * gr, 2);
+            wv[size_t(k)] = E[size_t(kv * HQ + h) * n + c * CH + k] * hkv::f32_from_f16(hs);
+            mb = std::max(mb, hkv::f32_bits(wv[size_t(k)]) & 0x7fffffffu);
+          }
+          const int e = mb ? hkv::xq_exponent(mb) : 0;
+          for (int j = 0; j < 32; j++) {
+            long long S = 0;
+            for (int k = 0; k < CH; k++) {
+              const uint8_t* row = V.data() + size_t((c * CH + k) * KV + kv) * ROW;
+              const int dd = 32 * gr + j, code = (row[dd / 2] >> (4 * (dd & 1))) & 15;
+              S += (long long)(mb ? hkv::xq_int(wv[size_t(k)], e) : 0) * (code - 8);
+            }
+            const float want = mb ? float(S) * hkv::xq_unit(e) : 0.0f;
+            const float got = O[((size_t(kv) * HQ + h) * size_t(n / CH) + size_t(c)) * D + size_t(32 * gr + j)];
+            checked++;
+            if (std::memcmp(&want, &got, 4) != 0 && bad++ < 5)
+              std::printf("chunk %lld kv %d head %d dim %d: host %.9g, card %.9g\n", (long long)c, kv, h, 32 * gr + j,
+                          want, got);
+          }
+        }
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto time_us = [&](auto&& f) {
+    for (int i = 0; i < 3; i++) f();
+    std::vector<float> v;
+    for (int i = 0; i < 20; i++) {
+      CK(cudaEventRecord(e0));
+      f();
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      v.push_back(ms * 1000.0f);
+    }
+    std::sort(v.begin(), v.end());
+    return double(v[v.size() / 2]);
+  };
+  const double us = time_us([&] { int_values<<<grid, 256, kSmem>>>(dV, dE, n, dO); });
+  uint4* dC;
+  CK(cudaMalloc(&dC, V.size()));
+  const double cu =
+      time_us([&] { copy_kernel<<<132 * 8, 512>>>(reinterpret_cast<const uint4*>(dV), dC, int64_t(V.size() / 16)); });
+  const double bytes = double(V.size()), bw = 2.0 * bytes / (cu * 1e-6);
+  std::printf("q4h integer values on the tensor cores: %lld keys x %d KV heads x %d query heads, one layer\n",
+              (long long)n, KV, HQ);
+  std::printf("blocks a multiprocessor: %d (8 warps each)\n", occ);
+  std::printf("check: %lld outputs, %lld differ from the host's (bits)\n", (long long)checked, (long long)bad);
+  std::printf(
+      "| keys | V MB | us a layer (median of 20) | copy bandwidth TB/s | V at copy bandwidth us | %% of it |\n");
+  std::printf("|---|---|---|---|---|---|\n| %lld | %.1f | %.1f | %.3f | %.1f | %.0f%% |\n", (long long)n, bytes / 1e6,
+              us, bw / 1e12, bytes / bw * 1e6, 100.0 * (bytes / bw * 1e6) / us);
+  return bad ? 1 : 0;
+}
