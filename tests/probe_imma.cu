@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "tests/probe_check.cuh"
+#include "tests/probe_util.cuh"
 
 namespace {
 

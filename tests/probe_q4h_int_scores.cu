@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "reference/scalar.h"
-#include "tests/probe_check.cuh"
+#include "tests/probe_util.cuh"
 
 namespace {
 
@@ -155,33 +155,14 @@ __global__ void __launch_bounds__(256, 2) int_scores(const uint8_t* K, const Que
   }
 }
 
-__global__ void copy_kernel(const uint4* a, uint4* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    b[i] = a[i];
-}
-
-uint32_t rng(uint64_t& s) {
-  s = s * 6364136223846793005ull + 1442695040888963407ull;
-  return uint32_t(s >> 33);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 262144;  // keys, a multiple of 512
   if (n % 512 != 0) return std::fprintf(stderr, "keys: a multiple of 512\n"), 2;
   // the cache: random codes, scales from normal-ish magnitudes (fp16)
-  std::vector<uint8_t> K(size_t(n) * KV * ROW);
   uint64_t s = 1;
-  for (int64_t r = 0; r < n * KV; r++) {
-    uint8_t* row = K.data() + size_t(r) * ROW;
-    for (int i = 0; i < 128; i++) row[i] = uint8_t(rng(s));
-    for (int gr = 0; gr < G; gr++) {
-      const float sc = 0.01f + float(rng(s) % 1000) * 1e-4f;
-      const uint16_t h = hkv::f16_from_f32(sc);
-      std::memcpy(row + 128 + 2 * gr, &h, 2);
-    }
-  }
+  const std::vector<uint8_t> K = probe::random_q4h(n, KV, s);
   // the queries (rotated space), their block fixed point and each lane's B fragments
   std::vector<Query> qs(KV);
   std::vector<int32_t> Qint(size_t(KV) * HQ * D);
@@ -193,7 +174,7 @@ int main(int argc, char** argv) {
         float q[32];
         uint32_t mb = 0;
         for (int j = 0; j < 32; j++) {
-          q[j] = (float(int(rng(s) % 2001) - 1000) * 1e-3f) * (gr == 3 ? 40.0f : 1.0f);
+          q[j] = (float(int(probe::rng(s) % 2001) - 1000) * 1e-3f) * (gr == 3 ? 40.0f : 1.0f);
           uint32_t b;
           std::memcpy(&b, &q[j], 4);
           mb = std::max(mb, b & 0x7fffffffu);
@@ -234,10 +215,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(dQ, qs.data(), sizeof(Query) * KV, cudaMemcpyHostToDevice));
   const dim3 grid(unsigned(n / 512), KV);
   constexpr int kSmem = 8 * 576 * 16;
-  CK(cudaFuncSetAttribute(int_scores, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(int_scores, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  int occ = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, int_scores, 256, kSmem));
+  const int occ = probe::allow_smem(int_scores, 256, kSmem);
   int_scores<<<grid, 256, kSmem>>>(dK, dQ, n, dS);
   CK(cudaDeviceSynchronize());
   std::vector<float> S(size_t(KV) * HQ * n);
@@ -265,30 +243,8 @@ int main(int argc, char** argv) {
           std::printf("key %lld kv %d head %d: host %.9g, card %.9g\n", (long long)key, kv, h, want, got);
       }
   // time: the probe's kernel, and a copy of the K bytes for the card's bandwidth
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto time_us = [&](auto&& f) {
-    for (int i = 0; i < 3; i++) f();
-    std::vector<float> v;
-    for (int i = 0; i < 20; i++) {
-      CK(cudaEventRecord(e0));
-      f();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      v.push_back(ms * 1000.0f);
-    }
-    std::sort(v.begin(), v.end());
-    return double(v[v.size() / 2]);
-  };
-  const double us = time_us([&] { int_scores<<<grid, 256, kSmem>>>(dK, dQ, n, dS); });
-  uint4* dC;
-  CK(cudaMalloc(&dC, K.size()));
-  const double cu =
-      time_us([&] { copy_kernel<<<132 * 8, 512>>>(reinterpret_cast<const uint4*>(dK), dC, int64_t(K.size() / 16)); });
-  const double bytes = double(K.size()), bw = 2.0 * bytes / (cu * 1e-6);
+  const double us = probe::time_us([&] { int_scores<<<grid, 256, kSmem>>>(dK, dQ, n, dS); });
+  const double bytes = double(K.size()), bw = probe::copy_bandwidth(dK, K.size());
   std::printf("q4h integer scores on the tensor cores: %lld keys x %d KV heads x %d query heads, one layer\n",
               (long long)n, KV, HQ);
   std::printf("blocks a multiprocessor: %d (8 warps each)\n", occ);

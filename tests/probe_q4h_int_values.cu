@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "reference/scalar.h"
-#include "tests/probe_check.cuh"
+#include "tests/probe_util.cuh"
 
 namespace {
 
@@ -45,6 +45,19 @@ __device__ __forceinline__ void imma_acc(int (&d)[4], const uint32_t (&a)[4], ui
 }
 
 __device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+// acc[p] += A·B_p for W's three byte planes (codes u8; planes 0 and 1 u8, plane 2 s8)
+__device__ __forceinline__ void sum_planes(int (&acc)[3][4], const uint32_t (&a)[4], const uint32_t (&b)[3][2]) {
+  imma_acc<false>(acc[0], a, b[0][0], b[0][1]);
+  imma_acc<false>(acc[1], a, b[1][0], b[1][1]);
+  imma_acc<true>(acc[2], a, b[2][0], b[2][1]);
+}
+
+// W of key i (0..3) of a B register pair half into its three planes' bytes i
+__device__ __forceinline__ void put_w(uint32_t (&b)[3][2], int half, int i, int32_t W) {
+#pragma unroll
+  for (int p = 0; p < 3; p++) b[p][half] |= ((uint32_t(W) >> (8 * p)) & 0xffu) << (8 * i);
+}
 
 // The closing steps of both kernels: ΣW and the exponent of heads 2t and 2t + 1 (held by lanes 4·head + t'), then
 // S = D0 + 256·D1 + 65536·D2 − 8·ΣW in 64 bits, o = float(S)·unit.
@@ -117,8 +130,7 @@ __global__ void __launch_bounds__(256, 2) int_values(const uint8_t* V, const flo
           const int k = 32 * ks + 16 * half + 4 * t + i;
           const int32_t W = hkv::xq_int(ew[hh * CH + k] * scale(k), ex);
           sumw += W;
-#pragma unroll
-          for (int p = 0; p < 3; p++) b[p][half] |= ((uint32_t(W) >> (8 * p)) & 0xffu) << (8 * i);
+          put_w(b, half, i, W);
         }
     }
     // A: tile mt's rows g and g + 8 are dims 16mt + 2g and + 1: byte 8mt + g of the group's codes, of keys 4t + i
@@ -135,9 +147,7 @@ __global__ void __launch_bounds__(256, 2) int_values(const uint8_t* V, const flo
         }
       const uint32_t a[4] = {by[0] & 0x0f0f0f0fu, (by[0] >> 4) & 0x0f0f0f0fu, by[1] & 0x0f0f0f0fu,
                              (by[1] >> 4) & 0x0f0f0f0fu};
-      imma_acc<false>(acc[mt][0], a, b[0][0], b[0][1]);
-      imma_acc<false>(acc[mt][1], a, b[1][0], b[1][1]);
-      imma_acc<true>(acc[mt][2], a, b[2][0], b[2][1]);
+      sum_planes(acc[mt], a, b);
     }
   }
   close_values(acc, sumw, mb, ex, kv, w, gg, t, n, O);
@@ -210,8 +220,7 @@ __global__ void __launch_bounds__(256, 2)
 #pragma unroll
         for (int i = 0; i < 4; i++) {
           sumw += W[i];
-#pragma unroll
-          for (int p = 0; p < 3; p++) b[p][half] |= ((uint32_t(W[i]) >> (8 * p)) & 0xffu) << (8 * i);
+          put_w(b, half, i, W[i]);
         }
       }
     }
@@ -220,22 +229,10 @@ __global__ void __launch_bounds__(256, 2)
       const uint8_t* col = codes + (ks * 128 + 16 * w + 8 * mt + gg) * 32 + 4 * t;  // byte 8mt + gg, keys 4t … 4t + 3
       const uint32_t by0 = *reinterpret_cast<const uint32_t*>(col), by1 = *reinterpret_cast<const uint32_t*>(col + 16);
       const uint32_t a[4] = {by0 & 0x0f0f0f0fu, (by0 >> 4) & 0x0f0f0f0fu, by1 & 0x0f0f0f0fu, (by1 >> 4) & 0x0f0f0f0fu};
-      imma_acc<false>(acc[mt][0], a, b[0][0], b[0][1]);
-      imma_acc<false>(acc[mt][1], a, b[1][0], b[1][1]);
-      imma_acc<true>(acc[mt][2], a, b[2][0], b[2][1]);
+      sum_planes(acc[mt], a, b);
     }
   }
   close_values(acc, sumw, mb, ex, kv, w, gg, t, n, O);
-}
-
-__global__ void copy_kernel(const uint4* a, uint4* b, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    b[i] = a[i];
-}
-
-uint32_t rng(uint64_t& s) {
-  s = s * 6364136223846793005ull + 1442695040888963407ull;
-  return uint32_t(s >> 33);
 }
 
 }  // namespace
@@ -243,20 +240,12 @@ uint32_t rng(uint64_t& s) {
 int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 262144;  // keys, a multiple of 512
   if (n % CH != 0) return std::fprintf(stderr, "keys: a multiple of 512\n"), 2;
-  std::vector<uint8_t> V(size_t(n) * KV * ROW);
   uint64_t s = 3;
-  for (int64_t r = 0; r < n * KV; r++) {
-    uint8_t* row = V.data() + size_t(r) * ROW;
-    for (int i = 0; i < 128; i++) row[i] = uint8_t(rng(s));
-    for (int gr = 0; gr < G; gr++) {
-      const uint16_t h = hkv::f16_from_f32(0.01f + float(rng(s) % 1000) * 1e-4f);
-      std::memcpy(row + 128 + 2 * gr, &h, 2);
-    }
-  }
+  const std::vector<uint8_t> V = probe::random_q4h(n, KV, s);
   // weights as exp(score − max) gives them: in (0, 1], 1 at one key of each chunk, some far below (down to 2^-100)
   std::vector<float> E(size_t(KV) * HQ * n);
   for (size_t i = 0; i < E.size(); i++) {
-    const uint32_t r = rng(s);
+    const uint32_t r = probe::rng(s);
     E[i] = r % 17 == 0 ? std::ldexp(1.0f, -int(r % 100)) : float(r % 1000000 + 1) * 1e-6f;
   }
   for (int64_t c = 0; c < n / CH; c++)
@@ -270,10 +259,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(dV, V.data(), V.size(), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dE, E.data(), E.size() * 4, cudaMemcpyHostToDevice));
   constexpr int kSmem = CH * ROW + HQ * CH * 4;
-  CK(cudaFuncSetAttribute(int_values, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(int_values, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  int occ = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, int_values, 256, kSmem));
+  const int occ = probe::allow_smem(int_values, 256, kSmem);
   const dim3 grid(unsigned(n / CH), KV);
   int_values<<<grid, 256, kSmem>>>(dV, dE, n, dO);
   CK(cudaDeviceSynchronize());
@@ -297,8 +283,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&dVS, VS.size() * 2));
   CK(cudaMemcpy(dVT, VT.data(), VT.size(), cudaMemcpyHostToDevice));
   CK(cudaMemcpy(dVS, VS.data(), VS.size() * 2, cudaMemcpyHostToDevice));
-  CK(cudaFuncSetAttribute(int_values_t, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-  CK(cudaFuncSetAttribute(int_values_t, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  probe::allow_smem(int_values_t, 256, kSmem);
   CK(cudaMemset(dO, 0xa5, osz * 4));
   int_values_t<<<grid, 256, kSmem>>>(dVT, dVS, dE, n, dO);
   CK(cudaDeviceSynchronize());
@@ -338,31 +323,9 @@ int main(int argc, char** argv) {
                           32 * gr + j, want, gott);
           }
         }
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto time_us = [&](auto&& f) {
-    for (int i = 0; i < 3; i++) f();
-    std::vector<float> v;
-    for (int i = 0; i < 20; i++) {
-      CK(cudaEventRecord(e0));
-      f();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      v.push_back(ms * 1000.0f);
-    }
-    std::sort(v.begin(), v.end());
-    return double(v[v.size() / 2]);
-  };
-  const double us = time_us([&] { int_values<<<grid, 256, kSmem>>>(dV, dE, n, dO); });
-  const double ust = time_us([&] { int_values_t<<<grid, 256, kSmem>>>(dVT, dVS, dE, n, dO); });
-  uint4* dC;
-  CK(cudaMalloc(&dC, V.size()));
-  const double cu =
-      time_us([&] { copy_kernel<<<132 * 8, 512>>>(reinterpret_cast<const uint4*>(dV), dC, int64_t(V.size() / 16)); });
-  const double bytes = double(V.size()), bw = 2.0 * bytes / (cu * 1e-6);
+  const double us = probe::time_us([&] { int_values<<<grid, 256, kSmem>>>(dV, dE, n, dO); });
+  const double ust = probe::time_us([&] { int_values_t<<<grid, 256, kSmem>>>(dVT, dVS, dE, n, dO); });
+  const double bytes = double(V.size()), bw = probe::copy_bandwidth(dV, V.size());
   std::printf("q4h integer values on the tensor cores: %lld keys x %d KV heads x %d query heads, one layer\n",
               (long long)n, KV, HQ);
   std::printf("blocks a multiprocessor: %d (8 warps each)\n", occ);

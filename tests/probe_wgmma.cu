@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "cuda/prefill_attention_wgmma.cuh"  // wg::desc, qk_step, pv_step: the helpers the attention uses
-#include "tests/probe_check.cuh"
+#include "tests/probe_util.cuh"
 
 namespace {
 
