@@ -164,7 +164,7 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
       "| launch | launches | mean | largest | sd of the multiprocessors' means | halves' correlation | records | "
       "latest multiprocessors (mean µs) |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
-  std::vector<std::pair<std::string, std::vector<double>>> means;
+  std::vector<std::pair<std::string, std::vector<double>>> means;  // NaN where no block of the kind ran
   for (const std::string& name : order) {
     Acc& a = acc[name];
     std::vector<double> m(a.late[0].size(), 0.0), h0, h1;
@@ -191,13 +191,19 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
     std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", name.c_str(), a.launches,
                 a.count ? a.sum / a.count : 0.0, a.max, sd, correlation(h0, h1), correlation(a.all_late, a.all_rec),
                 latest.c_str());
-    means.emplace_back(name, m);
+    std::vector<double> mk(m.size(), std::nan(""));
+    for (int sm : used) mk[size_t(sm)] = m[size_t(sm)];
+    means.emplace_back(name, mk);
   }
-  if (means.size() > 1) {
+  if (means.size() > 1) {  // over the multiprocessors both kinds ran on
     std::printf("per-multiprocessor lateness against %s's:", means[0].first.c_str());
-    for (size_t k = 1; k < means.size(); k++)
-      std::printf(" %s %.2f%s", means[k].first.c_str(), correlation(means[0].second, means[k].second),
-                  k + 1 < means.size() ? "," : "\n");
+    for (size_t k = 1; k < means.size(); k++) {
+      std::vector<double> a, b;
+      for (size_t sm = 0; sm < means[0].second.size() && sm < means[k].second.size(); sm++)
+        if (!std::isnan(means[0].second[sm]) && !std::isnan(means[k].second[sm]))
+          a.push_back(means[0].second[sm]), b.push_back(means[k].second[sm]);
+      std::printf(" %s %.2f%s", means[k].first.c_str(), correlation(a, b), k + 1 < means.size() ? "," : "\n");
+    }
   }
 }
 

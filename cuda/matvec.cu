@@ -905,12 +905,12 @@ std::vector<MatvecStamps> mlx4_stamps_end() {
   const unsigned zero = 0;
   HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_cap, &zero, sizeof(zero)));  // no slot left to write
   std::vector<MatvecStamps> out(n);
-  const int sms = std::min(sm_count(), kStampSms);
+  // every %smid word (ids need not be contiguous, so not only the first sm_count()); 0 where no block ran
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long* w = h.data() + size_t(i) * kSlotWords;
     out[i] = {{w[0], w[1]}, {w[2], w[3]}, {w[4], w[5]}, {w[6], w[7]}, {}, {}};
-    out[i].sm_records.assign(w + kStampWords, w + kStampWords + sms);
-    out[i].sm_end.assign(w + kStampWords + kStampSms, w + kStampWords + kStampSms + sms);
+    out[i].sm_records.assign(w + kStampWords, w + kStampWords + kStampSms);
+    out[i].sm_end.assign(w + kStampWords + kStampSms, w + kStampWords + 2 * kStampSms);
   }
   return out;
 }
