@@ -2,7 +2,7 @@
 # Builds the CUDA engine and runs, on the GPU machine, the GPU suite and the bench; full logs under $OUT,
 # a short table last. usage: cuda/run_gpu_suite.sh [ops] [engine] [alloc] [diff] [gate] [bench] [attn] [sanitize]
 # [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [probe-imma]
-# [probe-q4h-int] [probe-q4h-int-values] [stalls] [prefill] [generate] [sass]
+# [probe-q4h-int] [probe-q4h-int-values] [probe-mlx4-imma] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
@@ -231,6 +231,8 @@ for s in $stages; do
     probe-q4h-int-values)  # tests/probe_q4h_int_values.cu: the value phase under that contract on the tensor cores
       probe_stage probe-q4h-int-values hkv_q4h_int_values_probe 120 "every sampled output equal to the host's" \
         "${HKV_PROBE_KEYS:-262144}" ;;
+    probe-mlx4-imma)  # tests/probe_mlx4_imma.cu: the exact MLX4 product's integer sums on the tensor cores, against the engine
+      probe_stage probe-mlx4-imma hkv_mlx4_imma_probe 300 "every row equal to the oracle's, as bytes" ;;
     prefill-attn)  # the fast prefill's attention alone, last pass of each length, TFLOP/s (HKV_VARIANTS as bench)
       for v in ${HKV_VARIANTS:-default}; do
         sfx=$(variant_suffix "$v")

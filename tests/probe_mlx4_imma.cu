@@ -1,0 +1,265 @@
+// A probe (not a test of hkv, not built into hkv): the exact MLX4 product (docs/ARITHMETIC.md §2) with its integer
+// sums T on the tensor cores, split over a block's warps by contract lane, against the engine's decode kernel.
+//
+// What it computes, y[r] = dot_row(W, r, x) byte for byte:
+//   Block: one tile of 16 rows, NW warps. Chunk c (32 weights) is contract lane c % 32's; a step is 4 chunks
+//   (4s .. 4s + 3). Warp w takes the steps s ≡ w (mod NW), in increasing order, so all the chunks of a contract lane
+//   (c = l, l + 32, …: steps ≡ l / 4 mod 8) pass through one warp, in order, and its fma chain is the oracle's.
+//   Thread (g, t) = (lane / 4, lane % 4) loads chunk 4s + t of rows g and g + 8 (16 bytes each) and closes that
+//   chunk for both rows: T, qx = float(T)·unit, acc = fma(s, qx, fma(b, xsum, acc)).
+//   T by mma.sync.m16n8k32 (A = codes as u8, rows g, g + 8; B = byte planes of X): product j of a step takes code word
+//   j of each thread's chunk (low nibbles in the k slots of a0/a1, high nibbles in a2/a3, the records' word order:
+//   word 8p + 2j + h holds byte p of elements 8j + h + 2i). B is block diagonal: column n belongs to chunk
+//   4s + n/2, so only the lanes whose column's chunk is the chunk their k slots carry hold record words, the
+//   rest zeros. Tile 01 (u8·u8): column 2t + p = plane p of chunk 4s + t. Tile 2 (u8·s8): column 2t = plane 2.
+//   After the step's 4 products thread (g, t) holds P0, P1, P2 of (g, 4s + t) and (g + 8, 4s + t):
+//   T = P0 + (P1 << 8) + (P2 << 16), exact (|T| < 2^31).
+//   End: the 32 contract-lane sums of each row meet in shared memory; one thread a row runs lane_tree32.
+// Checked: every row of every shape equal to the oracle's hkv::matvec as bytes, and the engine's decode kernel too.
+// Timed: µs a launch (median of 20, alone) against the weight bytes over the card's copy bandwidth.
+// Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/kernels.h"
+#include "reference/scalar.h"
+#include "reference/weights.h"
+#include "tests/probe_util.cuh"
+
+namespace {
+
+namespace hc = hkv::cuda;
+
+// d = a·b + c (m16n8k32, s32 sums): c0, c1 columns 2t, 2t + 1 of row g; c2, c3 of row g + 8.
+template <bool SIGNED>
+__device__ __forceinline__ void imma(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (SIGNED)
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+// NW warps a 16-row tile; U steps' code loads in flight a warp before they are computed.
+template <int NW, int U>
+__global__ void __launch_bounds__(NW * 32, 24 / NW)
+    mv_imma(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ sc, const uint16_t* __restrict__ bi,
+            const uint32_t* __restrict__ xq, const uint4* __restrict__ zeros, int64_t rows, int cols, int group,
+            float* __restrict__ y) {
+  constexpr int NA = 8 / NW;  // contract lanes a thread keeps a row: 4·((w + NW·k) % 8) + t, k < NA
+  static_assert(U % NA == 0, "step s0 + NW·u is the warp's step U·m + u, so its lane slot is u % NA");
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t r0 = int64_t(blockIdx.x) * 16;
+  const int64_t ra = min(r0 + g, rows - 1), rb = min(r0 + g + 8, rows - 1);
+  const int nsteps = cols / 128, gpr = cols / group, gsh = group == 32 ? 0 : group == 64 ? 1 : 2;
+  // Step s = w + NW·m of this warp: chunk c = 4s + t; every pointer moves by a fixed stride a step.
+  const int c0 = 4 * w + t;
+  const uint4* pa = reinterpret_cast<const uint4*>(codes + ra * (cols / 8)) + c0;
+  const uint4* pb = reinterpret_cast<const uint4*>(codes + rb * (cols / 8)) + c0;
+  const uint4* xq4 = reinterpret_cast<const uint4*>(xq) + size_t(c0) * (hc::kXqWords / 4);
+  const uint2* pxs = reinterpret_cast<const uint2*>(xq + size_t(c0) * hc::kXqWords + 24);  // xsum, unit
+  // this lane's B words: tile 01 when its column's chunk is its k slots' chunk (g / 2 == t), plane g % 2; tile 2 when
+  // g == 2t. The others read zeros and stay there.
+  const bool on01 = (g >> 1) == t, on2 = g == 2 * t;
+  const uint4* p01 = on01 ? xq4 + 2 * (g & 1) : zeros;
+  const uint4* p2 = on2 ? xq4 + 4 : zeros;
+  const int rs = 4 * NW * (hc::kXqWords / 4), rs01 = on01 ? rs : 0, rs2 = on2 ? rs : 0;
+  const uint16_t* psa = sc + ra * gpr + (c0 >> gsh);
+  const uint16_t* pba = bi + ra * gpr + (c0 >> gsh);
+  const uint16_t* psb = sc + rb * gpr + (c0 >> gsh);
+  const uint16_t* pbb = bi + rb * gpr + (c0 >> gsh);
+  const int gs = (4 * NW) >> gsh;  // groups a step
+  float acc_a[NA], acc_b[NA];
+#pragma unroll
+  for (int k = 0; k < NA; k++) acc_a[k] = acc_b[k] = 0.0f;
+  // V steps of this warp from the pointers, which move past them: all loads first, then the products and closings.
+  auto steps = [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    uint4 qa[V], qb[V], b01[V][2], b2[V][2];
+    uint2 xu[V];
+    uint16_t sa[V], ba[V], sb[V], bb[V];
+#pragma unroll
+    for (int u = 0; u < V; u++) {
+      qa[u] = __ldg(pa + 4 * NW * u), qb[u] = __ldg(pb + 4 * NW * u);
+      b01[u][0] = __ldg(p01 + rs01 * u), b01[u][1] = __ldg(p01 + rs01 * u + 1);
+      b2[u][0] = __ldg(p2 + rs2 * u), b2[u][1] = __ldg(p2 + rs2 * u + 1);
+      xu[u] = __ldg(pxs + (rs / 2) * u);
+      sa[u] = __ldg(psa + gs * u), ba[u] = __ldg(pba + gs * u), sb[u] = __ldg(psb + gs * u),
+      bb[u] = __ldg(pbb + gs * u);
+    }
+    pa += 4 * NW * V, pb += 4 * NW * V, p01 += rs01 * V, p2 += rs2 * V, pxs += (rs / 2) * V;
+    psa += gs * V, pba += gs * V, psb += gs * V, pbb += gs * V;
+#pragma unroll
+    for (int u = 0; u < V; u++) {
+      int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const uint32_t wa = word(qa[u], j), wb = word(qb[u], j);
+        const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
+        imma<false>(d01, a, word(b01[u][j / 2], 2 * (j % 2)), word(b01[u][j / 2], 2 * (j % 2) + 1));
+        imma<true>(d2, a, word(b2[u][j / 2], 2 * (j % 2)), word(b2[u][j / 2], 2 * (j % 2) + 1));
+      }
+      const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
+      const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
+      const float xs = __uint_as_float(xu[u].x), unit = __uint_as_float(xu[u].y);
+      const int k = u % NA;
+      acc_a[k] = __fmaf_rn(hkv::f32_from_bf16(sa[u]), __fmul_rn(__int2float_rn(ta), unit),
+                           __fmaf_rn(hkv::f32_from_bf16(ba[u]), xs, acc_a[k]));
+      acc_b[k] = __fmaf_rn(hkv::f32_from_bf16(sb[u]), __fmul_rn(__int2float_rn(tb), unit),
+                           __fmaf_rn(hkv::f32_from_bf16(bb[u]), xs, acc_b[k]));
+    }
+  };
+  const int mine = (nsteps - w + NW - 1) / NW;  // this warp's steps
+  int m = 0;
+  for (; m + U <= mine; m += U) steps(std::integral_constant<int, U>{});
+  // the last steps one at a time; their lane slots go on from m (NA divides U)
+  for (; m < mine; m++) {
+    if constexpr (NA == 1) {
+      steps(std::integral_constant<int, 1>{});
+    } else {  // swap the slots so that slot 0 is step m's
+      if (m % NA) {
+        const float ta = acc_a[0], tb = acc_b[0];
+        acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
+      }
+      steps(std::integral_constant<int, 1>{});
+      if (m % NA) {
+        const float ta = acc_a[0], tb = acc_b[0];
+        acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
+      }
+    }
+  }
+  __shared__ float part[16][33];
+#pragma unroll
+  for (int k = 0; k < NA; k++) {
+    const int l = 4 * ((w + NW * k) % 8) + t;
+    part[g][l] = acc_a[k];
+    part[g + 8][l] = acc_b[k];
+  }
+  __syncthreads();
+  if (threadIdx.x < 16 && r0 + threadIdx.x < rows) {  // lane_tree32, in place
+    float* a = part[threadIdx.x];
+    for (int off = 16; off >= 1; off /= 2)
+      for (int l = 0; l < off; l++) a[l] = __fadd_rn(a[l], a[l + off]);
+    y[r0 + threadIdx.x] = a[0];
+  }
+}
+
+struct Shape {
+  const char* name;
+  int64_t rows;
+  int cols;
+};
+
+template <int NW, int U>
+void launch(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y) {
+  mv_imma<NW, U><<<unsigned((W.rows + 15) / 16), NW * 32>>>(static_cast<const uint32_t*>(W.data), W.scales, W.biases,
+                                                            xq, zeros, W.rows, int(W.cols), W.group, y);
+}
+
+}  // namespace
+
+int main() {
+  const Shape shapes[] = {{"deltanet out", 5120, 6144},     {"mlp down", 5120, 17408},
+                          {"full-attn q|k|v", 14336, 5120}, {"deltanet qkv|z|b|a", 16480, 5120},
+                          {"mlp gate|up", 34816, 5120},     {"lm_head", 248320, 5120}};
+  constexpr int group = 64;
+  int dev = 0;
+  cudaDeviceProp prop{};
+  CK(cudaGetDevice(&dev));
+  CK(cudaGetDeviceProperties(&prop, dev));
+  std::printf("%s, %d multiprocessors\n", prop.name, prop.multiProcessorCount);
+  uint64_t seed = 0x5eed;
+  uint4* zeros = nullptr;
+  CK(cudaMalloc(&zeros, 64));
+  CK(cudaMemset(zeros, 0, 64));
+  double bw = 0;
+  bool all_equal = true;
+  std::printf("%-20s %9s %8s | %9s %6s | %9s %9s %9s %9s | %s\n", "launch", "rows", "MB", "engine us", "%copy",
+              "imma 8/2", "8/4", "4/2", "4/4", "bytes equal to the oracle (engine, imma)");
+  for (const Shape& sh : shapes) {
+    const int64_t R = sh.rows, C = sh.cols, nw = R * C / 8, ng = R * C / group;
+    std::vector<uint32_t> q(static_cast<size_t>(nw));
+    std::vector<uint16_t> s(static_cast<size_t>(ng)), b(static_cast<size_t>(ng));
+    for (auto& v : q) v = probe::rng(seed) ^ (probe::rng(seed) << 16);
+    for (size_t i = 0; i < s.size(); i++) {
+      s[i] = hkv::bf16_from_f32(0.002f + float(probe::rng(seed) % 1000) * 2e-5f);
+      b[i] = hkv::bf16_from_f32(-0.02f + float(probe::rng(seed) % 1000) * 4e-5f);
+    }
+    std::vector<float> x(static_cast<size_t>(C));
+    for (auto& v : x) v = (float(probe::rng(seed) % 20001) - 10000.0f) * 1e-4f;
+    hkv::Matrix M;
+    M.type = hkv::WType::MLX4, M.rows = R, M.cols = C, M.group = group;
+    M.data = q.data(), M.scales = s.data(), M.biases = b.data();
+    std::vector<float> want(static_cast<size_t>(R));
+    hkv::matvec(M, x.data(), want.data());
+
+    uint32_t *dq = nullptr, *dxq = nullptr;
+    uint16_t *ds = nullptr, *db = nullptr;
+    float *dx = nullptr, *dy = nullptr;
+    CK(cudaMalloc(&dq, q.size() * 4));
+    CK(cudaMalloc(&ds, s.size() * 2));
+    CK(cudaMalloc(&db, b.size() * 2));
+    CK(cudaMalloc(&dx, x.size() * 4));
+    CK(cudaMalloc(&dy, size_t(R) * 4));
+    CK(cudaMalloc(&dxq, size_t(C / 32) * hc::kXqWords * 4));
+    CK(cudaMemcpy(dq, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(ds, s.data(), s.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    if (bw == 0) bw = probe::copy_bandwidth(dq, q.size() * 4 / 2 * 2);
+    hc::DMat W;
+    W.type = hkv::WType::MLX4, W.rows = R, W.cols = C, W.group = group, W.data = dq, W.scales = ds, W.biases = db;
+    const double mb = double(W.nbytes()) / 1e6;
+    std::vector<float> got(static_cast<size_t>(R));
+    auto equal = [&] {
+      CK(cudaMemcpy(got.data(), dy, size_t(R) * 4, cudaMemcpyDeviceToHost));
+      int64_t n = 0;
+      for (int64_t r = 0; r < R; r++) n += std::memcmp(&got[size_t(r)], &want[size_t(r)], 4) == 0;
+      CK(cudaMemset(dy, 0xff, size_t(R) * 4));
+      return n;
+    };
+    // the engine: records, then its decode launch alone
+    hc::matvec(W, dx, C, 1, dy, R, dxq, nullptr);
+    CK(cudaDeviceSynchronize());
+    const int64_t eq_engine = equal();
+    hc::MatTask task;
+    task.W = W, task.y = dy, task.ldy = R;
+    const double t_engine = probe::time_us([&] { hc::matvec_multi(&task, 1, dx, C, 1, dxq, nullptr); });
+    double t[4];
+    int64_t eq[4];
+    int i = 0;
+    for (auto f : {&launch<8, 2>, &launch<8, 4>, &launch<4, 2>, &launch<4, 4>}) {
+      f(W, dxq, zeros, dy);
+      CK(cudaGetLastError());
+      CK(cudaDeviceSynchronize());
+      eq[i] = equal();
+      t[i] = probe::time_us([&] { f(W, dxq, zeros, dy); });
+      all_equal = all_equal && eq[i] == R;
+      i++;
+    }
+    all_equal = all_equal && eq_engine == R;
+    const double floor_us = W.nbytes() / bw * 1e6;
+    std::printf("%-20s %9lld %8.1f | %9.1f %5.0f%% | %9.1f %9.1f %9.1f %9.1f | %lld, %lld %lld %lld %lld of %lld\n",
+                sh.name, (long long)R, mb, t_engine, 100 * floor_us / t_engine, t[0], t[1], t[2], t[3],
+                (long long)eq_engine, (long long)eq[0], (long long)eq[1], (long long)eq[2], (long long)eq[3],
+                (long long)R);
+    std::printf("%-20s %9s %8s | %9s %6s | %8.0f%% %8.0f%% %8.0f%% %8.0f%% | (%% of copy bandwidth)\n", "", "", "", "",
+                "", 100 * floor_us / t[0], 100 * floor_us / t[1], 100 * floor_us / t[2], 100 * floor_us / t[3]);
+    for (void* p : {(void*)dq, (void*)ds, (void*)db, (void*)dx, (void*)dy, (void*)dxq}) CK(cudaFree(p));
+  }
+  std::printf("copy bandwidth %.3f TB/s\n", bw / 1e12);
+  std::printf("%s\n", all_equal ? "every row equal to the oracle's, as bytes" : "MISMATCH");
+  return all_equal ? 0 : 1;
+}
