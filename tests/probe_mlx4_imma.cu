@@ -16,7 +16,7 @@
 //   T = P0 + (P1 << 8) + (P2 << 16), exact (|T| < 2^31).
 //   End: the 32 contract-lane sums of each row meet in shared memory; one thread a row runs lane_tree32.
 // Checked: every row of every shape equal to the oracle's hkv::matvec as bytes, and the engine's decode kernel too.
-// Timed: µs a launch (median of 20, alone) against the weight bytes over the card's copy bandwidth.
+// Timed: µs a launch (median of 20, alone) against the weight bytes over the card's copy bandwidth (a 1 GiB copy).
 // Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe).
 #include <cuda_runtime.h>
 
@@ -48,12 +48,15 @@ __device__ __forceinline__ void imma(int (&d)[4], const uint32_t (&a)[4], uint32
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 __device__ __forceinline__ uint32_t word(const uint4& v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
 // NW warps a 16-row tile; U steps' code loads in flight a warp before they are computed.
-template <int NW, int U>
+// PF: each batch first prefetches into L2 the codes of this warp's batch PF batches ahead (0: none).
+template <int NW, int U, int PF>
 __global__ void __launch_bounds__(NW * 32, 24 / NW)
     mv_imma(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ sc, const uint16_t* __restrict__ bi,
             const uint32_t* __restrict__ xq, const uint4* __restrict__ zeros, int64_t rows, int cols, int group,
@@ -68,6 +71,7 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
   const int c0 = 4 * w + t;
   const uint4* pa = reinterpret_cast<const uint4*>(codes + ra * (cols / 8)) + c0;
   const uint4* pb = reinterpret_cast<const uint4*>(codes + rb * (cols / 8)) + c0;
+  const uint4* const pend = reinterpret_cast<const uint4*>(codes + ra * (cols / 8)) + cols / 32;  // row a's end
   const uint4* xq4 = reinterpret_cast<const uint4*>(xq) + size_t(c0) * (hc::kXqWords / 4);
   const uint2* pxs = reinterpret_cast<const uint2*>(xq + size_t(c0) * hc::kXqWords + 24);  // xsum, unit
   // this lane's B words: tile 01 when its column's chunk is its k slots' chunk (g / 2 == t), plane g % 2; tile 2 when
@@ -90,16 +94,24 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
     uint4 qa[V], qb[V], b01[V][2], b2[V][2];
     uint2 xu[V];
     uint16_t sa[V], ba[V], sb[V], bb[V];
+    if constexpr (PF > 0) {
+#pragma unroll
+      for (int u = 0; u < V; u++)
+        if (pa + 4 * NW * (PF * V + u) < pend) {
+          prefetch_l2(pa + 4 * NW * (PF * V + u));
+          prefetch_l2(pb + 4 * NW * (PF * V + u));
+        }
+    }
 #pragma unroll
     for (int u = 0; u < V; u++) {
       qa[u] = __ldg(pa + 4 * NW * u), qb[u] = __ldg(pb + 4 * NW * u);
       b01[u][0] = __ldg(p01 + rs01 * u), b01[u][1] = __ldg(p01 + rs01 * u + 1);
       b2[u][0] = __ldg(p2 + rs2 * u), b2[u][1] = __ldg(p2 + rs2 * u + 1);
-      xu[u] = __ldg(pxs + (rs / 2) * u);
+      xu[u] = __ldg(pxs + 2 * rs * u);
       sa[u] = __ldg(psa + gs * u), ba[u] = __ldg(pba + gs * u), sb[u] = __ldg(psb + gs * u),
       bb[u] = __ldg(pbb + gs * u);
     }
-    pa += 4 * NW * V, pb += 4 * NW * V, p01 += rs01 * V, p2 += rs2 * V, pxs += (rs / 2) * V;
+    pa += 4 * NW * V, pb += 4 * NW * V, p01 += rs01 * V, p2 += rs2 * V, pxs += 2 * rs * V;
     psa += gs * V, pba += gs * V, psb += gs * V, pbb += gs * V;
 #pragma unroll
     for (int u = 0; u < V; u++) {
@@ -140,7 +152,9 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
       }
     }
   }
-  __shared__ float part[16][33];
+  // the rows' 32 contract-lane sums meet in shared memory; warp w then takes rows w, w + NW, … and runs lane_tree32 as
+  // the xor butterfly (lane l holds contract lane l's sum; every lane ends with the tree's value)
+  __shared__ float part[16][32];
 #pragma unroll
   for (int k = 0; k < NA; k++) {
     const int l = 4 * ((w + NW * k) % 8) + t;
@@ -148,11 +162,11 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
     part[g + 8][l] = acc_b[k];
   }
   __syncthreads();
-  if (threadIdx.x < 16 && r0 + threadIdx.x < rows) {  // lane_tree32, in place
-    float* a = part[threadIdx.x];
-    for (int off = 16; off >= 1; off /= 2)
-      for (int l = 0; l < off; l++) a[l] = __fadd_rn(a[l], a[l + off]);
-    y[r0 + threadIdx.x] = a[0];
+  for (int r = w; r < 16; r += NW) {
+    float v = part[r][lane];
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+    if (lane == 0 && r0 + r < rows) y[r0 + r] = v;
   }
 }
 
@@ -162,10 +176,10 @@ struct Shape {
   int cols;
 };
 
-template <int NW, int U>
+template <int NW, int U, int PF>
 void launch(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y) {
-  mv_imma<NW, U><<<unsigned((W.rows + 15) / 16), NW * 32>>>(static_cast<const uint32_t*>(W.data), W.scales, W.biases,
-                                                            xq, zeros, W.rows, int(W.cols), W.group, y);
+  mv_imma<NW, U, PF><<<unsigned((W.rows + 15) / 16), NW * 32>>>(static_cast<const uint32_t*>(W.data), W.scales,
+                                                                W.biases, xq, zeros, W.rows, int(W.cols), W.group, y);
 }
 
 }  // namespace
@@ -185,6 +199,15 @@ int main() {
   CK(cudaMalloc(&zeros, 64));
   CK(cudaMemset(zeros, 0, 64));
   double bw = 0;
+  {  // the card's copy bandwidth over 1 GiB
+    void* big = nullptr;
+    CK(cudaMalloc(&big, size_t(1) << 30));
+    CK(cudaMemset(big, 0, size_t(1) << 30));
+    bw = probe::copy_bandwidth(big, size_t(1) << 30);
+    CK(cudaFree(big));
+  }
+  std::printf(
+      "columns NW/U/PF: the probe with NW warps a 16-row tile, U steps loaded at once, L2 prefetch PF batches ahead\n");
   bool all_equal = true;
   std::printf("%-20s %9s %8s | %9s %6s | %9s %9s %9s %9s | %s\n", "launch", "rows", "MB", "engine us", "%copy",
               "imma 8/2", "8/4", "4/2", "4/4", "bytes equal to the oracle (engine, imma)");
@@ -218,7 +241,6 @@ int main() {
     CK(cudaMemcpy(ds, s.data(), s.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-    if (bw == 0) bw = probe::copy_bandwidth(dq, q.size() * 4 / 2 * 2);
     hc::DMat W;
     W.type = hkv::WType::MLX4, W.rows = R, W.cols = C, W.group = group, W.data = dq, W.scales = ds, W.biases = db;
     const double mb = double(W.nbytes()) / 1e6;
@@ -240,7 +262,7 @@ int main() {
     double t[4];
     int64_t eq[4];
     int i = 0;
-    for (auto f : {&launch<8, 2>, &launch<8, 4>, &launch<4, 2>, &launch<4, 4>}) {
+    for (auto f : {&launch<8, 2, 0>, &launch<8, 2, 2>, &launch<4, 2, 2>, &launch<8, 4, 1>}) {
       f(W, dxq, zeros, dy);
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
