@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -300,7 +301,10 @@ void launch(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y)
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // argv[1]: only the shapes whose name contains it; HKV_PROBE_ONCE=1: one launch a kernel, no timing (for ncu)
+  const char* only = argc > 1 ? argv[1] : nullptr;
+  const bool once = std::getenv("HKV_PROBE_ONCE") != nullptr;
   const Shape shapes[] = {{"deltanet out", 5120, 6144},     {"mlp down", 5120, 17408},
                           {"full-attn q|k|v", 14336, 5120}, {"deltanet qkv|z|b|a", 16480, 5120},
                           {"mlp gate|up", 34816, 5120},     {"lm_head", 248320, 5120}};
@@ -323,11 +327,13 @@ int main() {
     CK(cudaFree(big));
   }
   std::printf(
-      "columns NW/U/PF: the probe with NW warps a 16-row tile, U steps loaded at once, L2 prefetch PF batches ahead\n");
+      "columns: NW/U/PF, the step form with NW warps a 16-row tile, U steps loaded at once, L2 prefetch PF "
+      "batches ahead; ring S, the ring form with S rounds in flight\n");
   bool all_equal = true;
   std::printf("%-20s %9s %8s | %9s %6s | %9s %9s %9s %9s | %s\n", "launch", "rows", "MB", "engine us", "%copy", "8/2/2",
               "ring 4", "ring 6", "ring 8", "bytes equal to the oracle (engine, probes)");
   for (const Shape& sh : shapes) {
+    if (only != nullptr && std::strstr(sh.name, only) == nullptr) continue;
     const int64_t R = sh.rows, C = sh.cols, nw = R * C / 8, ng = R * C / group;
     std::vector<uint32_t> q(static_cast<size_t>(nw));
     std::vector<uint16_t> s(static_cast<size_t>(ng)), b(static_cast<size_t>(ng));
@@ -374,7 +380,7 @@ int main() {
     const int64_t eq_engine = equal();
     hc::MatTask task;
     task.W = W, task.y = dy, task.ldy = R;
-    const double t_engine = probe::time_us([&] { hc::matvec_multi(&task, 1, dx, C, 1, dxq, nullptr); });
+    const double t_engine = once ? 0.0 : probe::time_us([&] { hc::matvec_multi(&task, 1, dx, C, 1, dxq, nullptr); });
     double t[4];
     int64_t eq[4];
     int i = 0;
@@ -383,7 +389,7 @@ int main() {
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
       eq[i] = equal();
-      t[i] = probe::time_us([&] { f(W, dxq, zeros, dy); });
+      t[i] = once ? 0.0 : probe::time_us([&] { f(W, dxq, zeros, dy); });
       all_equal = all_equal && eq[i] == R;
       i++;
     }
