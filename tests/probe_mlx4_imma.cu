@@ -20,6 +20,7 @@
 // Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -65,109 +66,113 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
   constexpr int NA = 8 / NW;  // contract lanes a thread keeps a row: 4·((w + NW·k) % 8) + t, k < NA
   static_assert(U % NA == 0, "step s0 + NW·u is the warp's step U·m + u, so its lane slot is u % NA");
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int64_t r0 = int64_t(blockIdx.x) * 16;
-  const int64_t ra = min(r0 + g, rows - 1), rb = min(r0 + g + 8, rows - 1);
-  const int nsteps = cols / 128, gpr = cols / group, gsh = group == 32 ? 0 : group == 64 ? 1 : 2;
-  // Step s = w + NW·m of this warp: chunk c = 4s + t; every pointer moves by a fixed stride a step.
-  const int c0 = 4 * w + t;
-  const uint4* pa = reinterpret_cast<const uint4*>(codes + ra * (cols / 8)) + c0;
-  const uint4* pb = reinterpret_cast<const uint4*>(codes + rb * (cols / 8)) + c0;
-  const uint4* const pend = reinterpret_cast<const uint4*>(codes + ra * (cols / 8)) + cols / 32;  // row a's end
-  const uint4* xq4 = reinterpret_cast<const uint4*>(xq) + size_t(c0) * (hc::kXqWords / 4);
-  const uint2* pxs = reinterpret_cast<const uint2*>(xq + size_t(c0) * hc::kXqWords + 24);  // xsum, unit
-  // this lane's B words: tile 01 when its column's chunk is its k slots' chunk (g / 2 == t), plane g % 2; tile 2 when
-  // g == 2t. The others read zeros and stay there.
-  const bool on01 = (g >> 1) == t, on2 = g == 2 * t;
-  const uint4* p01 = on01 ? xq4 + 2 * (g & 1) : zeros;
-  const uint4* p2 = on2 ? xq4 + 4 : zeros;
-  const int rs = 4 * NW * (hc::kXqWords / 4), rs01 = on01 ? rs : 0, rs2 = on2 ? rs : 0;
-  const uint16_t* psa = sc + ra * gpr + (c0 >> gsh);
-  const uint16_t* pba = bi + ra * gpr + (c0 >> gsh);
-  const uint16_t* psb = sc + rb * gpr + (c0 >> gsh);
-  const uint16_t* pbb = bi + rb * gpr + (c0 >> gsh);
-  const int gs = (4 * NW) >> gsh;  // groups a step
-  float acc_a[NA], acc_b[NA];
-#pragma unroll
-  for (int k = 0; k < NA; k++) acc_a[k] = acc_b[k] = 0.0f;
-  // V steps of this warp from the pointers, which move past them: all loads first, then the products and closings.
-  auto steps = [&](auto v) {
-    constexpr int V = decltype(v)::value;
-    uint4 qa[V], qb[V], b01[V][2], b2[V][2];
-    uint2 xu[V];
-    uint16_t sa[V], ba[V], sb[V], bb[V];
-    if constexpr (PF > 0) {
-#pragma unroll
-      for (int u = 0; u < V; u++)
-        if (pa + 4 * NW * (PF * V + u) < pend) {
-          prefetch_l2(pa + 4 * NW * (PF * V + u));
-          prefetch_l2(pb + 4 * NW * (PF * V + u));
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < V; u++) {
-      qa[u] = __ldg(pa + 4 * NW * u), qb[u] = __ldg(pb + 4 * NW * u);
-      b01[u][0] = __ldg(p01 + rs01 * u), b01[u][1] = __ldg(p01 + rs01 * u + 1);
-      b2[u][0] = __ldg(p2 + rs2 * u), b2[u][1] = __ldg(p2 + rs2 * u + 1);
-      xu[u] = __ldg(pxs + 2 * rs * u);
-      sa[u] = __ldg(psa + gs * u), ba[u] = __ldg(pba + gs * u), sb[u] = __ldg(psb + gs * u),
-      bb[u] = __ldg(pbb + gs * u);
-    }
-    pa += 4 * NW * V, pb += 4 * NW * V, p01 += rs01 * V, p2 += rs2 * V, pxs += 2 * rs * V;
-    psa += gs * V, pba += gs * V, psb += gs * V, pbb += gs * V;
-#pragma unroll
-    for (int u = 0; u < V; u++) {
-      int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const uint32_t wa = word(qa[u], j), wb = word(qb[u], j);
-        const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
-        imma<false>(d01, a, word(b01[u][j / 2], 2 * (j % 2)), word(b01[u][j / 2], 2 * (j % 2) + 1));
-        imma<true>(d2, a, word(b2[u][j / 2], 2 * (j % 2)), word(b2[u][j / 2], 2 * (j % 2) + 1));
-      }
-      const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
-      const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
-      const float xs = __uint_as_float(xu[u].x), unit = __uint_as_float(xu[u].y);
-      const int k = u % NA;
-      acc_a[k] = __fmaf_rn(hkv::f32_from_bf16(sa[u]), __fmul_rn(__int2float_rn(ta), unit),
-                           __fmaf_rn(hkv::f32_from_bf16(ba[u]), xs, acc_a[k]));
-      acc_b[k] = __fmaf_rn(hkv::f32_from_bf16(sb[u]), __fmul_rn(__int2float_rn(tb), unit),
-                           __fmaf_rn(hkv::f32_from_bf16(bb[u]), xs, acc_b[k]));
-    }
-  };
-  const int mine = (nsteps - w + NW - 1) / NW;  // this warp's steps
-  int m = 0;
-  for (; m + U <= mine; m += U) steps(std::integral_constant<int, U>{});
-  // the last steps one at a time; their lane slots go on from m (NA divides U)
-  for (; m < mine; m++) {
-    if constexpr (NA == 1) {
-      steps(std::integral_constant<int, 1>{});
-    } else {  // swap the slots so that slot 0 is step m's
-      if (m % NA) {
-        const float ta = acc_a[0], tb = acc_b[0];
-        acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
-      }
-      steps(std::integral_constant<int, 1>{});
-      if (m % NA) {
-        const float ta = acc_a[0], tb = acc_b[0];
-        acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
-      }
-    }
-  }
-  // the rows' 32 contract-lane sums meet in shared memory; warp w then takes rows w, w + NW, … and runs lane_tree32 as
-  // the xor butterfly (lane l holds contract lane l's sum; every lane ends with the tree's value)
   __shared__ float part[16][32];
+  // a block takes tiles blockIdx.x, + gridDim.x, … (one tile when the grid covers them)
+  for (int64_t tile = blockIdx.x; tile * 16 < rows; tile += gridDim.x) {
+    const int64_t r0 = tile * 16;
+    const int64_t ra = min(r0 + g, rows - 1), rb = min(r0 + g + 8, rows - 1);
+    const int nsteps = cols / 128, gpr = cols / group, gsh = group == 32 ? 0 : group == 64 ? 1 : 2;
+    // Step s = w + NW·m of this warp: chunk c = 4s + t; every pointer moves by a fixed stride a step.
+    const int c0 = 4 * w + t;
+    const uint4* pa = reinterpret_cast<const uint4*>(codes + ra * (cols / 8)) + c0;
+    const uint4* pb = reinterpret_cast<const uint4*>(codes + rb * (cols / 8)) + c0;
+    const uint4* const pend = reinterpret_cast<const uint4*>(codes + ra * (cols / 8)) + cols / 32;  // row a's end
+    const uint4* xq4 = reinterpret_cast<const uint4*>(xq) + size_t(c0) * (hc::kXqWords / 4);
+    const uint2* pxs = reinterpret_cast<const uint2*>(xq + size_t(c0) * hc::kXqWords + 24);  // xsum, unit
+    // this lane's B words: tile 01 when its column's chunk is its k slots' chunk (g / 2 == t), plane g % 2; tile 2 when
+    // g == 2t. The others read zeros and stay there.
+    const bool on01 = (g >> 1) == t, on2 = g == 2 * t;
+    const uint4* p01 = on01 ? xq4 + 2 * (g & 1) : zeros;
+    const uint4* p2 = on2 ? xq4 + 4 : zeros;
+    const int rs = 4 * NW * (hc::kXqWords / 4), rs01 = on01 ? rs : 0, rs2 = on2 ? rs : 0;
+    const uint16_t* psa = sc + ra * gpr + (c0 >> gsh);
+    const uint16_t* pba = bi + ra * gpr + (c0 >> gsh);
+    const uint16_t* psb = sc + rb * gpr + (c0 >> gsh);
+    const uint16_t* pbb = bi + rb * gpr + (c0 >> gsh);
+    const int gs = (4 * NW) >> gsh;  // groups a step
+    float acc_a[NA], acc_b[NA];
 #pragma unroll
-  for (int k = 0; k < NA; k++) {
-    const int l = 4 * ((w + NW * k) % 8) + t;
-    part[g][l] = acc_a[k];
-    part[g + 8][l] = acc_b[k];
-  }
-  __syncthreads();
-  for (int r = w; r < 16; r += NW) {
-    float v = part[r][lane];
+    for (int k = 0; k < NA; k++) acc_a[k] = acc_b[k] = 0.0f;
+    // V steps of this warp from the pointers, which move past them: all loads first, then the products and closings.
+    auto steps = [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      uint4 qa[V], qb[V], b01[V][2], b2[V][2];
+      uint2 xu[V];
+      uint16_t sa[V], ba[V], sb[V], bb[V];
+      if constexpr (PF > 0) {
 #pragma unroll
-    for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-    if (lane == 0 && r0 + r < rows) y[r0 + r] = v;
+        for (int u = 0; u < V; u++)
+          if (pa + 4 * NW * (PF * V + u) < pend) {
+            prefetch_l2(pa + 4 * NW * (PF * V + u));
+            prefetch_l2(pb + 4 * NW * (PF * V + u));
+          }
+      }
+#pragma unroll
+      for (int u = 0; u < V; u++) {
+        qa[u] = __ldg(pa + 4 * NW * u), qb[u] = __ldg(pb + 4 * NW * u);
+        b01[u][0] = __ldg(p01 + rs01 * u), b01[u][1] = __ldg(p01 + rs01 * u + 1);
+        b2[u][0] = __ldg(p2 + rs2 * u), b2[u][1] = __ldg(p2 + rs2 * u + 1);
+        xu[u] = __ldg(pxs + 2 * rs * u);
+        sa[u] = __ldg(psa + gs * u), ba[u] = __ldg(pba + gs * u), sb[u] = __ldg(psb + gs * u),
+        bb[u] = __ldg(pbb + gs * u);
+      }
+      pa += 4 * NW * V, pb += 4 * NW * V, p01 += rs01 * V, p2 += rs2 * V, pxs += 2 * rs * V;
+      psa += gs * V, pba += gs * V, psb += gs * V, pbb += gs * V;
+#pragma unroll
+      for (int u = 0; u < V; u++) {
+        int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const uint32_t wa = word(qa[u], j), wb = word(qb[u], j);
+          const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
+          imma<false>(d01, a, word(b01[u][j / 2], 2 * (j % 2)), word(b01[u][j / 2], 2 * (j % 2) + 1));
+          imma<true>(d2, a, word(b2[u][j / 2], 2 * (j % 2)), word(b2[u][j / 2], 2 * (j % 2) + 1));
+        }
+        const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
+        const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
+        const float xs = __uint_as_float(xu[u].x), unit = __uint_as_float(xu[u].y);
+        const int k = u % NA;
+        acc_a[k] = __fmaf_rn(hkv::f32_from_bf16(sa[u]), __fmul_rn(__int2float_rn(ta), unit),
+                             __fmaf_rn(hkv::f32_from_bf16(ba[u]), xs, acc_a[k]));
+        acc_b[k] = __fmaf_rn(hkv::f32_from_bf16(sb[u]), __fmul_rn(__int2float_rn(tb), unit),
+                             __fmaf_rn(hkv::f32_from_bf16(bb[u]), xs, acc_b[k]));
+      }
+    };
+    const int mine = (nsteps - w + NW - 1) / NW;  // this warp's steps
+    int m = 0;
+    for (; m + U <= mine; m += U) steps(std::integral_constant<int, U>{});
+    // the last steps one at a time; their lane slots go on from m (NA divides U)
+    for (; m < mine; m++) {
+      if constexpr (NA == 1) {
+        steps(std::integral_constant<int, 1>{});
+      } else {  // swap the slots so that slot 0 is step m's
+        if (m % NA) {
+          const float ta = acc_a[0], tb = acc_b[0];
+          acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
+        }
+        steps(std::integral_constant<int, 1>{});
+        if (m % NA) {
+          const float ta = acc_a[0], tb = acc_b[0];
+          acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
+        }
+      }
+    }
+    // the rows' 32 contract-lane sums meet in shared memory; warp w then takes rows w, w + NW, … and runs lane_tree32
+    // as the xor butterfly (lane l holds contract lane l's sum; every lane ends with the tree's value)
+#pragma unroll
+    for (int k = 0; k < NA; k++) {
+      const int l = 4 * ((w + NW * k) % 8) + t;
+      part[g][l] = acc_a[k];
+      part[g + 8][l] = acc_b[k];
+    }
+    __syncthreads();
+    for (int r = w; r < 16; r += NW) {
+      float v = part[r][lane];
+#pragma unroll
+      for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+      if (lane == 0 && r0 + r < rows) y[r0 + r] = v;
+    }
+    __syncthreads();  // part is read before the next tile writes it
   }
 }
 
@@ -293,10 +298,17 @@ struct Shape {
   int cols;
 };
 
-template <int NW, int U, int PF>
+// PERS: a persistent grid (the blocks a multiprocessor holds, times the multiprocessors), each block looping over tiles
+template <int NW, int U, int PF, bool PERS = false>
 void launch(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y) {
-  mv_imma<NW, U, PF><<<unsigned((W.rows + 15) / 16), NW * 32>>>(static_cast<const uint32_t*>(W.data), W.scales,
-                                                                W.biases, xq, zeros, W.rows, int(W.cols), W.group, y);
+  static const int grid = [] {
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, mv_imma<NW, U, PF>, NW * 32, 0));
+    return occ * hc::sm_count();
+  }();
+  const int64_t tiles = (W.rows + 15) / 16;
+  mv_imma<NW, U, PF><<<unsigned(PERS ? std::min<int64_t>(grid, tiles) : tiles), NW * 32>>>(
+      static_cast<const uint32_t*>(W.data), W.scales, W.biases, xq, zeros, W.rows, int(W.cols), W.group, y);
 }
 
 }  // namespace
@@ -328,10 +340,10 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "columns: NW/U/PF, the step form with NW warps a 16-row tile, U steps loaded at once, L2 prefetch PF "
-      "batches ahead; ring S, the ring form with S rounds in flight\n");
+      "batches ahead (P: persistent blocks looping over tiles); ring S, the ring form with S rounds in flight\n");
   bool all_equal = true;
   std::printf("%-20s %9s %8s | %9s %6s | %9s %9s %9s %9s | %s\n", "launch", "rows", "MB", "engine us", "%copy", "8/2/2",
-              "ring 4", "ring 6", "ring 8", "bytes equal to the oracle (engine, probes)");
+              "8/2/2 P", "4/2/2 P", "ring 4", "bytes equal to the oracle (engine, probes)");
   for (const Shape& sh : shapes) {
     if (only != nullptr && std::strstr(sh.name, only) == nullptr) continue;
     const int64_t R = sh.rows, C = sh.cols, nw = R * C / 8, ng = R * C / group;
@@ -384,7 +396,7 @@ int main(int argc, char** argv) {
     double t[4];
     int64_t eq[4];
     int i = 0;
-    for (auto f : {&launch<8, 2, 2>, &launch_ring<4>, &launch_ring<6>, &launch_ring<8>}) {
+    for (auto f : {&launch<8, 2, 2>, &launch<8, 2, 2, true>, &launch<4, 2, 2, true>, &launch_ring<4>}) {
       f(W, dxq, zeros, dy);
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
