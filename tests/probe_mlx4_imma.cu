@@ -317,9 +317,15 @@ int main(int argc, char** argv) {
   // argv[1]: only the shapes whose name contains it; HKV_PROBE_ONCE=1: one launch a kernel, no timing (for ncu)
   const char* only = argc > 1 ? argv[1] : nullptr;
   const bool once = std::getenv("HKV_PROBE_ONCE") != nullptr;
-  const Shape shapes[] = {{"deltanet out", 5120, 6144},     {"mlp down", 5120, 17408},
-                          {"full-attn q|k|v", 14336, 5120}, {"deltanet qkv|z|b|a", 16480, 5120},
-                          {"mlp gate|up", 34816, 5120},     {"lm_head", 248320, 5120}};
+  const Shape shapes[] = {{"deltanet out", 5120, 6144},
+                          {"mlp down", 5120, 17408},
+                          {"full-attn q|k|v", 14336, 5120},
+                          {"deltanet qkv|z|b|a", 16480, 5120},
+                          {"mlp gate|up", 34816, 5120},
+                          {"lm_head", 248320, 5120},
+                          // small enough to stay in the 50 MB L2 across the timed launches: the arithmetic's side
+                          {"L2-resident", 8192, 5120},
+                          {"L2-resident", 16384, 5120}};
   constexpr int group = 64;
   int dev = 0;
   cudaDeviceProp prop{};
