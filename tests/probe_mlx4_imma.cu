@@ -15,20 +15,27 @@
 //   After the step's 4 products thread (g, t) holds P0, P1, P2 of (g, 4s + t) and (g + 8, 4s + t):
 //   T = P0 + (P1 << 8) + (P2 << 16), exact (|T| < 2^31).
 //   End: the 32 contract-lane sums of each row meet in shared memory; one thread a row runs lane_tree32.
+// Forms (the arithmetic above in each; they differ in how the codes reach the registers): step (each warp loads U
+// steps of its codes, records and scales straight from global memory, optionally prefetching into L2; a block a
+// tile, or persistent blocks looping over tiles), ring (a cp.async ring a warp, below) and bulk (a producer warp
+// copying whole tiles by cp.async.bulk, below).
 // Checked: every row of every shape equal to the oracle's hkv::matvec as bytes, and the engine's decode kernel too.
 // Timed: µs a launch (median of 20, alone) against the weight bytes over the card's copy bandwidth (a 1 GiB copy).
 // Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 #include <vector>
 
 #include "cuda/kernels.h"
+#include "cuda/prefill_attention_wgmma.cuh"  // wg:: mbarriers and bulk copies
 #include "reference/scalar.h"
 #include "reference/weights.h"
 #include "tests/probe_util.cuh"
@@ -282,7 +289,7 @@ __global__ void __launch_bounds__(128, 3)
 }
 
 template <int S>
-void launch_ring(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y) {
+bool launch_ring(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y) {
   static const bool once = [] {
     CK(cudaFuncSetAttribute(mv_ring<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 4 * S * kRingWords * 4));
     return true;
@@ -290,6 +297,152 @@ void launch_ring(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, floa
   (void)once;
   mv_ring<S><<<unsigned((W.rows + 15) / 16), 128, 4 * S * kRingWords * 4>>>(
       static_cast<const uint32_t*>(W.data), W.scales, W.biases, xq, zeros, W.rows, int(W.cols), W.group, y);
+  return true;
+}
+
+// The bulk form: persistent blocks, one a multiprocessor, of NW consumer warps and one producer warp. A block takes
+// the tiles blockIdx.x, + gridDim.x, …; the producer's one thread copies each whole tile (its 16 rows' codes, scales
+// and biases: three contiguous ranges) into an S-stage ring in shared memory by cp.async.bulk, a full mbarrier
+// counting the bytes, and refills a stage when the consumers have arrived at its empty mbarrier. x's records are
+// staged once a block. The consumers compute a tile as the step form does (warp w the steps ≡ w mod NW, thread
+// (g, t) chunk 4s + t of rows g and g + 8), reading codes, scales, biases and records from shared memory.
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg::saddr(bar)) : "memory");
+}
+__device__ __forceinline__ void consumers_sync(int n) { asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory"); }
+
+template <int NW, int S, int U>
+__global__ void __launch_bounds__(32 * (NW + 1), 1)
+    mv_bulk(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ sc, const uint16_t* __restrict__ bi,
+            const uint32_t* __restrict__ xq, int64_t rows, int cols, int group, float* __restrict__ y) {
+  constexpr int NA = 8 / NW;
+  static_assert(U % NA == 0, "the lane slot of the warp's step U·m + u is u % NA");
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int nch = cols / 32, gpr = cols / group, gsh = group == 32 ? 0 : group == 64 ? 1 : 2;
+  const uint32_t rb = uint32_t(cols / 2), cbytes = 16 * rb, sbytes = 32 * uint32_t(gpr);  // a row's, a tile's bytes
+  const uint32_t stage = cbytes + 2 * sbytes;
+  uint4* xrec = reinterpret_cast<uint4*>(smem);  // [nch][8] records, then 2 zero uint4
+  uint8_t* ring = smem + size_t(nch) * 128 + 32;
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + size_t(S) * stage);
+  uint64_t* empty = full + S;
+  float(*part)[32] = reinterpret_cast<float(*)[32]>(empty + S);
+  for (int i = threadIdx.x; i < nch * 8; i += blockDim.x) xrec[i] = __ldg(reinterpret_cast<const uint4*>(xq) + i);
+  if (threadIdx.x < 2) xrec[nch * 8 + threadIdx.x] = make_uint4(0, 0, 0, 0);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < S; i++) wg::mbar_init(&full[i], 1), wg::mbar_init(&empty[i], 1);
+    wg::mbar_init_fence();
+  }
+  __syncthreads();
+  const int64_t ntiles = rows / 16;
+  if (w == NW) {  // the producer
+    if (lane == 0)
+      for (int64_t tile = blockIdx.x, i = 0; tile < ntiles; tile += gridDim.x, i++) {
+        const int st = int(i % S);
+        if (i >= S) wg::mbar_wait(&empty[st], uint32_t((i / S - 1) & 1));
+        uint8_t* d = ring + size_t(st) * stage;
+        wg::mbar_arrive_expect(&full[st], stage);
+        wg::bulk_copy(d, reinterpret_cast<const uint8_t*>(codes) + tile * cbytes, cbytes, &full[st]);
+        wg::bulk_copy(d + cbytes, reinterpret_cast<const uint8_t*>(sc) + tile * sbytes, sbytes, &full[st]);
+        wg::bulk_copy(d + cbytes + sbytes, reinterpret_cast<const uint8_t*>(bi) + tile * sbytes, sbytes, &full[st]);
+      }
+    return;
+  }
+  const int nsteps = cols / 128;
+  const bool on01 = (g >> 1) == t, on2 = g == 2 * t;
+  const uint4* zero = xrec + nch * 8;
+  for (int64_t tile = blockIdx.x, i = 0; tile < ntiles; tile += gridDim.x, i++) {
+    const int st = int(i % S);
+    wg::mbar_wait(&full[st], uint32_t((i / S) & 1));
+    const uint8_t* d = ring + size_t(st) * stage;
+    const uint4* qa = reinterpret_cast<const uint4*>(d + size_t(g) * rb);
+    const uint4* qb = reinterpret_cast<const uint4*>(d + size_t(g + 8) * rb);
+    const uint16_t* s16 = reinterpret_cast<const uint16_t*>(d + cbytes);
+    const uint16_t* b16 = reinterpret_cast<const uint16_t*>(d + cbytes + sbytes);
+    float acc_a[NA], acc_b[NA];
+#pragma unroll
+    for (int k = 0; k < NA; k++) acc_a[k] = acc_b[k] = 0.0f;
+    auto steps = [&](int s0, auto v) {  // V steps s0, s0 + NW, …
+      constexpr int V = decltype(v)::value;
+      uint4 ca[V], cb[V], b01[V][2], b2[V][2];
+      uint2 xu[V];
+      float sa[V], ba[V], sb[V], bb[V];
+#pragma unroll
+      for (int u = 0; u < V; u++) {
+        const int c = 4 * (s0 + NW * u) + t, gi = c >> gsh;
+        ca[u] = qa[c], cb[u] = qb[c];
+        const uint4* p01 = on01 ? xrec + c * 8 + 2 * (g & 1) : zero;
+        const uint4* p2 = on2 ? xrec + c * 8 + 4 : zero;
+        b01[u][0] = p01[0], b01[u][1] = p01[1], b2[u][0] = p2[0], b2[u][1] = p2[1];
+        xu[u] = reinterpret_cast<const uint2*>(xrec + c * 8 + 6)[0];
+        sa[u] = hkv::f32_from_bf16(s16[g * gpr + gi]), ba[u] = hkv::f32_from_bf16(b16[g * gpr + gi]);
+        sb[u] = hkv::f32_from_bf16(s16[(g + 8) * gpr + gi]), bb[u] = hkv::f32_from_bf16(b16[(g + 8) * gpr + gi]);
+      }
+#pragma unroll
+      for (int u = 0; u < V; u++) {
+        int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const uint32_t wa = word(ca[u], j), wb = word(cb[u], j);
+          const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
+          imma<false>(d01, a, word(b01[u][j / 2], 2 * (j % 2)), word(b01[u][j / 2], 2 * (j % 2) + 1));
+          imma<true>(d2, a, word(b2[u][j / 2], 2 * (j % 2)), word(b2[u][j / 2], 2 * (j % 2) + 1));
+        }
+        const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
+        const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
+        const float xs = __uint_as_float(xu[u].x), unit = __uint_as_float(xu[u].y);
+        const int k = u % NA;
+        acc_a[k] = __fmaf_rn(sa[u], __fmul_rn(__int2float_rn(ta), unit), __fmaf_rn(ba[u], xs, acc_a[k]));
+        acc_b[k] = __fmaf_rn(sb[u], __fmul_rn(__int2float_rn(tb), unit), __fmaf_rn(bb[u], xs, acc_b[k]));
+      }
+    };
+    const int mine = (nsteps - w + NW - 1) / NW;
+    int m = 0;
+    for (; m + U <= mine; m += U) steps(w + NW * m, std::integral_constant<int, U>{});
+    for (; m < mine; m++) {  // the last steps one at a time, slot m % NA first
+      if (m % NA) {
+        const float ta = acc_a[0], tb = acc_b[0];
+        acc_a[0] = acc_a[NA - 1], acc_b[0] = acc_b[NA - 1], acc_a[NA - 1] = ta, acc_b[NA - 1] = tb;
+      }
+      steps(w + NW * m, std::integral_constant<int, 1>{});
+      if (m % NA) {
+        const float ta = acc_a[0], tb = acc_b[0];
+        acc_a[0] = acc_a[NA - 1], acc_b[0] = acc_b[NA - 1], acc_a[NA - 1] = ta, acc_b[NA - 1] = tb;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < NA; k++) {
+      const int l = 4 * ((w + NW * k) % 8) + t;
+      part[g][l] = acc_a[k];
+      part[g + 8][l] = acc_b[k];
+    }
+    consumers_sync(NW * 32);  // the stage is read; part is written
+    if (threadIdx.x == 0) mbar_arrive(&empty[st]);
+    for (int r = w; r < 16; r += NW) {
+      float v = part[r][lane];
+#pragma unroll
+      for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+      if (lane == 0) y[tile * 16 + r] = v;
+    }
+    consumers_sync(NW * 32);  // part is read before the next tile writes it
+  }
+}
+
+template <int NW, int S, int U>
+bool launch_bulk(const hc::DMat& W, const uint32_t* xq, const uint4*, float* y) {
+  const int nch = int(W.cols / 32), gpr = int(W.cols / W.group);
+  const size_t stage = 16 * size_t(W.cols / 2) + 64 * size_t(gpr);
+  const size_t bytes = size_t(nch) * 128 + 32 + S * stage + 16 * size_t(S) + 16 * 32 * 4;
+  if (bytes > 227 * 1024) return false;  // the ring does not fit this width's tiles
+  static int set = 0;
+  if (set < int(bytes)) {
+    CK(cudaFuncSetAttribute(mv_bulk<NW, S, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    set = int(bytes);
+  }
+  const int64_t tiles = W.rows / 16;
+  mv_bulk<NW, S, U><<<unsigned(std::min<int64_t>(tiles, hc::sm_count())), 32 * (NW + 1), bytes>>>(
+      static_cast<const uint32_t*>(W.data), W.scales, W.biases, xq, W.rows, int(W.cols), W.group, y);
+  return true;
 }
 
 struct Shape {
@@ -300,7 +453,7 @@ struct Shape {
 
 // PERS: a persistent grid (the blocks a multiprocessor holds, times the multiprocessors), each block looping over tiles
 template <int NW, int U, int PF, bool PERS = false>
-void launch(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y) {
+bool launch(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y) {
   static const int grid = [] {
     int occ = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, mv_imma<NW, U, PF>, NW * 32, 0));
@@ -309,6 +462,7 @@ void launch(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, float* y)
   const int64_t tiles = (W.rows + 15) / 16;
   mv_imma<NW, U, PF><<<unsigned(PERS ? std::min<int64_t>(grid, tiles) : tiles), NW * 32>>>(
       static_cast<const uint32_t*>(W.data), W.scales, W.biases, xq, zeros, W.rows, int(W.cols), W.group, y);
+  return true;
 }
 
 }  // namespace
@@ -344,12 +498,24 @@ int main(int argc, char** argv) {
     bw = probe::copy_bandwidth(big, size_t(1) << 30);
     CK(cudaFree(big));
   }
+  // the forms timed, beside the engine's decode kernel
+  using Launch = bool (*)(const hc::DMat&, const uint32_t*, const uint4*, float*);
+  struct Form {
+    const char* name;
+    Launch f;
+  };
+  const Form forms[] = {{"step 8/2/2", &launch<8, 2, 2>},      {"step 4/2/2 P", &launch<4, 2, 2, true>},
+                        {"ring 4", &launch_ring<4>},           {"bulk 8/3/2", &launch_bulk<8, 3, 2>},
+                        {"bulk 8/4/2", &launch_bulk<8, 4, 2>}, {"bulk 4/3/2", &launch_bulk<4, 3, 2>}};
+  constexpr int nf = int(std::size(forms));
   std::printf(
-      "columns: NW/U/PF, the step form with NW warps a 16-row tile, U steps loaded at once, L2 prefetch PF "
-      "batches ahead (P: persistent blocks looping over tiles); ring S, the ring form with S rounds in flight\n");
+      "forms: step NW/U/PF (NW warps a 16-row tile, U steps loaded at once, L2 prefetch PF batches ahead; P: "
+      "persistent blocks), ring S (S rounds in flight by cp.async), bulk NW/S/U (persistent, a producer warp "
+      "copying whole tiles into S stages by cp.async.bulk)\n");
   bool all_equal = true;
-  std::printf("%-20s %9s %8s | %9s %6s | %9s %9s %9s %9s | %s\n", "launch", "rows", "MB", "engine us", "%copy", "8/2/2",
-              "8/2/2 P", "4/2/2 P", "ring 4", "bytes equal to the oracle (engine, probes)");
+  std::printf("%-20s %7s %6s | %7s %5s", "launch", "rows", "MB", "engine", "copy");
+  for (const Form& f : forms) std::printf(" | %12s", f.name);
+  std::printf(" | rows equal to the oracle's (engine, forms)\n");
   for (const Shape& sh : shapes) {
     if (only != nullptr && std::strstr(sh.name, only) == nullptr) continue;
     const int64_t R = sh.rows, C = sh.cols, nw = R * C / 8, ng = R * C / group;
@@ -399,26 +565,26 @@ int main(int argc, char** argv) {
     hc::MatTask task;
     task.W = W, task.y = dy, task.ldy = R;
     const double t_engine = once ? 0.0 : probe::time_us([&] { hc::matvec_multi(&task, 1, dx, C, 1, dxq, nullptr); });
-    double t[4];
-    int64_t eq[4];
-    int i = 0;
-    for (auto f : {&launch<8, 2, 2>, &launch<8, 2, 2, true>, &launch<4, 2, 2, true>, &launch_ring<4>}) {
-      f(W, dxq, zeros, dy);
+    double t[nf];
+    int64_t eq[nf];
+    for (int i = 0; i < nf; i++) {
+      if (!forms[i].f(W, dxq, zeros, dy)) {  // not run for this shape (its stages do not fit)
+        eq[i] = R, t[i] = std::nan("");
+        continue;
+      }
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
       eq[i] = equal();
-      t[i] = once ? 0.0 : probe::time_us([&] { f(W, dxq, zeros, dy); });
+      t[i] = once ? 0.0 : probe::time_us([&] { forms[i].f(W, dxq, zeros, dy); });
       all_equal = all_equal && eq[i] == R;
-      i++;
     }
     all_equal = all_equal && eq_engine == R;
-    const double floor_us = W.nbytes() / bw * 1e6;
-    std::printf("%-20s %9lld %8.1f | %9.1f %5.0f%% | %9.1f %9.1f %9.1f %9.1f | %lld, %lld %lld %lld %lld of %lld\n",
-                sh.name, (long long)R, mb, t_engine, 100 * floor_us / t_engine, t[0], t[1], t[2], t[3],
-                (long long)eq_engine, (long long)eq[0], (long long)eq[1], (long long)eq[2], (long long)eq[3],
-                (long long)R);
-    std::printf("%-20s %9s %8s | %9s %6s | %8.0f%% %8.0f%% %8.0f%% %8.0f%% | (%% of copy bandwidth)\n", "", "", "", "",
-                "", 100 * floor_us / t[0], 100 * floor_us / t[1], 100 * floor_us / t[2], 100 * floor_us / t[3]);
+    const double floor_us = double(W.nbytes()) / bw * 1e6;  // µs, with the % of copy bandwidth beside each time
+    std::printf("%-20s %7lld %6.1f | %7.1f %4.0f%%", sh.name, (long long)R, mb, t_engine, 100 * floor_us / t_engine);
+    for (int i = 0; i < nf; i++) std::printf(" | %6.1f %4.0f%%", t[i], 100 * floor_us / t[i]);
+    std::printf(" | %lld,", (long long)eq_engine);
+    for (int i = 0; i < nf; i++) std::printf(" %lld", (long long)eq[i]);
+    std::printf(" of %lld\n", (long long)R);
     for (void* p : {(void*)dq, (void*)ds, (void*)db, (void*)dx, (void*)dy, (void*)dxq}) CK(cudaFree(p));
   }
   std::printf("copy bandwidth %.3f TB/s\n", bw / 1e12);
