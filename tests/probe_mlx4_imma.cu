@@ -309,16 +309,20 @@ bool launch_ring(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, floa
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg::saddr(bar)) : "memory");
 }
-__device__ __forceinline__ void consumers_sync(int n) { asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory"); }
+__device__ __forceinline__ void consumers_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 
-template <int NW, int S, int U>
-__global__ void __launch_bounds__(32 * (NW + 1), 1)
+// G groups of NW consumer warps: group q takes the block's tiles i ≡ q (mod G), so G tiles are computed at once.
+template <int NW, int S, int U, int G = 1>
+__global__ void __launch_bounds__(32 * (G * NW + 1), 1)
     mv_bulk(const uint32_t* __restrict__ codes, const uint16_t* __restrict__ sc, const uint16_t* __restrict__ bi,
             const uint32_t* __restrict__ xq, int64_t rows, int cols, int group, float* __restrict__ y) {
   constexpr int NA = 8 / NW;
   static_assert(U % NA == 0, "the lane slot of the warp's step U·m + u is u % NA");
   extern __shared__ __align__(128) uint8_t smem[];
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int q = int(threadIdx.x >> 5) / NW, w = int(threadIdx.x >> 5) % NW;  // group, warp in it (producer: q = G)
   const int nch = cols / 32, gpr = cols / group, gsh = group == 32 ? 0 : group == 64 ? 1 : 2;
   const uint32_t rb = uint32_t(cols / 2), cbytes = 16 * rb, sbytes = 32 * uint32_t(gpr);  // a row's, a tile's bytes
   const uint32_t stage = cbytes + 2 * sbytes;
@@ -326,7 +330,7 @@ __global__ void __launch_bounds__(32 * (NW + 1), 1)
   uint8_t* ring = smem + size_t(nch) * 128 + 32;
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + size_t(S) * stage);
   uint64_t* empty = full + S;
-  float(*part)[32] = reinterpret_cast<float(*)[32]>(empty + S);
+  float(*part)[32] = reinterpret_cast<float(*)[32]>(empty + S) + 16 * (q < G ? q : 0);
   for (int i = threadIdx.x; i < nch * 8; i += blockDim.x) xrec[i] = __ldg(reinterpret_cast<const uint4*>(xq) + i);
   if (threadIdx.x < 2) xrec[nch * 8 + threadIdx.x] = make_uint4(0, 0, 0, 0);
   if (threadIdx.x == 0) {
@@ -335,7 +339,7 @@ __global__ void __launch_bounds__(32 * (NW + 1), 1)
   }
   __syncthreads();
   const int64_t ntiles = rows / 16;
-  if (w == NW) {  // the producer
+  if (q == G) {  // the producer (warp G·NW)
     if (lane == 0)
       for (int64_t tile = blockIdx.x, i = 0; tile < ntiles; tile += gridDim.x, i++) {
         const int st = int(i % S);
@@ -351,7 +355,8 @@ __global__ void __launch_bounds__(32 * (NW + 1), 1)
   const int nsteps = cols / 128;
   const bool on01 = (g >> 1) == t, on2 = g == 2 * t;
   const uint4* zero = xrec + nch * 8;
-  for (int64_t tile = blockIdx.x, i = 0; tile < ntiles; tile += gridDim.x, i++) {
+  for (int64_t i = q, tile = blockIdx.x + q * int64_t(gridDim.x); tile < ntiles;
+       i += G, tile += G * int64_t(gridDim.x)) {
     const int st = int(i % S);
     wg::mbar_wait(&full[st], uint32_t((i / S) & 1));
     const uint8_t* d = ring + size_t(st) * stage;
@@ -416,31 +421,31 @@ __global__ void __launch_bounds__(32 * (NW + 1), 1)
       part[g][l] = acc_a[k];
       part[g + 8][l] = acc_b[k];
     }
-    consumers_sync(NW * 32);  // the stage is read; part is written
-    if (threadIdx.x == 0) mbar_arrive(&empty[st]);
+    consumers_sync(1 + q, NW * 32);  // the stage is read; part is written
+    if (w == 0 && lane == 0) mbar_arrive(&empty[st]);
     for (int r = w; r < 16; r += NW) {
       float v = part[r][lane];
 #pragma unroll
       for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
       if (lane == 0) y[tile * 16 + r] = v;
     }
-    consumers_sync(NW * 32);  // part is read before the next tile writes it
+    consumers_sync(1 + q, NW * 32);  // part is read before the next tile writes it
   }
 }
 
-template <int NW, int S, int U>
+template <int NW, int S, int U, int G = 1>
 bool launch_bulk(const hc::DMat& W, const uint32_t* xq, const uint4*, float* y) {
   const int nch = int(W.cols / 32), gpr = int(W.cols / W.group);
   const size_t stage = 16 * size_t(W.cols / 2) + 64 * size_t(gpr);
-  const size_t bytes = size_t(nch) * 128 + 32 + S * stage + 16 * size_t(S) + 16 * 32 * 4;
+  const size_t bytes = size_t(nch) * 128 + 32 + S * stage + 16 * size_t(S) + G * 16 * 32 * 4;
   if (bytes > 227 * 1024) return false;  // the ring does not fit this width's tiles
   static int set = 0;
   if (set < int(bytes)) {
-    CK(cudaFuncSetAttribute(mv_bulk<NW, S, U>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    CK(cudaFuncSetAttribute(mv_bulk<NW, S, U, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
     set = int(bytes);
   }
   const int64_t tiles = W.rows / 16;
-  mv_bulk<NW, S, U><<<unsigned(std::min<int64_t>(tiles, hc::sm_count())), 32 * (NW + 1), bytes>>>(
+  mv_bulk<NW, S, U, G><<<unsigned(std::min<int64_t>(tiles, hc::sm_count())), 32 * (G * NW + 1), bytes>>>(
       static_cast<const uint32_t*>(W.data), W.scales, W.biases, xq, W.rows, int(W.cols), W.group, y);
   return true;
 }
@@ -504,14 +509,17 @@ int main(int argc, char** argv) {
     const char* name;
     Launch f;
   };
-  const Form forms[] = {{"step 8/2/2", &launch<8, 2, 2>},      {"step 4/2/2 P", &launch<4, 2, 2, true>},
-                        {"ring 4", &launch_ring<4>},           {"bulk 8/3/2", &launch_bulk<8, 3, 2>},
-                        {"bulk 8/4/2", &launch_bulk<8, 4, 2>}, {"bulk 4/3/2", &launch_bulk<4, 3, 2>}};
+  const Form forms[] = {{"step 8/2/2", &launch<8, 2, 2>},
+                        {"step 4/2/2 P", &launch<4, 2, 2, true>},
+                        {"ring 4", &launch_ring<4>},
+                        {"bulk 8/3/2", &launch_bulk<8, 3, 2>},
+                        {"bulk 8/4/2 G2", &launch_bulk<8, 4, 2, 2>},
+                        {"bulk 8/3/2 G2", &launch_bulk<8, 3, 2, 2>}};
   constexpr int nf = int(std::size(forms));
   std::printf(
       "forms: step NW/U/PF (NW warps a 16-row tile, U steps loaded at once, L2 prefetch PF batches ahead; P: "
       "persistent blocks), ring S (S rounds in flight by cp.async), bulk NW/S/U (persistent, a producer warp "
-      "copying whole tiles into S stages by cp.async.bulk)\n");
+      "copying whole tiles into S stages by cp.async.bulk; G2: two groups of consumer warps, two tiles at once)\n");
   bool all_equal = true;
   std::printf("%-20s %7s %6s | %7s %5s", "launch", "rows", "MB", "engine", "copy");
   for (const Form& f : forms) std::printf(" | %12s", f.name);
