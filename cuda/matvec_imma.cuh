@@ -31,7 +31,9 @@
 // Probe and measurements: tests/probe_mlx4_imma.cu.
 
 constexpr int kImmaConsumers = 16, kImmaThreads = 32 * (kImmaConsumers + 1);
-constexpr size_t kImmaSmemMax = 227 * 1024;
+// the dynamic shared memory a launch may take: the 227 KB a block may have, less 1 KB for the static (make_records'
+// r_s)
+constexpr size_t kImmaSmemMax = 226 * 1024;
 
 __device__ __forceinline__ uint32_t imma_word(const uint4& v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
