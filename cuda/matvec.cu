@@ -707,7 +707,9 @@ int imma_stages(const MatTask* tasks, int n, const XSource& src, int mode) {
   }
   const int64_t sms = sm_count();
   if (tiles == 0 || (mode == 1 && 10 * ((tiles + sms - 1) / sms) * sms > 11 * tiles)) return 0;
-  for (int s = 4; s >= 2; s--)
+  const int smax =
+      env_choice("HKV_MV_IMMA_S", {2, 3, 4}, 4);  // the most stages (an experiment's knob; read at capture)
+  for (int s = smax; s >= 2; s--)
     if (imma_layout(cols, tasks[0].W.group, src.x != nullptr, src.norm_w != nullptr, s).total <= kImmaSmemMax) return s;
   return 0;
 }
