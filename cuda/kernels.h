@@ -147,13 +147,6 @@ void set_mlx4_prologue(bool stage, bool normw);
 // On by default (HKV_MV_TRIGGER=0 or set_mlx4_trigger(false) turns it off): the decode MLX4 launch lets its dependent
 // launch at its start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
 void set_mlx4_trigger(bool on);
-// Off by default (an experiment; HKV_MV_IMMA=1 or set_mlx4_imma(1) turns it on, 2 for every launch it can take): the
-// decode MLX4 launches of one input whose tiles of 16 rows fall evenly on the multiprocessors (q|k|v, the DeltaNet
-// in-projections, gate|up, lm_head in the 27B shape) with their integer sums on the tensor cores, the weights copied
-// whole tiles at a time into shared memory (cuda/matvec_imma.cuh). The same bytes.
-void set_mlx4_imma(int mode);
-// The launches that took the tensor-core kernel so far in this process (for the tests).
-int64_t mlx4_imma_launches();
 // On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off; H200, 2026-11-30, session 13 run 3: =0
 // +0.42 to +0.47% a q4h token at 1K and 32K, +0.49% at 128K, +0.36 to +0.40% at 262K): the attention merge and the
 // split DeltaNet recurrence let their dependent launch (the o and out products) right after their own pdl_wait, so

@@ -31,7 +31,6 @@
 // exact path).
 // Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
 // compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
-#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -414,25 +413,21 @@ __device__ __forceinline__ void record_of_chunk(const float* v, int vstride, uin
 // makes chunk c's record into the swizzled records xs4. hs: cols floats (the norm only); vt: 32·(nch + 1).
 // pre: the norm weights of elements tid + k·T, k < P, are already in wpre (loaded before the launch's pdl_wait; the
 // rest are read here).
-// sync: the barrier among the T threads that make them (the block's, unless a launch gives its own).
-struct BlockSync {
-  __device__ void operator()() const { __syncthreads(); }
-};
-template <int NB, int T, int P, class Sync = BlockSync>
+template <int NB, int T, int P>
 __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs, float* vt, const float (&wpre)[P],
-                             bool pre, Sync sync = {}) {
+                             bool pre) {
   const int nch = cols / 32, tp = nch + 1, tid = threadIdx.x;
   __shared__ float r_s;
   for (int n = 0; n < NB; n++) {
     const float* x = src.x + int64_t(n) * src.ldx;
     if (src.norm_w) {
       for (int i = tid; i < cols; i += T) hs[i] = x[i];
-      sync();
+      __syncthreads();
       if (tid < 32) {
         const float acc = warp_sum_squares_smem<false>(hs, cols, tid);  // cols is a multiple of 32
         if (tid == 0) r_s = hkv::rsqrt_c(acc / float(cols) + src.eps);
       }
-      sync();
+      __syncthreads();
       const float r = r_s;
       auto put = [&](int i, float w) {
         vt[(i & 31) * tp + (i >> 5)] = src.plain ? (hs[i] * r) * w : (hs[i] * r) * (1.0f + w);
@@ -448,12 +443,12 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
     } else {
       for (int i = tid; i < cols; i += T) vt[(i & 31) * tp + (i >> 5)] = x[i];
     }
-    sync();
+    __syncthreads();
     for (int c = tid; c < nch; c += T) {
       const int cc = n * nch + c;
       record_of_chunk(vt + c, tp, xs4 + 8 * cc, cc & 7);
     }
-    sync();  // vt and hs are reused by the next input
+    __syncthreads();  // vt and hs are reused by the next input
   }
 }
 
@@ -562,8 +557,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     }
   }
 }
-
-#include "cuda/matvec_imma.cuh"  // matvec_mlx4_imma_kernel (HKV_MV_IMMA)
 
 // The tasks of a launch and, in block_start, the prefix sums of their units (blocks of kWarps rows for
 // dense, of kWarps·RW rows for the MLX4 L1 kernel; row groups of RW rows for the shared-memory kernel).
@@ -683,60 +676,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// HKV_MV_IMMA (off by default; set_mlx4_imma): 1, the decode MLX4 launches that imma_eligible takes, with their tiles
-// even on the multiprocessors, run matvec_mlx4_imma_kernel (matvec_imma.cuh); 2, every eligible one (for the tests).
-// The same bytes.
-int g_imma = -2;
-int64_t g_imma_launches = 0;
-int imma_mode() {
-  if (g_imma == -2) g_imma = env_choice("HKV_MV_IMMA", {0, 1, 2}, 0);
-  return g_imma;
-}
-
-// The IMMA launch of these tasks (one input): its ring's stages (0: not eligible). Every task's rows a multiple of 16
-// and its words, scales and biases 16-byte aligned; the columns a multiple of 128; at least two stages of 16 rows
-// beside the records; mode 1 also the tiles within 10% of even on the multiprocessors.
-int imma_stages(const MatTask* tasks, int n, const XSource& src, int mode) {
-  const int64_t cols = tasks[0].W.cols;
-  if (cols % 128 != 0) return 0;
-  int64_t tiles = 0;
-  for (int i = 0; i < n; i++) {
-    const DMat& W = tasks[i].W;
-    if (W.rows % 16 != 0 || !aligned16(W.data) || !aligned16(W.scales) || !aligned16(W.biases)) return 0;
-    tiles += W.rows / 16;
-  }
-  const int64_t sms = sm_count();
-  if (tiles == 0 || (mode == 1 && 10 * ((tiles + sms - 1) / sms) * sms > 11 * tiles)) return 0;
-  const int smax =
-      env_choice("HKV_MV_IMMA_S", {2, 3, 4}, 4);  // the most stages (an experiment's knob; read at capture)
-  for (int s = smax; s >= 2; s--)
-    if (imma_layout(cols, tasks[0].W.group, src.x != nullptr, src.norm_w != nullptr, s).total <= kImmaSmemMax) return s;
-  return 0;
-}
-
-// The decode launch on the tensor cores where HKV_MV_IMMA takes it (one input, the dependent launch, no phase stamps);
-// false: the caller launches the dp4a kernel.
-bool launch_mlx4_imma(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
-  const int mode = imma_mode();
-  if (mode == 0 || !pdl_enabled() || g_stamps) return false;
-  const int S = imma_stages(tasks, n, src, mode);
-  if (S == 0) return false;
-  const Tasks ts = make_tasks(tasks, n, 16);  // block_start: the tasks' first tiles
-  static bool attr = false;
-  if (!attr) {
-    HKV_CUDA_CHECK(cudaFuncSetAttribute(matvec_mlx4_imma_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kImmaSmemMax)));
-    attr = true;
-  }
-  unsigned opt = normw_preload_enabled() ? kOptNormW : 0u;
-  if (trigger_enabled()) opt |= kOptTrigger;
-  const size_t smem = imma_layout(tasks[0].W.cols, tasks[0].W.group, src.x != nullptr, src.norm_w != nullptr, S).total;
-  const int64_t grid = std::min<int64_t>(ts.block_start[n], sm_count());
-  launch_pdl(matvec_mlx4_imma_kernel<true>, dim3(unsigned(grid)), dim3(kImmaThreads), smem, st, ts, xq, src, opt, S);
-  g_imma_launches++;
-  return true;
-}
-
 template <int NB, int RW, int U>
 void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, int64_t(kWarps) * RW);
@@ -756,7 +695,6 @@ void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, cons
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
-    if (launch_mlx4_imma(tasks, n, xq, src, st)) return;
     if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
       per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
                     : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
@@ -830,8 +768,6 @@ void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
-void set_mlx4_imma(int mode) { g_imma = mode; }
-int64_t mlx4_imma_launches() { return g_imma_launches; }
 bool out_trigger_enabled() { return env_switch(g_out_trigger, "HKV_OUT_TRIGGER", true); }
 void set_out_trigger(bool on) { g_out_trigger = on ? 1 : 0; }
 namespace {
@@ -841,7 +777,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_imma = -2;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();

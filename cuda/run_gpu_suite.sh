@@ -79,7 +79,7 @@ variant_suffix() { [[ $1 == default ]] || echo "-${1//[^A-Za-z0-9]/_}"; }
 variant_env() { [[ $1 == default ]] || echo "${1//,/ }"; }
 for s in $stages; do
   case $s in
-    ops) run gpu_ops 90 $bin --source-file='*gpu_ops*' ;;
+    ops) run gpu_ops 45 $bin --source-file='*gpu_ops*' ;;
     engine) run gpu_engine 170 $bin --source-file='*gpu_engine*' ;;
     alloc) run gpu_alloc 120 $bin --source-file='*gpu_alloc*' ;;
     sanitize)

@@ -211,8 +211,7 @@ namespace {
 // blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
 // rows a warp (HKV_MV_BALANCE=0); (6) the default with the records staged one load at a time and the norm weights read
 // after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default without the launch triggering its dependents at
-// its start (HKV_MV_TRIGGER=0; every other configuration triggers); (8) the launches of one input that the tensor-core
-// kernel can take on it (HKV_MV_IMMA=2: rows a multiple of 16, columns of 128; the others as the default).
+// its start (HKV_MV_TRIGGER=0; every other configuration triggers).
 const char* const kLaunch[] = {"plain",
                                "pdl",
                                "pdl,2-blocks",
@@ -220,9 +219,8 @@ const char* const kLaunch[] = {"plain",
                                "pdl,2-chunks-24-warps",
                                "pdl,4-rows-a-warp-past-16K",
                                "pdl,prologue-unbatched",
-                               "pdl,no-trigger",
-                               "pdl,imma"};
-const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7, 8};
+                               "pdl,no-trigger"};
+const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
 void in_launch(int cfg, F&& f) {
@@ -233,9 +231,7 @@ void in_launch(int cfg, F&& f) {
   cuda::set_mlx4_balance(cfg != 5);
   cuda::set_mlx4_prologue(cfg != 6, cfg != 6);
   cuda::set_mlx4_trigger(cfg != 7);
-  cuda::set_mlx4_imma(cfg == 8 ? 2 : 0);
   f();
-  cuda::set_mlx4_imma(0);
   cuda::set_mlx4_trigger(true);
   cuda::set_mlx4_prologue(true, true);
   cuda::set_mlx4_balance(true);
@@ -260,10 +256,6 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
                                      {WType::MLX4, {9001}, 5120, 64},
                                      {WType::MLX4, {40, 8200}, 17408, 128},
                                      {WType::MLX4, {48, 48, 3000, 5}, 5120, 64},
-                                     // (launch 8: the tensor-core kernel takes these, tiles of 16 rows)
-                                     {WType::MLX4, {4096, 1024, 1024}, 5120, 64},
-                                     {WType::MLX4, {2048, 32, 16}, 1024, 32},
-                                     {WType::MLX4, {1024, 16}, 2048, 128},
                                      {WType::BF16, {300, 17, 1}, 1000, 0},
                                      {WType::F32, {9, 70}, 256, 0}};
   int passed = 0, total = 0;
@@ -289,12 +281,7 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
       for (int cfg : kLaunches) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         for (auto& o : outs) o->poison();
-        const int64_t imma0 = cuda::mlx4_imma_launches();
         in_launch(cfg, [&] { cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr); });
-        bool tiles16 = sh.t == WType::MLX4 && N == 1 && sh.cols % 128 == 0;
-        for (int64_t r : sh.rows) tiles16 = tiles16 && r % 16 == 0;
-        if (cfg == 8 && tiles16)
-          CHECK_MESSAGE(cuda::mlx4_imma_launches() > imma0, "launch 8 did not take the tensor cores");
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -338,11 +325,8 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
   };
   // (17408 + 17408 rows: the gate|up shape, which the 3-chunk launch takes by HKV_MV_BALANCE on the H200's 132
   // multiprocessors; 16537 rows take 4 rows a warp there; launch 5 turns the balance off)
-  const std::vector<Shape> shapes = {{{5120}, 6144, 64},
-                                     {{16500, 37}, 5120, 64},
-                                     {{70, 9, 1}, 1024, 32},
-                                     {{17408, 17408}, 1024, 64},
-                                     {{4096, 1024, 1024}, 5120, 64}};
+  const std::vector<Shape> shapes = {
+      {{5120}, 6144, 64}, {{16500, 37}, 5120, 64}, {{70, 9, 1}, 1024, 32}, {{17408, 17408}, 1024, 64}};
   int passed = 0, total = 0;
   for (size_t si = 0; si < shapes.size(); si++) {
     const Shape& sh = shapes[si];
@@ -388,14 +372,9 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
               tasks.push_back({dms[m], outs.back()->p, ldy, add == 1});
             }
             REQUIRE(cuda::matvec_fuses_records(tasks.data(), int(tasks.size()), N, mode != 0));
-            const int64_t imma0 = cuda::mlx4_imma_launches();
             in_launch(cfg, [&] {
               cuda::matvec_multi(tasks.data(), int(tasks.size()), nullptr, 0, N, nullptr, nullptr, &src);
             });
-            bool tiles16 = N == 1 && sh.cols % 128 == 0;
-            for (int64_t r : sh.rows) tiles16 = tiles16 && r % 16 == 0;
-            if (cfg == 8 && tiles16)
-              CHECK_MESSAGE(cuda::mlx4_imma_launches() > imma0, "launch 8 did not take the tensor cores");
             for (size_t m = 0; m < dms.size(); m++) {
               const int64_t R = sh.rows[m], ldy = R + 3;
               std::vector<float> prod(size_t(N * R)), want = y0[m];
