@@ -14,14 +14,16 @@
 //   rest zeros. Tile 01 (u8·u8): column 2t + p = plane p of chunk 4s + t. Tile 2 (u8·s8): column 2t = plane 2.
 //   After the step's 4 products thread (g, t) holds P0, P1, P2 of (g, 4s + t) and (g + 8, 4s + t):
 //   T = P0 + (P1 << 8) + (P2 << 16), exact (|T| < 2^31).
-//   End: the 32 contract-lane sums of each row meet in shared memory; one thread a row runs lane_tree32.
+//   End: the 32 contract-lane sums of each row meet in shared memory; a warp takes a row, lane l holding contract
+//   lane l's sum, and runs lane_tree32 as the xor butterfly.
 // Forms (the arithmetic above in each; they differ in how the codes reach the registers): step (each warp loads U
 // steps of its codes, records and scales straight from global memory, optionally prefetching into L2; a block a
 // tile, or persistent blocks looping over tiles), ring (a cp.async ring a warp, below) and bulk (a producer warp
 // copying whole tiles by cp.async.bulk, below).
 // Checked: every row of every shape equal to the oracle's hkv::matvec as bytes, and the engine's decode kernel too.
 // Timed: µs a launch (median of 20, alone) against the weight bytes over the card's copy bandwidth (a 1 GiB copy).
-// Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe).
+// Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe). Measured (H200, 2026-12-01, session 19):
+// docs/RESULTS.md §11; the bulk form built into the engine's decode launches was 9–10% slower a token, and left.
 #include <cuda_runtime.h>
 
 #include <algorithm>
