@@ -46,23 +46,30 @@ namespace {
 
 namespace hc = hkv::cuda;
 
-// d = a·b + c (m16n8k32, s32 sums): c0, c1 columns 2t, 2t + 1 of row g; c2, c3 of row g + 8.
-template <bool SIGNED>
-__device__ __forceinline__ void imma(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (SIGNED)
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+// One step of thread (g, t): the four products of its chunk's code words qa (row g) and qb (row g + 8) with the
+// block-diagonal B words (b01: tile 01, record units 2p and 2p + 1 of plane p; b2: tile 2, units 4 and 5; or zeros),
+// then both rows' closing: T = P0 + (P1 << 8) + (P2 << 16), acc = fma(s, float(T)·unit, fma(b, xsum, acc)).
+__device__ __forceinline__ void step(const uint4& qa, const uint4& qb, const uint4 (&b01)[2], const uint4 (&b2)[2],
+                                     float xs, float unit, float sa, float ba, float sb, float bb, float& acc_a,
+                                     float& acc_b) {
+  int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const uint32_t wa = word(qa, j), wb = word(qb, j);
+    const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
+    probe::imma_acc<false>(d01, a, word(b01[j / 2], 2 * (j % 2)), word(b01[j / 2], 2 * (j % 2) + 1));
+    probe::imma_acc<true>(d2, a, word(b2[j / 2], 2 * (j % 2)), word(b2[j / 2], 2 * (j % 2) + 1));
+  }
+  const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
+  const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
+  acc_a = __fmaf_rn(sa, __fmul_rn(__int2float_rn(ta), unit), __fmaf_rn(ba, xs, acc_a));
+  acc_b = __fmaf_rn(sb, __fmul_rn(__int2float_rn(tb), unit), __fmaf_rn(bb, xs, acc_b));
 }
 
 // NW warps a 16-row tile; U steps' code loads in flight a warp before they are computed.
@@ -129,22 +136,9 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
       psa += gs * V, pba += gs * V, psb += gs * V, pbb += gs * V;
 #pragma unroll
       for (int u = 0; u < V; u++) {
-        int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const uint32_t wa = word(qa[u], j), wb = word(qb[u], j);
-          const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
-          imma<false>(d01, a, word(b01[u][j / 2], 2 * (j % 2)), word(b01[u][j / 2], 2 * (j % 2) + 1));
-          imma<true>(d2, a, word(b2[u][j / 2], 2 * (j % 2)), word(b2[u][j / 2], 2 * (j % 2) + 1));
-        }
-        const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
-        const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
-        const float xs = __uint_as_float(xu[u].x), unit = __uint_as_float(xu[u].y);
         const int k = u % NA;
-        acc_a[k] = __fmaf_rn(hkv::f32_from_bf16(sa[u]), __fmul_rn(__int2float_rn(ta), unit),
-                             __fmaf_rn(hkv::f32_from_bf16(ba[u]), xs, acc_a[k]));
-        acc_b[k] = __fmaf_rn(hkv::f32_from_bf16(sb[u]), __fmul_rn(__int2float_rn(tb), unit),
-                             __fmaf_rn(hkv::f32_from_bf16(bb[u]), xs, acc_b[k]));
+        step(qa[u], qb[u], b01[u], b2[u], __uint_as_float(xu[u].x), __uint_as_float(xu[u].y), hkv::f32_from_bf16(sa[u]),
+             hkv::f32_from_bf16(ba[u]), hkv::f32_from_bf16(sb[u]), hkv::f32_from_bf16(bb[u]), acc_a[k], acc_b[k]);
       }
     };
     const int mine = (nsteps - w + NW - 1) / NW;  // this warp's steps
@@ -259,21 +253,10 @@ __global__ void __launch_bounds__(128, 3)
       const uint4* p2 = on2 ? rec + 4 : zeros;
       const uint4 b01[2] = {__ldg(p01), __ldg(p01 + 1)}, b2[2] = {__ldg(p2), __ldg(p2 + 1)};
       const uint2 xu = __ldg(reinterpret_cast<const uint2*>(xq + size_t(c) * hc::kXqWords + 24));
-      int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const uint32_t wa = word(q[0][h], j), wb = word(q[1][h], j);
-        const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
-        imma<false>(d01, a, word(b01[j / 2], 2 * (j % 2)), word(b01[j / 2], 2 * (j % 2) + 1));
-        imma<true>(d2, a, word(b2[j / 2], 2 * (j % 2)), word(b2[j / 2], 2 * (j % 2) + 1));
-      }
-      const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
-      const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
       const int half = (((cw + h) >> gsh) - gp) * 16;  // the group's half of each pair word
-      const float xs = __uint_as_float(xu.x), unit = __uint_as_float(xu.y);
       const auto bf = [&](uint32_t v) { return hkv::f32_from_bf16(uint16_t(v >> half)); };
-      acc_a[h] = __fmaf_rn(bf(sw[0]), __fmul_rn(__int2float_rn(ta), unit), __fmaf_rn(bf(sw[1]), xs, acc_a[h]));
-      acc_b[h] = __fmaf_rn(bf(sw[2]), __fmul_rn(__int2float_rn(tb), unit), __fmaf_rn(bf(sw[3]), xs, acc_b[h]));
+      step(q[0][h], q[1][h], b01, b2, __uint_as_float(xu.x), __uint_as_float(xu.y), bf(sw[0]), bf(sw[1]), bf(sw[2]),
+           bf(sw[3]), acc_a[h], acc_b[h]);
     }
     if (m + S < nr) issue(m + S);  // into the stage just read (its values are in registers and used above)
     asm volatile("cp.async.commit_group;\n" ::);
@@ -387,20 +370,9 @@ __global__ void __launch_bounds__(32 * (G * NW + 1), 1)
       }
 #pragma unroll
       for (int u = 0; u < V; u++) {
-        int d01[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-          const uint32_t wa = word(ca[u], j), wb = word(cb[u], j);
-          const uint32_t a[4] = {wa & 0x0f0f0f0fu, wb & 0x0f0f0f0fu, (wa >> 4) & 0x0f0f0f0fu, (wb >> 4) & 0x0f0f0f0fu};
-          imma<false>(d01, a, word(b01[u][j / 2], 2 * (j % 2)), word(b01[u][j / 2], 2 * (j % 2) + 1));
-          imma<true>(d2, a, word(b2[u][j / 2], 2 * (j % 2)), word(b2[u][j / 2], 2 * (j % 2) + 1));
-        }
-        const int32_t ta = int32_t(uint32_t(d01[0]) + (uint32_t(d01[1]) << 8) + (uint32_t(d2[0]) << 16));
-        const int32_t tb = int32_t(uint32_t(d01[2]) + (uint32_t(d01[3]) << 8) + (uint32_t(d2[2]) << 16));
-        const float xs = __uint_as_float(xu[u].x), unit = __uint_as_float(xu[u].y);
         const int k = u % NA;
-        acc_a[k] = __fmaf_rn(sa[u], __fmul_rn(__int2float_rn(ta), unit), __fmaf_rn(ba[u], xs, acc_a[k]));
-        acc_b[k] = __fmaf_rn(sb[u], __fmul_rn(__int2float_rn(tb), unit), __fmaf_rn(bb[u], xs, acc_b[k]));
+        step(ca[u], cb[u], b01[u], b2[u], __uint_as_float(xu[u].x), __uint_as_float(xu[u].y), sa[u], ba[u], sb[u],
+             bb[u], acc_a[k], acc_b[k]);
       }
     };
     const int mine = (nsteps - w + NW - 1) / NW;

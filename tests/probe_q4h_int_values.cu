@@ -32,25 +32,13 @@ namespace {
 
 constexpr int D = 256, G = 8, HQ = 6, KV = 4, ROW = 144, CH = 512;
 
-template <bool SIGNED>
-__device__ __forceinline__ void imma_acc(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (SIGNED)
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  else
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 __device__ __forceinline__ uint32_t abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
 
 // acc[p] += A·B_p for W's three byte planes (codes u8; planes 0 and 1 u8, plane 2 s8)
 __device__ __forceinline__ void sum_planes(int (&acc)[3][4], const uint32_t (&a)[4], const uint32_t (&b)[3][2]) {
-  imma_acc<false>(acc[0], a, b[0][0], b[0][1]);
-  imma_acc<false>(acc[1], a, b[1][0], b[1][1]);
-  imma_acc<true>(acc[2], a, b[2][0], b[2][1]);
+  probe::imma_acc<false>(acc[0], a, b[0][0], b[0][1]);
+  probe::imma_acc<false>(acc[1], a, b[1][0], b[1][1]);
+  probe::imma_acc<true>(acc[2], a, b[2][0], b[2][1]);
 }
 
 // W of key i (0..3) of a B register pair half into its three planes' bytes i

@@ -92,4 +92,20 @@ inline std::vector<uint8_t> random_q4h(int64_t n, int kv, uint64_t& s) {
   return c;
 }
 
+// d = a·b + d by mma.sync.m16n8k32 on bytes, s32 sums (A u8; B u8, or s8 when SIGNED). Thread (g = lane/4,
+// t = lane%4) holds A[g][4t..4t+3] (a0), A[g+8][4t..] (a1), A[g][16+4t..] (a2), A[g+8][16+4t..] (a3), B[4t..4t+3][g]
+// (b0), B[16+4t..][g] (b1), and d0, d1 = D[g][2t], D[g][2t+1], d2, d3 = D[g+8][2t], D[g+8][2t+1] (tests/probe_imma.cu
+// checks the layout on the card).
+template <bool SIGNED>
+__device__ __forceinline__ void imma_acc(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (SIGNED)
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 }  // namespace probe
