@@ -72,6 +72,40 @@ __device__ __forceinline__ void step(const uint4& qa, const uint4& qb, const uin
   acc_b = __fmaf_rn(sb, __fmul_rn(__int2float_rn(tb), unit), __fmaf_rn(bb, xs, acc_b));
 }
 
+// The step forms' tile end, with NW warps a tile and NA = 8 / NW contract lanes a thread a row. rest: the warp's last
+// steps one at a time (f(): one step into slot 0), its slot m % NA moved to slot 0 around it. put_lanes: the rows' 32
+// contract-lane sums into part (thread (g, t) of warp w holds lanes 4·((w + NW·k) % 8) + t). tree_rows: warp w takes
+// rows w, w + NW, … and runs lane_tree32 as the xor butterfly (lane l holding lane l's sum), lane 0 storing y[r0 + r].
+template <int NA, class F>
+__device__ __forceinline__ void in_slot0(int m, float (&acc_a)[NA], float (&acc_b)[NA], F&& f) {
+  auto swap = [&] {
+    const float ta = acc_a[0], tb = acc_b[0];
+    acc_a[0] = acc_a[NA - 1], acc_b[0] = acc_b[NA - 1], acc_a[NA - 1] = ta, acc_b[NA - 1] = tb;
+  };
+  if (m % NA) swap();
+  f();
+  if (m % NA) swap();
+}
+template <int NW, int NA>
+__device__ __forceinline__ void put_lanes(float (*part)[32], int g, int t, int w, const float (&acc_a)[NA],
+                                          const float (&acc_b)[NA]) {
+#pragma unroll
+  for (int k = 0; k < NA; k++) {
+    const int l = 4 * ((w + NW * k) % 8) + t;
+    part[g][l] = acc_a[k];
+    part[g + 8][l] = acc_b[k];
+  }
+}
+__device__ __forceinline__ void tree_rows(const float (*part)[32], int w, int nw, int lane, int64_t r0, int64_t rows,
+                                          float* y) {
+  for (int r = w; r < 16; r += nw) {
+    float v = part[r][lane];
+#pragma unroll
+    for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+    if (lane == 0 && r0 + r < rows) y[r0 + r] = v;
+  }
+}
+
 // NW warps a 16-row tile; U steps' code loads in flight a warp before they are computed.
 // PF: each batch first prefetches into L2 the codes of this warp's batch PF batches ahead (0: none).
 template <int NW, int U, int PF>
@@ -145,36 +179,11 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
     int m = 0;
     for (; m + U <= mine; m += U) steps(std::integral_constant<int, U>{});
     // the last steps one at a time; their lane slots go on from m (NA divides U)
-    for (; m < mine; m++) {
-      if constexpr (NA == 1) {
-        steps(std::integral_constant<int, 1>{});
-      } else {  // swap the slots so that slot 0 is step m's
-        if (m % NA) {
-          const float ta = acc_a[0], tb = acc_b[0];
-          acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
-        }
-        steps(std::integral_constant<int, 1>{});
-        if (m % NA) {
-          const float ta = acc_a[0], tb = acc_b[0];
-          acc_a[0] = acc_a[1], acc_b[0] = acc_b[1], acc_a[1] = ta, acc_b[1] = tb;
-        }
-      }
-    }
-    // the rows' 32 contract-lane sums meet in shared memory; warp w then takes rows w, w + NW, … and runs lane_tree32
-    // as the xor butterfly (lane l holds contract lane l's sum; every lane ends with the tree's value)
-#pragma unroll
-    for (int k = 0; k < NA; k++) {
-      const int l = 4 * ((w + NW * k) % 8) + t;
-      part[g][l] = acc_a[k];
-      part[g + 8][l] = acc_b[k];
-    }
+    for (; m < mine; m++) in_slot0(m, acc_a, acc_b, [&] { steps(std::integral_constant<int, 1>{}); });
+    // the rows' 32 contract-lane sums meet in shared memory, then lane_tree32 a row (tree_rows)
+    put_lanes<NW>(part, g, t, w, acc_a, acc_b);
     __syncthreads();
-    for (int r = w; r < 16; r += NW) {
-      float v = part[r][lane];
-#pragma unroll
-      for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-      if (lane == 0 && r0 + r < rows) y[r0 + r] = v;
-    }
+    tree_rows(part, w, NW, lane, r0, rows, y);
     __syncthreads();  // part is read before the next tile writes it
   }
 }
@@ -265,12 +274,7 @@ __global__ void __launch_bounds__(128, 3)
 #pragma unroll
   for (int h = 0; h < 2; h++) part[g][cw + h] = acc_a[h], part[g + 8][cw + h] = acc_b[h];
   __syncthreads();
-  for (int r = w; r < 16; r += 4) {
-    float v = part[r][lane];
-#pragma unroll
-    for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-    if (lane == 0 && r0 + r < rows) y[r0 + r] = v;
-  }
+  tree_rows(part, w, 4, lane, r0, rows, y);
 }
 
 template <int S>
@@ -378,31 +382,11 @@ __global__ void __launch_bounds__(32 * (G * NW + 1), 1)
     const int mine = (nsteps - w + NW - 1) / NW;
     int m = 0;
     for (; m + U <= mine; m += U) steps(w + NW * m, std::integral_constant<int, U>{});
-    for (; m < mine; m++) {  // the last steps one at a time, slot m % NA first
-      if (m % NA) {
-        const float ta = acc_a[0], tb = acc_b[0];
-        acc_a[0] = acc_a[NA - 1], acc_b[0] = acc_b[NA - 1], acc_a[NA - 1] = ta, acc_b[NA - 1] = tb;
-      }
-      steps(w + NW * m, std::integral_constant<int, 1>{});
-      if (m % NA) {
-        const float ta = acc_a[0], tb = acc_b[0];
-        acc_a[0] = acc_a[NA - 1], acc_b[0] = acc_b[NA - 1], acc_a[NA - 1] = ta, acc_b[NA - 1] = tb;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < NA; k++) {
-      const int l = 4 * ((w + NW * k) % 8) + t;
-      part[g][l] = acc_a[k];
-      part[g + 8][l] = acc_b[k];
-    }
+    for (; m < mine; m++) in_slot0(m, acc_a, acc_b, [&] { steps(w + NW * m, std::integral_constant<int, 1>{}); });
+    put_lanes<NW>(part, g, t, w, acc_a, acc_b);
     consumers_sync(1 + q, NW * 32);  // the stage is read; part is written
     if (w == 0 && lane == 0) mbar_arrive(&empty[st]);
-    for (int r = w; r < 16; r += NW) {
-      float v = part[r][lane];
-#pragma unroll
-      for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
-      if (lane == 0) y[tile * 16 + r] = v;
-    }
+    tree_rows(part, w, NW, lane, tile * 16, rows, y);
     consumers_sync(1 + q, NW * 32);  // part is read before the next tile writes it
   }
 }
