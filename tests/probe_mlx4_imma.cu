@@ -72,10 +72,11 @@ __device__ __forceinline__ void step(const uint4& qa, const uint4& qb, const uin
   acc_b = __fmaf_rn(sb, __fmul_rn(__int2float_rn(tb), unit), __fmaf_rn(bb, xs, acc_b));
 }
 
-// The step forms' tile end, with NW warps a tile and NA = 8 / NW contract lanes a thread a row. rest: the warp's last
-// steps one at a time (f(): one step into slot 0), its slot m % NA moved to slot 0 around it. put_lanes: the rows' 32
-// contract-lane sums into part (thread (g, t) of warp w holds lanes 4·((w + NW·k) % 8) + t). tree_rows: warp w takes
-// rows w, w + NW, … and runs lane_tree32 as the xor butterfly (lane l holding lane l's sum), lane 0 storing y[r0 + r].
+// A tile's last steps and its end, with NW warps a tile and NA = 8 / NW contract lanes a thread a row. in_slot0: step m
+// of a warp's last ones, taken one at a time by f() into slot 0, with slot m % NA moved to slot 0 around it.
+// put_lanes: the rows' 32 contract-lane sums into part (thread (g, t) of warp w holds lanes 4·((w + NW·k) % 8) + t).
+// tree_rows: warp w takes rows w, w + nw, … and runs lane_tree32 as the xor butterfly (lane l holding lane l's sum),
+// lane 0 storing y[r0 + r].
 template <int NA, class F>
 __device__ __forceinline__ void in_slot0(int m, float (&acc_a)[NA], float (&acc_b)[NA], F&& f) {
   auto swap = [&] {
@@ -289,7 +290,8 @@ bool launch_ring(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, floa
   return true;
 }
 
-// The bulk form: persistent blocks, one a multiprocessor, of NW consumer warps and one producer warp. A block takes
+// The bulk form (rows a multiple of 16): persistent blocks, one a multiprocessor, of NW consumer warps and one producer
+// warp. A block takes
 // the tiles blockIdx.x, + gridDim.x, …; the producer's one thread copies each whole tile (its 16 rows' codes, scales
 // and biases: three contiguous ranges) into an S-stage ring in shared memory by cp.async.bulk, a full mbarrier
 // counting the bytes, and refills a stage when the consumers have arrived at its empty mbarrier. x's records are
