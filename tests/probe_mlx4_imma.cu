@@ -291,12 +291,11 @@ bool launch_ring(const hc::DMat& W, const uint32_t* xq, const uint4* zeros, floa
 }
 
 // The bulk form (rows a multiple of 16): persistent blocks, one a multiprocessor, of NW consumer warps and one producer
-// warp. A block takes
-// the tiles blockIdx.x, + gridDim.x, …; the producer's one thread copies each whole tile (its 16 rows' codes, scales
-// and biases: three contiguous ranges) into an S-stage ring in shared memory by cp.async.bulk, a full mbarrier
-// counting the bytes, and refills a stage when the consumers have arrived at its empty mbarrier. x's records are
-// staged once a block. The consumers compute a tile as the step form does (warp w the steps ≡ w mod NW, thread
-// (g, t) chunk 4s + t of rows g and g + 8), reading codes, scales, biases and records from shared memory.
+// warp. A block takes the tiles blockIdx.x, + gridDim.x, …; the producer's one thread copies each whole tile (its 16
+// rows' codes, scales and biases: three contiguous ranges) into an S-stage ring in shared memory by cp.async.bulk, a
+// full mbarrier counting the bytes, and refills a stage when the consumers have arrived at its empty mbarrier. x's
+// records are staged once a block. The consumers compute a tile as the step form does (warp w the steps ≡ w mod NW,
+// thread (g, t) chunk 4s + t of rows g and g + 8), reading codes, scales, biases and records from shared memory.
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg::saddr(bar)) : "memory");
 }
