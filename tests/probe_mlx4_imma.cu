@@ -36,6 +36,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda/device.cuh"  // prefetch_l2, cp_async16, cp_async_commit, cp_async_wait, warp_tree_sum
 #include "cuda/kernels.h"
 #include "cuda/prefill_attention_wgmma.cuh"  // wg:: mbarriers and bulk copies
 #include "reference/scalar.h"
@@ -45,8 +46,6 @@
 namespace {
 
 namespace hc = hkv::cuda;
-
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
@@ -100,9 +99,7 @@ __device__ __forceinline__ void put_lanes(float (*part)[32], int g, int t, int w
 __device__ __forceinline__ void tree_rows(const float (*part)[32], int w, int nw, int lane, int64_t r0, int64_t rows,
                                           float* y) {
   for (int r = w; r < 16; r += nw) {
-    float v = part[r][lane];
-#pragma unroll
-    for (int off = 16; off >= 1; off /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, off));
+    const float v = hc::warp_tree_sum(part[r][lane]);
     if (lane == 0 && r0 + r < rows) y[r0 + r] = v;
   }
 }
@@ -154,8 +151,8 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
 #pragma unroll
         for (int u = 0; u < V; u++)
           if (pa + 4 * NW * (PF * V + u) < pend) {
-            prefetch_l2(pa + 4 * NW * (PF * V + u));
-            prefetch_l2(pb + 4 * NW * (PF * V + u));
+            hc::prefetch_l2(pa + 4 * NW * (PF * V + u));
+            hc::prefetch_l2(pb + 4 * NW * (PF * V + u));
           }
       }
 #pragma unroll
@@ -198,14 +195,6 @@ __global__ void __launch_bounds__(NW * 32, 24 / NW)
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))), "l"(gmem));
 }
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(uint32_t(__cvta_generic_to_shared(smem))),
-               "l"(gmem));
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 constexpr int kRingWords = 4 * 32 * 4 + 4 * 32;  // a warp's stage: codes [4][32 lanes] uint4, scales [4][32] words
 
 template <int S>
@@ -231,10 +220,10 @@ __global__ void __launch_bounds__(128, 3)
   auto issue = [&](int m) {
     uint32_t* st = ring + (m % S) * kRingWords;
     uint4* c4 = reinterpret_cast<uint4*>(st);
-    cp_async16(c4 + 0 * 32 + lane, ca + 512 * m);
-    cp_async16(c4 + 1 * 32 + lane, ca + 512 * m + 16);
-    cp_async16(c4 + 2 * 32 + lane, cb + 512 * m);
-    cp_async16(c4 + 3 * 32 + lane, cb + 512 * m + 16);
+    hc::cp_async16(c4 + 0 * 32 + lane, ca + 512 * m);
+    hc::cp_async16(c4 + 1 * 32 + lane, ca + 512 * m + 16);
+    hc::cp_async16(c4 + 2 * 32 + lane, cb + 512 * m);
+    hc::cp_async16(c4 + 3 * 32 + lane, cb + 512 * m + 16);
     uint32_t* s4 = st + 4 * 32 * 4;
     cp_async4(s4 + 0 * 32 + lane, s_a + gr * m);
     cp_async4(s4 + 1 * 32 + lane, b_a + gr * m);
@@ -244,12 +233,12 @@ __global__ void __launch_bounds__(128, 3)
 #pragma unroll
   for (int m = 0; m < S; m++) {
     if (m < nr) issue(m);
-    asm volatile("cp.async.commit_group;\n" ::);
+    hc::cp_async_commit();
   }
   const bool on01 = (g >> 1) == t, on2 = g == 2 * t;
   float acc_a[2] = {0.0f, 0.0f}, acc_b[2] = {0.0f, 0.0f};
   for (int m = 0; m < nr; m++) {
-    cp_async_wait<S - 1>();
+    hc::cp_async_wait<S - 1>();
     const uint32_t* st = ring + (m % S) * kRingWords;
     const uint4* c4 = reinterpret_cast<const uint4*>(st);
     const uint4 q[2][2] = {{c4[0 * 32 + lane], c4[1 * 32 + lane]}, {c4[2 * 32 + lane], c4[3 * 32 + lane]}};
@@ -269,7 +258,7 @@ __global__ void __launch_bounds__(128, 3)
            bf(sw[3]), acc_a[h], acc_b[h]);
     }
     if (m + S < nr) issue(m + S);  // into the stage just read (its values are in registers and used above)
-    asm volatile("cp.async.commit_group;\n" ::);
+    hc::cp_async_commit();
   }
   __shared__ float part[16][32];
 #pragma unroll
