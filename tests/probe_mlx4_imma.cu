@@ -525,7 +525,7 @@ int main(int argc, char** argv) {
     int64_t eq[nf];
     for (int i = 0; i < nf; i++) {
       if (!forms[i].f(W, dxq, zeros, dy)) {  // not run for this shape (its stages do not fit)
-        eq[i] = R, t[i] = std::nan("");
+        eq[i] = -1, t[i] = std::nan("");     // printed as "-", neither equal nor counted
         continue;
       }
       CK(cudaGetLastError());
@@ -537,9 +537,10 @@ int main(int argc, char** argv) {
     all_equal = all_equal && eq_engine == R;
     const double floor_us = double(W.nbytes()) / bw * 1e6;  // µs, with the % of copy bandwidth beside each time
     std::printf("%-20s %7lld %6.1f | %7.1f %4.0f%%", sh.name, (long long)R, mb, t_engine, 100 * floor_us / t_engine);
-    for (int i = 0; i < nf; i++) std::printf(" | %6.1f %4.0f%%", t[i], 100 * floor_us / t[i]);
+    for (int i = 0; i < nf; i++)
+      eq[i] < 0 ? std::printf(" | %12s", "-") : std::printf(" | %6.1f %4.0f%%", t[i], 100 * floor_us / t[i]);
     std::printf(" | %lld,", (long long)eq_engine);
-    for (int i = 0; i < nf; i++) std::printf(" %lld", (long long)eq[i]);
+    for (int i = 0; i < nf; i++) eq[i] < 0 ? std::printf(" -") : std::printf(" %lld", (long long)eq[i]);
     std::printf(" of %lld\n", (long long)R);
     for (void* p : {(void*)dq, (void*)ds, (void*)db, (void*)dx, (void*)dy, (void*)dxq}) CK(cudaFree(p));
   }
