@@ -63,7 +63,7 @@ commands:
                [--embed host|device (the embedding table's home, default host)]
                [--attention (then the attention kernels alone) | --attention-only]
                [--phases (a token's DeltaNet recurrence phases a row; with --attention, narrow-v2's phases too)]
-               [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2,narrow-h1]
+               [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2,narrow-h1,slim]
                [--variants "default;HKV_DN_SPLIT=1,HKV_DN_TPC=1" (engine switches timed in one process,
                 their tokens interleaved) [--rounds 4]]
                [--timeline (then, a row, each kernel of a token as the card timed it: CUPTI)]

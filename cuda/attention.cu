@@ -116,16 +116,24 @@ __device__ __forceinline__ float unit(const uint32_t* x, int i) {
   }
 }
 
-// The NG weights of one key (16-byte shared-memory loads; entries past NG are never read).
-template <int NG>
+// The NG weights of one key, from its row of ES floats in e_s: 16-byte shared-memory loads where ES is a multiple of
+// 4 (kEs), else 8-byte ones (slim's rows of NG rounded up to even); entries past NG are never read.
+template <int NG, int ES = kEs>
 __device__ __forceinline__ void weights(const float* es, float* e) {
+  static_assert(ES % 2 == 0 && ES >= NG, "a key's row holds its NG weights, 8-byte aligned");
 #pragma unroll
-  for (int h = 0; h < NG; h += 4) {
-    const float4 v = *reinterpret_cast<const float4*>(es + h);
-    e[h] = v.x;
-    if (h + 1 < NG) e[h + 1] = v.y;
-    if (h + 2 < NG) e[h + 2] = v.z;
-    if (h + 3 < NG) e[h + 3] = v.w;
+  for (int h = 0; h < NG; h += ES % 4 == 0 ? 4 : 2) {
+    if constexpr (ES % 4 == 0) {
+      const float4 v = *reinterpret_cast<const float4*>(es + h);
+      e[h] = v.x;
+      if (h + 1 < NG) e[h + 1] = v.y;
+      if (h + 2 < NG) e[h + 2] = v.z;
+      if (h + 3 < NG) e[h + 3] = v.w;
+    } else {
+      const float2 v = *reinterpret_cast<const float2*>(es + h);
+      e[h] = v.x;
+      if (h + 1 < NG) e[h + 1] = v.y;
+    }
   }
 }
 
@@ -211,7 +219,7 @@ __device__ __forceinline__ void key_scores(const uint8_t* const (&kr)[KPT], cons
 
 // From the scores in e_s [key][kEs] and each thread's running maxima mloc: the chunk's maximum per head
 // (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc).
-template <int NG, int T>
+template <int NG, int T, int ES = kEs>
 __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
                                               float* mc_s) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -229,21 +237,21 @@ __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_
   __syncthreads();
   for (int i = tid; i < NG * len; i += T) {
     const int j = i / NG, h = i % NG;
-    e_s[j * kEs + h] = hkv::exp_c(e_s[j * kEs + h] - mc_s[h]);
+    e_s[j * ES + h] = hkv::exp_c(e_s[j * ES + h] - mc_s[h]);
   }
   __syncthreads();
 }
 
 // lc = Σ e_t, keys in order (one thread a head: threads T−1−h, past the value threads when there are such),
 // stored with mc as the chunk's first two partials.
-template <int NG, int T>
+template <int NG, int T, int ES = kEs>
 __device__ __forceinline__ void store_ml(float* part, int64_t head_stride, const float* e_s, const float* mc_s, int len,
                                          int ng) {
   const int tid = threadIdx.x;
   if (T - 1 - tid < ng) {
     const int h = T - 1 - tid;
     float lc = 0.0f;
-    for (int j = 0; j < len; j++) lc = lc + e_s[j * kEs + h];
+    for (int j = 0; j < len; j++) lc = lc + e_s[j * ES + h];
     part[h * head_stride] = mc_s[h];
     part[h * head_stride + 1] = lc;
   }
@@ -559,6 +567,276 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   }
 }
 
+// ---- slim: every thread busy in both phases, V read from global memory (fp8 and q4h at head_dim 256) ----
+// The operations and their order are attn_chunk_kernel's (attend(), the head comment); what changes is who runs them
+// and how they are fed. In narrow-v2 half the block waits in the value phase (128 of 256 threads own two elements
+// each), and its SASS spends about two instructions an fma (register copies of the next piece, whose loop is not
+// unrolled; three instructions a decoded value). Here 128 threads take a chunk of one KV head for its NG query heads:
+//   scores: thread tid takes keys tid + 128·k (k < 4), the 4 keys in one pass, so each 16-byte shared load of q serves
+//     4 keys; a key's 16-byte pieces are loaded one piece ahead into two buffers (the loop unrolled by two pieces, so
+//     nothing is copied), its group scale with the piece that starts the group; a q4h unit is one lop3 and one add,
+//     from the word where its nibble lies (slim_q4h_unit). The loop holds 1.45 instructions an fma (q4h, NG = 6);
+//   values: thread tid owns elements 2·tid and 2·tid + 1 for all NG heads; the V group scales (16 bytes a row) are
+//     copied into shared memory by cp.async as the block starts, the code bytes read from global memory, U = 16 keys
+//     a batch, the next batch's loads issued before this batch's fmas.
+// 13–33 KB of shared memory (q, the weights at NG floats a key, the scales), at most 128 registers: four blocks a
+// multiprocessor. Measured (H200, 2026-12-01, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12
+// session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
+// 9,345 at 262,144), equal at 32K (1,248 against 1,242); q4h slower at every depth (6,202 against 6,010 µs at
+// 262,144), so Auto takes it for fp8 alone. A 64-thread form (4 elements a thread in the values) was slower still: at
+// 168 registers, 2.6 waves of blocks at 262K; at 128, spills, instruction-cache misses (ncu no_instruction 1.13) and
+// shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154 µs at 262K.
+constexpr int kSlimKP = 4;  // keys a score pass
+
+// Element E (0..7) of a q4h code word w (nibble E; the low nibble of a byte is the even element) as float(c − 8),
+// exactly: the nibble masked where it lies under the exponent that makes its low bit worth 1 (2^(23−4k) for the
+// nibble at bit 4k), so as_float((w & mask) | exponent) = 2^(23−4k) + c, minus 2^(23−4k) + 8. That exponent leaves
+// the nibble in the mantissa for k ≤ 4; nibbles 5–7 are taken from w >> 12, where they are nibbles 2–4 (one shift
+// a word, shared by the three).
+template <int E>
+__device__ __forceinline__ float slim_q4h_unit(uint32_t w) {
+  constexpr int k = E < 5 ? E : E - 3;
+  constexpr uint32_t mask = 0xfu << (4 * k), expo = uint32_t(127 + 23 - 4 * k) << 23;
+  constexpr float off = float((1u << (23 - 4 * k)) + 8u);
+  return __uint_as_float(masked_or<mask, expo>(E < 5 ? w : w >> 12)) - off;
+}
+
+// f(std::integral_constant<int, I>{}) for I = 0 … N − 1, in order.
+template <int N, int I = 0, class Fn>
+__device__ __forceinline__ void static_for(Fn&& f) {
+  if constexpr (I < N) {
+    f(std::integral_constant<int, I>{});
+    static_for<N, I + 1>(f);
+  }
+}
+
+// Unit I of a piece (its 4 words): slim_q4h_unit for q4h, the e4m3 value for fp8.
+template <KvKind F, int I>
+__device__ __forceinline__ float slim_unit(const uint32_t (&w)[4]) {
+  if constexpr (F == KvKind::Q4H) {
+    return slim_q4h_unit<I % 8>(w[I / 8]);
+  } else {
+    static_assert(F == KvKind::FP8, "slim takes fp8 and q4h");
+    return f32_from_e4m3_hw(uint8_t(w[I / 4] >> (8 * (I % 4))));
+  }
+}
+
+// One piece (Fm::epp elements from e0) of KP keys' scores for NG heads: p[k][h] = fma(u_j, q_j, p[k][h]) in element
+// order; at a group's end (GEND) acc = fma(s_g, p_g, acc) and p restarts from 0.
+template <KvKind F, int NG, int KP, int D, bool GEND>
+__device__ __forceinline__ void slim_piece(const uint32_t (&w)[KP][4], const uint16_t (&sraw)[KP], const float* q_s,
+                                           int e0, float (&p)[KP][NG], float (&acc)[KP][NG]) {
+  using Fm = Fmt<F>;
+  static_for<Fm::epp / 4>([&](auto i4c) {
+    constexpr int i4 = 4 * decltype(i4c)::value;
+    float4 qv[NG];
+#pragma unroll
+    for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
+    static_for<4>([&](auto iic) {
+      constexpr int ii = decltype(iic)::value;
+#pragma unroll
+      for (int k = 0; k < KP; k++) {
+        const float u = slim_unit<F, i4 + ii>(w[k]);
+#pragma unroll
+        for (int h = 0; h < NG; h++) {
+          const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
+          p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
+        }
+      }
+    });
+  });
+  if constexpr (GEND) {
+#pragma unroll
+    for (int k = 0; k < KP; k++) {
+      const float s = scale_from<F>(sraw[k]);
+#pragma unroll
+      for (int h = 0; h < NG; h++) acc[k][h] = hkv::fma_rn(s, p[k][h], acc[k][h]), p[k][h] = 0.0f;
+    }
+  }
+}
+
+// The scaled scores of KP keys (rows kr[k] in global memory, 16-byte aligned) for NG heads, as key_scores.
+template <KvKind F, int NG, int KP, int D>
+__device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
+                                            float (&score)[KP][NG]) {
+  using Fm = Fmt<F>;
+  constexpr int npiece = D / Fm::epp;
+  static_assert(npiece % 2 == 0 && (Fm::ppg == 1 || Fm::ppg == 2), "pieces go in pairs; a pair ends a group");
+  float acc[KP][NG], p[KP][NG];
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
+  uint32_t wa[KP][4], wb[KP][4];
+  uint16_t sa[KP], sb[KP];
+  // piece P of every key into (w, s): its 16 code bytes and, if P starts a group, the group's scale
+  auto load = [&](uint32_t(&w)[KP][4], uint16_t(&s)[KP], int P) {
+#pragma unroll
+    for (int k = 0; k < KP; k++) {
+      load16<false>(kr[k] + Fm::code_off(P * Fm::epp), true, w[k]);
+      if (P % Fm::ppg == 0) s[k] = load_u16(kr[k] + Fm::scale_off(D, P / Fm::ppg));
+    }
+  };
+  load(wa, sa, 0);
+#pragma unroll 1
+  for (int pc = 0; pc < npiece; pc += 2) {  // pieces pc (in wa) and pc + 1 (in wb)
+    load(wb, sb, pc + 1);                   // q4h: and its group's scale; fp8: an odd piece, no scale
+    slim_piece<F, NG, KP, D, Fm::ppg == 1>(wa, sa, q_s, pc * Fm::epp, p, acc);
+    if constexpr (Fm::ppg == 2)  // fp8: the pair's group scale, kept for the end of piece pc + 1
+#pragma unroll
+      for (int k = 0; k < KP; k++) sb[k] = sa[k];
+    if (pc + 2 < npiece) load(wa, sa, pc + 2);
+    slim_piece<F, NG, KP, D, true>(wb, sb, q_s, (pc + 1) * Fm::epp, p, acc);
+  }
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
+}
+
+// The DPT code bytes' word of a thread's elements in a stored row (q4h DPT/2 bytes, fp8 DPT), little-endian.
+template <KvKind F, int DPT>
+__device__ __forceinline__ uint32_t slim_codes(const uint8_t* p) {
+  constexpr int bytes = F == KvKind::Q4H ? DPT / 2 : DPT;
+  static_assert(bytes == 1 || bytes == 2 || bytes == 4, "a thread's codes are 1, 2 or 4 bytes");
+  if constexpr (bytes == 1)
+    return __ldg(p);
+  else if constexpr (bytes == 2)
+    return __ldg(reinterpret_cast<const unsigned short*>(p));
+  else
+    return __ldg(reinterpret_cast<const unsigned*>(p));
+}
+
+// Element I of a thread's code word as the stored value s · u, exactly (value_at).
+template <KvKind F, int I>
+__device__ __forceinline__ float slim_value(uint32_t c, float s) {
+  if constexpr (F == KvKind::Q4H)
+    return s * slim_q4h_unit<I>(c);
+  else
+    return s * f32_from_e4m3_hw(uint8_t(c >> (8 * I)));
+}
+
+// U keys from j0 of the value chains: oc[h][i] = fma(e_t[h], s·u_{d0+i}(t), oc[h][i]), keys in order; c the keys'
+// code words, sv the chunk's V group scales as stored ([key][8]), g the thread's group. FULL: all U keys are below
+// len (no test a key).
+template <KvKind F, int NG, int ES, int DPT, int U, bool FULL>
+__device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const uint16_t* sv, int g, int j0, int len,
+                                            const float* e_s, float (&oc)[NG][DPT]) {
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    if (!FULL && j0 + u >= len) break;
+    float e[NG];
+    weights<NG, ES>(e_s + (j0 + u) * ES, e);
+    const float sc = scale_from<F>(sv[(j0 + u) * 8 + g]);
+    float v[DPT];
+    static_for<DPT>([&](auto ic) { v[decltype(ic)::value] = slim_value<F, decltype(ic)::value>(c[u], sc); });
+#pragma unroll
+    for (int h = 0; h < NG; h++)
+#pragma unroll
+      for (int i = 0; i < DPT; i++) oc[h][i] = hkv::fma_rn(e[h], v[i], oc[h][i]);
+  }
+}
+
+// (__launch_bounds__(T, 512 / T): at most 128 registers a thread, four blocks a multiprocessor. With a min-blocks hint
+// of 1 instead, q4h took 8,052 µs a token at 262K against 6,238 at 128 registers (session 20 run 2).)
+template <KvKind F, int NG, int T, int D, int U>
+__global__ void __launch_bounds__(T, 512 / T)
+    attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  constexpr int KPT = kChunk / T, DPT = D / T, ES = (NG + 1) / 2 * 2;
+  static_assert(KPT % kSlimKP == 0 && 32 % DPT == 0, "keys a thread in passes of KP; a thread's elements in one group");
+  __shared__ __align__(16) float q_s[NG * D];          // [head][D]
+  __shared__ __align__(16) float e_s[kChunk * ES];     // [key][head]: scores, then weights (ES floats a key)
+  __shared__ __align__(16) uint16_t sv_s[kChunk * 8];  // [key][group]: the V rows' 8 group scales as stored
+  __shared__ float red_s[T / 32][NG];
+  __shared__ float mc_s[NG];
+  using Fm = Fmt<F>;
+  const int tid = threadIdx.x;
+  const int64_t row = blockIdx.z;
+  const int c = blockIdx.y, c0 = c * kChunk;
+  const int qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
+  const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
+  const size_t stride = size_t(a.KV) * a.row_bytes;
+  const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+  const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+  pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
+  const int n = a.n_keys[row];
+  if (c0 >= n) return;
+  const int len = min(kChunk, n - c0);
+  for (int j = tid; j < len; j += T)  // the V scales (16 bytes a row), waited for before the weights
+    cp_async16(sv_s + 8 * j, vbase + size_t(j) * stride + Fm::scale_off(D, 0));
+  cp_async_commit();
+  load_q<F, NG, T>(a, row, h0, ng, q_s);
+
+  // ---- scores: keys tid + T·k, KP a pass, one chain per (key, head) ----
+  float mloc[NG];
+#pragma unroll
+  for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
+#pragma unroll 1
+  for (int jb = 0; jb < len; jb += kSlimKP * T) {
+    int j[kSlimKP];
+    const uint8_t* kr[kSlimKP];
+#pragma unroll
+    for (int k = 0; k < kSlimKP; k++) j[k] = jb + k * T + tid, kr[k] = kbase + size_t(j[k] < len ? j[k] : 0) * stride;
+    float sc[kSlimKP][NG];
+    slim_scores<F, NG, kSlimKP, D>(kr, q_s, scale, sc);
+#pragma unroll
+    for (int k = 0; k < kSlimKP; k++)
+      if (j[k] < len) {
+#pragma unroll
+        for (int h = 0; h < NG; h++) {
+          e_s[j[k] * ES + h] = sc[k][h];
+          mloc[h] = max_step(mloc[h], sc[k][h]);
+        }
+      }
+  }
+  cp_async_wait<0>();  // this thread's scale copies; chunk_weights' barriers publish them
+  chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
+
+  float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
+  const int64_t head_stride = int64_t(maxch) * (D + 2);
+  store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
+
+  // ---- weighted values: thread tid owns d0 … d0 + DPT − 1 for all NG heads, keys in order ----
+  const int d0 = tid * DPT, g = d0 / 32;
+  const uint8_t* const vc = vbase + Fm::code_off(d0);
+  float oc[NG][DPT];
+#pragma unroll
+  for (int h = 0; h < NG; h++)
+#pragma unroll
+    for (int i = 0; i < DPT; i++) oc[h][i] = 0.0f;
+  uint32_t ca[U], cb[U];
+  // the code words of keys j0 … j0 + U − 1 (past the chunk: its last key's, not used)
+  auto load = [&](uint32_t(&cw)[U], int j0) {
+    if (j0 + U <= len) {
+      const uint8_t* p = vc + size_t(j0) * stride;
+#pragma unroll
+      for (int u = 0; u < U; u++, p += stride) cw[u] = slim_codes<F, DPT>(p);
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; u++) cw[u] = slim_codes<F, DPT>(vc + size_t(min(j0 + u, len - 1)) * stride);
+    }
+  };
+  auto run = [&](const uint32_t(&cw)[U], int j0) {
+    if (j0 + U <= len)
+      slim_values<F, NG, ES, DPT, U, true>(cw, sv_s, g, j0, len, e_s, oc);
+    else if (j0 < len)
+      slim_values<F, NG, ES, DPT, U, false>(cw, sv_s, g, j0, len, e_s, oc);
+  };
+  load(ca, 0);
+#pragma unroll 1
+  for (int j0 = 0; j0 < len; j0 += 2 * U) {
+    load(cb, j0 + U);
+    run(ca, j0);
+    load(ca, j0 + 2 * U);
+    run(cb, j0 + U);
+  }
+#pragma unroll
+  for (int h = 0; h < NG; h++)
+    if (h < ng)
+#pragma unroll
+      for (int i = 0; i < DPT; i++) part[h * head_stride + 2 + d0 + i] = oc[h][i];
+}
+
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
@@ -663,6 +941,16 @@ void launch_staged(dim3 grid, size_t smem, cudaStream_t st, A... args) {
 template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
+  if (shape == AttnShape::Slim) {
+    if constexpr (F != KvKind::BF16) {
+      if (a.D == 256 && a.row_bytes % 16 == 0) {
+        launch_k(attn_slim_kernel<F, NG, 128, 256, 16>, grid, dim3(128), 0, st, a, qblocks, hpb, maxch, scale);
+        HKV_CHECK_LAUNCH();
+        return;
+      }
+    }
+    shape = AttnShape::NarrowV2;  // slim is written for fp8 and q4h at head_dim 256; the others take narrow-v2's path
+  }
   if (shape == AttnShape::Wide) {
     launch_k(attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
   } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
@@ -710,8 +998,8 @@ size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
 }
 
 namespace {
-constexpr const char* kShapeNames[] = {"auto",      "narrow",    "wide",     "narrow-v",
-                                       "narrow-h2", "narrow-v2", "narrow-h1"};  // AttnShape's order
+constexpr const char* kShapeNames[] = {"auto",      "narrow",    "wide",      "narrow-v",
+                                       "narrow-h2", "narrow-v2", "narrow-h1", "slim"};  // AttnShape's order
 }
 
 const char* attn_shape_name(AttnShape s) { return kShapeNames[int(s)]; }
@@ -726,8 +1014,9 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 namespace {
-int g_attn_vu = -1, g_attn_pre = -1;
+int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1;
 }
+bool attn_auto_slim() { return env_switch(g_attn_slim, "HKV_ATTN_SLIM", true); }
 bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
 void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
 int attn_value_unroll() {
@@ -735,7 +1024,7 @@ int attn_value_unroll() {
   return g_attn_vu;
 }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
-void forget_attn_switches() { g_attn_vu = -1, g_attn_pre = -1; }
+void forget_attn_switches() { g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1; }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;
@@ -758,7 +1047,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   // (the spread of one kernel's timings) in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
   // Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347; fp8 NarrowH2 539
   // against Narrow 668 at 1K); then NarrowV2 against NarrowV (session 5 run 1): q4h 976 against 1053 µs at
-  // 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K.
+  // 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K. fp8 takes Slim instead of NarrowV2 from b ≥ 3P
+  // (session 20 run 4: 2,095 against 2,409 µs at 64K, where b = 3.9P; 1,248 against 1,242 at 32K, b = 1.9P).
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto) {
     const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();
@@ -768,8 +1058,10 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
       shape = AttnShape::NarrowH1;
     else if (b * ((qpk + 1) / 2) <= P)
       shape = AttnShape::NarrowH2;
+    else if (b < P)
+      shape = AttnShape::Narrow;
     else
-      shape = b < P ? AttnShape::Narrow : AttnShape::NarrowV2;
+      shape = a.kind == KvKind::FP8 && b >= 3 * P && attn_auto_slim() ? AttnShape::Slim : AttnShape::NarrowV2;
   }
   // NarrowH2 and NarrowH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::NarrowH1   ? 1

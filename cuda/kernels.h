@@ -225,9 +225,12 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // at every depth in q4h and fp8, session 5 run 1, RESULTS §12).
 // NarrowH1: NarrowH2 with one query head a block (6× the blocks at 6:1, each K/V row decoded 6×), Auto's choice
 // while its blocks fit one wave (depths up to 2K at batch 1 in the 27B shape).
-enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1 };
+// Slim (fp8 and q4h at head_dim 256; other formats and widths take NarrowV2's path): 128 threads, V read from global
+// memory with its group scales staged, every thread busy in both phases (4 keys in the scores, 2 elements for all the
+// block's heads in the values). Auto's choice for fp8 from 3 chunk blocks a multiprocessor (64K at batch 1).
+enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1, Slim };
 // The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
-// "narrow-h1"),
+// "narrow-h1", "slim"),
 // and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
 const char* attn_shape_name(AttnShape s);
 AttnShape parse_attn_shape(const std::string& name);
@@ -273,6 +276,8 @@ void attention(const AttnArgs& a, cudaStream_t st);
 // 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
+// On by default: Auto takes Slim for fp8 from 3 chunk blocks a multiprocessor; HKV_ATTN_SLIM=0 keeps NarrowV2 there.
+bool attn_auto_slim();
 void forget_attn_switches();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the environment again
 // On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
 // +0.76% a q4h token at 1K, 32K and 262K, +0.27 to +0.29% at 128K): where the caller allows it (pre_ok),

@@ -836,7 +836,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       // every kernel shape and the automatic choice
       for (cuda::AttnShape shape :
            {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::NarrowV,
-            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1}) {
+            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1, cuda::AttnShape::Slim}) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
