@@ -356,6 +356,113 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
   cp_async_commit();
 }
 
+// Element E (0..7) of a q4h code word w (nibble E; the low nibble of a byte is the even element) as float(c − 8),
+// exactly: the nibble masked where it lies under the exponent that makes its low bit worth 1 (2^(23−4k) for the
+// nibble at bit 4k), so as_float((w & mask) | exponent) = 2^(23−4k) + c, minus 2^(23−4k) + 8. That exponent leaves
+// the nibble in the mantissa for k ≤ 4; nibbles 5–7 are taken from w >> 12, where they are nibbles 2–4 (one shift
+// a word, shared by the three).
+template <int E>
+__device__ __forceinline__ float slim_q4h_unit(uint32_t w) {
+  constexpr int k = E < 5 ? E : E - 3;
+  constexpr uint32_t mask = 0xfu << (4 * k), expo = uint32_t(127 + 23 - 4 * k) << 23;
+  constexpr float off = float((1u << (23 - 4 * k)) + 8u);
+  return __uint_as_float(masked_or<mask, expo>(E < 5 ? w : w >> 12)) - off;
+}
+
+// f(std::integral_constant<int, I>{}) for I = 0 … N − 1, in order.
+template <int N, int I = 0, class Fn>
+__device__ __forceinline__ void static_for(Fn&& f) {
+  if constexpr (I < N) {
+    f(std::integral_constant<int, I>{});
+    static_for<N, I + 1>(f);
+  }
+}
+
+// Unit I of a piece (its 4 words): slim_q4h_unit for q4h, the e4m3 value for fp8.
+template <KvKind F, int I>
+__device__ __forceinline__ float slim_unit(const uint32_t (&w)[4]) {
+  if constexpr (F == KvKind::Q4H) {
+    return slim_q4h_unit<I % 8>(w[I / 8]);
+  } else {
+    static_assert(F == KvKind::FP8, "slim takes fp8 and q4h");
+    return f32_from_e4m3_hw(uint8_t(w[I / 4] >> (8 * (I % 4))));
+  }
+}
+
+// One piece (Fm::epp elements from e0) of KP keys' scores for NG heads: p[k][h] = fma(u_j, q_j, p[k][h]) in element
+// order; at a group's end (GEND) acc = fma(s_g, p_g, acc) and p restarts from 0.
+template <KvKind F, int NG, int KP, int D, bool GEND>
+__device__ __forceinline__ void slim_piece(const uint32_t (&w)[KP][4], const uint16_t (&sraw)[KP], const float* q_s,
+                                           int e0, float (&p)[KP][NG], float (&acc)[KP][NG]) {
+  using Fm = Fmt<F>;
+  static_for<Fm::epp / 4>([&](auto i4c) {
+    constexpr int i4 = 4 * decltype(i4c)::value;
+    float4 qv[NG];
+#pragma unroll
+    for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
+    static_for<4>([&](auto iic) {
+      constexpr int ii = decltype(iic)::value;
+#pragma unroll
+      for (int k = 0; k < KP; k++) {
+        const float u = slim_unit<F, i4 + ii>(w[k]);
+#pragma unroll
+        for (int h = 0; h < NG; h++) {
+          const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
+          p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
+        }
+      }
+    });
+  });
+  if constexpr (GEND) {
+#pragma unroll
+    for (int k = 0; k < KP; k++) {
+      const float s = scale_from<F>(sraw[k]);
+#pragma unroll
+      for (int h = 0; h < NG; h++) acc[k][h] = hkv::fma_rn(s, p[k][h], acc[k][h]), p[k][h] = 0.0f;
+    }
+  }
+}
+
+// The scaled scores of KP keys (rows kr[k], 16-byte aligned, in shared memory when KS) for NG heads, as key_scores:
+// the same chains in the same order, the piece loop unrolled by two into two buffers (nothing copied between pieces).
+template <KvKind F, int NG, int KP, int D, bool KS = false>
+__device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
+                                            float (&score)[KP][NG]) {
+  using Fm = Fmt<F>;
+  constexpr int npiece = D / Fm::epp;
+  static_assert(npiece % 2 == 0 && (Fm::ppg == 1 || Fm::ppg == 2), "pieces go in pairs; a pair ends a group");
+  float acc[KP][NG], p[KP][NG];
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
+  uint32_t wa[KP][4], wb[KP][4];
+  uint16_t sa[KP], sb[KP];
+  // piece P of every key into (w, s): its 16 code bytes and, if P starts a group, the group's scale
+  auto load = [&](uint32_t(&w)[KP][4], uint16_t(&s)[KP], int P) {
+#pragma unroll
+    for (int k = 0; k < KP; k++) {
+      load16<KS>(kr[k] + Fm::code_off(P * Fm::epp), true, w[k]);
+      if (P % Fm::ppg == 0) s[k] = load_u16<KS>(kr[k] + Fm::scale_off(D, P / Fm::ppg));
+    }
+  };
+  load(wa, sa, 0);
+#pragma unroll 1
+  for (int pc = 0; pc < npiece; pc += 2) {  // pieces pc (in wa) and pc + 1 (in wb)
+    load(wb, sb, pc + 1);                   // q4h: and its group's scale; fp8: an odd piece, no scale
+    slim_piece<F, NG, KP, D, Fm::ppg == 1>(wa, sa, q_s, pc * Fm::epp, p, acc);
+    if constexpr (Fm::ppg == 2)  // fp8: the pair's group scale, kept for the end of piece pc + 1
+#pragma unroll
+      for (int k = 0; k < KP; k++) sb[k] = sa[k];
+    if (pc + 2 < npiece) load(wa, sa, pc + 2);
+    slim_piece<F, NG, KP, D, true>(wb, sb, q_s, (pc + 1) * Fm::epp, p, acc);
+  }
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
+}
+
 // STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes): 1, the chunk's V
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
@@ -428,7 +535,14 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
     const bool ok[2] = {j[0] < len, j[1] < len};
     const uint8_t* const kr[2] = {kb + size_t(ok[0] ? j[0] : 0) * kstride, kb + size_t(ok[1] ? j[1] : 0) * kstride};
     float sc[2][NG];
-    key_scores<F, NG, 2, KS>(kr, q_s, D, v16, scale, sc);
+    if constexpr (F != KvKind::BF16) {
+      if (a.fast_scores && D == 256 && v16)  // HKV_ATTN_FASTSC
+        slim_scores<F, NG, 2, 256, KS>(kr, q_s, scale, sc);
+      else
+        key_scores<F, NG, 2, KS>(kr, q_s, D, v16, scale, sc);
+    } else {
+      key_scores<F, NG, 2, KS>(kr, q_s, D, v16, scale, sc);
+    }
 #pragma unroll
     for (int k = 0; k < 2; k++)
       if (ok[k]) {
@@ -587,112 +701,6 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 // 168 registers, 2.6 waves of blocks at 262K; at 128, spills, instruction-cache misses (ncu no_instruction 1.13) and
 // shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154 µs at 262K.
 constexpr int kSlimKP = 4;  // keys a score pass
-
-// Element E (0..7) of a q4h code word w (nibble E; the low nibble of a byte is the even element) as float(c − 8),
-// exactly: the nibble masked where it lies under the exponent that makes its low bit worth 1 (2^(23−4k) for the
-// nibble at bit 4k), so as_float((w & mask) | exponent) = 2^(23−4k) + c, minus 2^(23−4k) + 8. That exponent leaves
-// the nibble in the mantissa for k ≤ 4; nibbles 5–7 are taken from w >> 12, where they are nibbles 2–4 (one shift
-// a word, shared by the three).
-template <int E>
-__device__ __forceinline__ float slim_q4h_unit(uint32_t w) {
-  constexpr int k = E < 5 ? E : E - 3;
-  constexpr uint32_t mask = 0xfu << (4 * k), expo = uint32_t(127 + 23 - 4 * k) << 23;
-  constexpr float off = float((1u << (23 - 4 * k)) + 8u);
-  return __uint_as_float(masked_or<mask, expo>(E < 5 ? w : w >> 12)) - off;
-}
-
-// f(std::integral_constant<int, I>{}) for I = 0 … N − 1, in order.
-template <int N, int I = 0, class Fn>
-__device__ __forceinline__ void static_for(Fn&& f) {
-  if constexpr (I < N) {
-    f(std::integral_constant<int, I>{});
-    static_for<N, I + 1>(f);
-  }
-}
-
-// Unit I of a piece (its 4 words): slim_q4h_unit for q4h, the e4m3 value for fp8.
-template <KvKind F, int I>
-__device__ __forceinline__ float slim_unit(const uint32_t (&w)[4]) {
-  if constexpr (F == KvKind::Q4H) {
-    return slim_q4h_unit<I % 8>(w[I / 8]);
-  } else {
-    static_assert(F == KvKind::FP8, "slim takes fp8 and q4h");
-    return f32_from_e4m3_hw(uint8_t(w[I / 4] >> (8 * (I % 4))));
-  }
-}
-
-// One piece (Fm::epp elements from e0) of KP keys' scores for NG heads: p[k][h] = fma(u_j, q_j, p[k][h]) in element
-// order; at a group's end (GEND) acc = fma(s_g, p_g, acc) and p restarts from 0.
-template <KvKind F, int NG, int KP, int D, bool GEND>
-__device__ __forceinline__ void slim_piece(const uint32_t (&w)[KP][4], const uint16_t (&sraw)[KP], const float* q_s,
-                                           int e0, float (&p)[KP][NG], float (&acc)[KP][NG]) {
-  using Fm = Fmt<F>;
-  static_for<Fm::epp / 4>([&](auto i4c) {
-    constexpr int i4 = 4 * decltype(i4c)::value;
-    float4 qv[NG];
-#pragma unroll
-    for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
-    static_for<4>([&](auto iic) {
-      constexpr int ii = decltype(iic)::value;
-#pragma unroll
-      for (int k = 0; k < KP; k++) {
-        const float u = slim_unit<F, i4 + ii>(w[k]);
-#pragma unroll
-        for (int h = 0; h < NG; h++) {
-          const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
-          p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
-        }
-      }
-    });
-  });
-  if constexpr (GEND) {
-#pragma unroll
-    for (int k = 0; k < KP; k++) {
-      const float s = scale_from<F>(sraw[k]);
-#pragma unroll
-      for (int h = 0; h < NG; h++) acc[k][h] = hkv::fma_rn(s, p[k][h], acc[k][h]), p[k][h] = 0.0f;
-    }
-  }
-}
-
-// The scaled scores of KP keys (rows kr[k] in global memory, 16-byte aligned) for NG heads, as key_scores.
-template <KvKind F, int NG, int KP, int D>
-__device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
-                                            float (&score)[KP][NG]) {
-  using Fm = Fmt<F>;
-  constexpr int npiece = D / Fm::epp;
-  static_assert(npiece % 2 == 0 && (Fm::ppg == 1 || Fm::ppg == 2), "pieces go in pairs; a pair ends a group");
-  float acc[KP][NG], p[KP][NG];
-#pragma unroll
-  for (int k = 0; k < KP; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
-  uint32_t wa[KP][4], wb[KP][4];
-  uint16_t sa[KP], sb[KP];
-  // piece P of every key into (w, s): its 16 code bytes and, if P starts a group, the group's scale
-  auto load = [&](uint32_t(&w)[KP][4], uint16_t(&s)[KP], int P) {
-#pragma unroll
-    for (int k = 0; k < KP; k++) {
-      load16<false>(kr[k] + Fm::code_off(P * Fm::epp), true, w[k]);
-      if (P % Fm::ppg == 0) s[k] = load_u16(kr[k] + Fm::scale_off(D, P / Fm::ppg));
-    }
-  };
-  load(wa, sa, 0);
-#pragma unroll 1
-  for (int pc = 0; pc < npiece; pc += 2) {  // pieces pc (in wa) and pc + 1 (in wb)
-    load(wb, sb, pc + 1);                   // q4h: and its group's scale; fp8: an odd piece, no scale
-    slim_piece<F, NG, KP, D, Fm::ppg == 1>(wa, sa, q_s, pc * Fm::epp, p, acc);
-    if constexpr (Fm::ppg == 2)  // fp8: the pair's group scale, kept for the end of piece pc + 1
-#pragma unroll
-      for (int k = 0; k < KP; k++) sb[k] = sa[k];
-    if (pc + 2 < npiece) load(wa, sa, pc + 2);
-    slim_piece<F, NG, KP, D, true>(wb, sb, q_s, (pc + 1) * Fm::epp, p, acc);
-  }
-#pragma unroll
-  for (int k = 0; k < KP; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
-}
 
 // The DPT code bytes' word of a thread's elements in a stored row (q4h DPT/2 bytes, fp8 DPT), little-endian.
 template <KvKind F, int DPT>
@@ -1014,22 +1022,28 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 namespace {
-int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1;
+int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1;
 }
 bool attn_auto_slim() { return env_switch(g_attn_slim, "HKV_ATTN_SLIM", true); }
 bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
 void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
+int attn_fast_scores() {
+  if (g_attn_fastsc < 0) g_attn_fastsc = env_choice("HKV_ATTN_FASTSC", {0, 1, 2}, 1);
+  return g_attn_fastsc;
+}
+void set_attn_fast_scores(int formats) { g_attn_fastsc = formats; }
 int attn_value_unroll() {
   if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16, 32}, 32);
   return g_attn_vu;
 }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
-void forget_attn_switches() { g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1; }
+void forget_attn_switches() { g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1; }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;
   a.vu = attn_value_unroll();
   a.pre = a_in.pre_ok && attn_pre_enabled();
+  a.fast_scores = attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8);
   a.trigger = out_trigger_enabled();
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)

@@ -265,6 +265,7 @@ struct AttnArgs {
   // copies the other rows before its pdl_wait.
   bool pre_ok = false;
   bool pre = false, trigger = false;  // set by attention() (HKV_ATTN_PRE, HKV_OUT_TRIGGER): callers leave them
+  bool fast_scores = false;           // set by attention() (attn_fast_scores()): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);
@@ -285,6 +286,13 @@ void forget_attn_switches();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the envi
 // attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
 bool attn_pre_enabled();
 void set_attn_pre(bool on);
+// The chunk kernels' scores at head_dim 256 by slim's score loop (unrolled by two pieces into two buffers, nothing
+// copied; q4h units by one lop3 and one add) instead of key_scores, the same bytes: HKV_ATTN_FASTSC (or
+// set_attn_fast_scores) 1, the default, for fp8; 2 for fp8 and q4h; 0 for neither. Session 20 run 5 (H200, 2026-12-01):
+// attention alone fp8 −9.8% at 8K and −8.2% at 32K (hkv bench --attention-only, two processes); a q4h token +0.13% at
+// 1K, −0.38% at 32K, +0.82% at 262K (hkv bench --variants), so q4h keeps key_scores.
+int attn_fast_scores();
+void set_attn_fast_scores(int formats);
 
 // ---- deltanet.cu --------------------------------------------------------------------------------
 struct DeltaArgs {

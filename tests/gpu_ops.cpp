@@ -847,9 +847,19 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
         // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default), and with the caller's leave (pre_ok) the
         // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
-        // keys in one batch, so the split falls before, inside and past a chunk
-        for (auto [vu, pre] :
-             std::vector<std::pair<int, bool>>{{32, false}, {4, false}, {8, false}, {16, false}, {32, true}}) {
+        // keys in one batch, so the split falls before, inside and past a chunk; and the scores by slim's loop
+        // (HKV_ATTN_FASTSC, head_dim 256)
+        struct Switches {
+          int vu;
+          bool pre, fastsc;
+        };
+        for (auto [vu, pre, fastsc] : std::vector<Switches>{{32, false, false},
+                                                            {4, false, false},
+                                                            {8, false, false},
+                                                            {16, false, false},
+                                                            {32, true, false},
+                                                            {32, false, true},
+                                                            {32, true, true}}) {
           out.poison();
           part.poison();
           dxq.poison();
@@ -857,12 +867,13 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           a.pre_ok = pre;
           cuda::set_attn_value_unroll(vu);
           cuda::set_attn_pre(true);
+          cuda::set_attn_fast_scores(fastsc ? 2 : 0);  // every format, or none
           cuda::attention(a, nullptr);
           cuda::forget_attn_switches();
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s): %s\n", f.name().c_str(),
-                      k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s): %s\n", f.name().c_str(),
+                      k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "", fastsc ? ",fastsc" : "",
                       d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
