@@ -27,6 +27,8 @@
 // element pair at 6:1; at depth 262,144 in the 27B shape that is 51.5 G fmas a token, about 1.5 ms at the
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
+// At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
+// two buffers; HKV_ATTN_FASTSC), and fp8 from 3 chunk blocks a multiprocessor takes attn_slim_kernel (below).
 // Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
 // kernel ahead cannot be writing, are copied before pdl_wait.
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
