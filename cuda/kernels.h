@@ -225,9 +225,9 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // at every depth in q4h and fp8, session 5 run 1, RESULTS §12).
 // NarrowH1: NarrowH2 with one query head a block (6× the blocks at 6:1, each K/V row decoded 6×), Auto's choice
 // while its blocks fit one wave (depths up to 2K at batch 1 in the 27B shape).
-// Slim (fp8 and q4h at head_dim 256; other formats and widths take NarrowV2's path): 128 threads, V read from global
-// memory with its group scales staged, every thread busy in both phases (4 keys in the scores, 2 elements for all the
-// block's heads in the values). Auto's choice for fp8 from 3 chunk blocks a multiprocessor (64K at batch 1).
+// Slim (fp8 and q4h at head_dim 256; other formats and widths take the path NarrowV2 takes): 128 threads, V read from
+// global memory with its group scales staged, every thread busy in both phases (4 keys in the scores, 2 elements for
+// all the block's heads in the values). Auto's choice for fp8 from 3 chunk blocks a multiprocessor (64K at batch 1).
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1, Slim };
 // The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
 // "narrow-h1", "slim"),
@@ -279,7 +279,7 @@ int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 // On by default: Auto takes Slim for fp8 from 3 chunk blocks a multiprocessor; HKV_ATTN_SLIM=0 keeps NarrowV2 there.
 bool attn_auto_slim();
-void forget_attn_switches();  // HKV_ATTN_VU and HKV_ATTN_PRE read from the environment again
+void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM and _FASTSC read from the environment again
 // On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
 // +0.76% a q4h token at 1K, 32K and 262K, +0.27 to +0.29% at 128K): where the caller allows it (pre_ok),
 // the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
@@ -290,7 +290,8 @@ void set_attn_pre(bool on);
 // copied; q4h units by one lop3 and one add) instead of key_scores, the same bytes: HKV_ATTN_FASTSC (or
 // set_attn_fast_scores) 1, the default, for fp8; 2 for fp8 and q4h; 0 for neither. Session 20 run 5 (H200, 2026-12-01):
 // attention alone fp8 −9.8% at 8K and −8.2% at 32K (hkv bench --attention-only, two processes); a q4h token +0.13% at
-// 1K, −0.38% at 32K, +0.82% at 262K (hkv bench --variants), so q4h keeps key_scores.
+// 1K, −0.38% at 32K, +0.82% at 262K (hkv bench --variants), so q4h keeps key_scores; run 6: an fp8 token −1.05% at 8K,
+// −1.46% at 32K.
 int attn_fast_scores();
 void set_attn_fast_scores(int formats);
 
