@@ -219,7 +219,7 @@ __device__ __forceinline__ void key_scores(const uint8_t* const (&kr)[KPT], cons
     for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
 }
 
-// From the scores in e_s [key][kEs] and each thread's running maxima mloc: the chunk's maximum per head
+// From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
 // (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc).
 template <int NG, int T, int ES = kEs>
 __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
