@@ -50,6 +50,7 @@ namespace {
 // Diagnostic: the chunk kernel's phases, summed over blocks (attn_phases_begin / attn_phases_end)
 bool g_attn_phases = false;                      // host: the narrow-v2 launches take their PH instantiation
 __device__ unsigned long long g_attn_cycles[4];  // q, scores and weights, values (cycles), blocks
+AttnLaunch g_last_launch;                        // what the last attention() launched (attn_last_launch)
 
 constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;  // e_s: [key][kEs] weights of a chunk
 constexpr size_t kStageMax = 160 * 1024;                      // staged rows of a chunk (fp8 V at head_dim 256: 139 KB)
@@ -538,6 +539,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
     const uint8_t* const kr[2] = {kb + size_t(ok[0] ? j[0] : 0) * kstride, kb + size_t(ok[1] ? j[1] : 0) * kstride};
     float sc[2][NG];
     if constexpr (F != KvKind::BF16) {
+      // attention() sets fast_scores only where slim_scores<…, 256> applies; the test here is the kernel's own guard
       if (a.fast_scores && D == 256 && v16)  // HKV_ATTN_FASTSC
         slim_scores<F, NG, 2, 256, KS>(kr, q_s, scale, sc);
       else
@@ -702,19 +704,19 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 // 262,144), so Auto takes it for fp8 alone. A 64-thread form (4 elements a thread in the values) was slower still: at
 // 168 registers, 2.6 waves of blocks at 262K; at 128, spills, instruction-cache misses (ncu no_instruction 1.13) and
 // shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154 µs at 262K.
-constexpr int kSlimKP = 4;  // keys a score pass
+constexpr int kSlimT = 128, kSlimD = 256;  // threads a block; the head_dim it is written for
+constexpr int kSlimKP = kChunk / kSlimT;   // keys a thread in the scores, one pass
+constexpr int kSlimU = 16;                 // keys a value batch (the next batch's loads issued before this one's fmas)
 
 // The DPT code bytes' word of a thread's elements in a stored row (q4h DPT/2 bytes, fp8 DPT), little-endian.
 template <KvKind F, int DPT>
 __device__ __forceinline__ uint32_t slim_codes(const uint8_t* p) {
   constexpr int bytes = F == KvKind::Q4H ? DPT / 2 : DPT;
-  static_assert(bytes == 1 || bytes == 2 || bytes == 4, "a thread's codes are 1, 2 or 4 bytes");
+  static_assert(bytes == 1 || bytes == 2, "a thread's codes are 1 or 2 bytes");
   if constexpr (bytes == 1)
     return __ldg(p);
-  else if constexpr (bytes == 2)
-    return __ldg(reinterpret_cast<const unsigned short*>(p));
   else
-    return __ldg(reinterpret_cast<const unsigned*>(p));
+    return __ldg(reinterpret_cast<const unsigned short*>(p));
 }
 
 // Element I of a thread's code word as the stored value s · u, exactly (value_at).
@@ -747,13 +749,13 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const uint16
   }
 }
 
-// (__launch_bounds__(T, 512 / T): at most 128 registers a thread, four blocks a multiprocessor. With a min-blocks hint
-// of 1 instead, q4h took 8,052 µs a token at 262K against 6,238 at 128 registers (session 20 run 2).)
-template <KvKind F, int NG, int T, int D, int U>
-__global__ void __launch_bounds__(T, 512 / T)
+// (__launch_bounds__(128, 4): at most 128 registers a thread, four blocks a multiprocessor. With a min-blocks hint of 1
+// instead, q4h took 8,052 µs a token at 262K against 6,238 at 128 registers (session 20 run 2).)
+template <KvKind F, int NG>
+__global__ void __launch_bounds__(kSlimT, 4)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  constexpr int KPT = kChunk / T, DPT = D / T, ES = (NG + 1) / 2 * 2;
-  static_assert(KPT % kSlimKP == 0 && 32 % DPT == 0, "keys a thread in passes of KP; a thread's elements in one group");
+  constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T, ES = (NG + 1) / 2 * 2;
+  static_assert(kSlimKP * T == kChunk && 32 % DPT == 0, "a chunk's keys in one pass; a thread's elements in one group");
   __shared__ __align__(16) float q_s[NG * D];          // [head][D]
   __shared__ __align__(16) float e_s[kChunk * ES];     // [key][head]: scores, then weights (ES floats a key)
   __shared__ __align__(16) uint16_t sv_s[kChunk * 8];  // [key][group]: the V rows' 8 group scales as stored
@@ -777,12 +779,12 @@ __global__ void __launch_bounds__(T, 512 / T)
   cp_async_commit();
   load_q<F, NG, T>(a, row, h0, ng, q_s);
 
-  // ---- scores: keys tid + T·k, KP a pass, one chain per (key, head) ----
+  // ---- scores: keys tid + T·k (k < KP), one chain per (key, head) ----
   float mloc[NG];
 #pragma unroll
   for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
 #pragma unroll 1
-  for (int jb = 0; jb < len; jb += kSlimKP * T) {
+  for (int jb = 0; jb < len; jb += kSlimKP * T) {  // one pass (kSlimKP · T = 512 keys)
     int j[kSlimKP];
     const uint8_t* kr[kSlimKP];
 #pragma unroll
@@ -953,9 +955,10 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
-      if (a.D == 256 && a.row_bytes % 16 == 0) {
-        launch_k(attn_slim_kernel<F, NG, 128, 256, 16>, grid, dim3(128), 0, st, a, qblocks, hpb, maxch, scale);
+      if (a.D == kSlimD && a.row_bytes % 16 == 0) {
+        launch_k(attn_slim_kernel<F, NG>, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale);
         HKV_CHECK_LAUNCH();
+        g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
         return;
       }
     }
@@ -1045,7 +1048,10 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;
   a.vu = attn_value_unroll();
   a.pre = a_in.pre_ok && attn_pre_enabled();
-  a.fast_scores = attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8);
+  // the one place fast scores are decided: the format's switch, and where slim_scores applies
+  a.fast_scores = (attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8)) &&
+                  a.kind != KvKind::BF16 && a.D == kSlimD && a.row_bytes % 16 == 0;
+  g_last_launch = {false, a.fast_scores};
   a.trigger = out_trigger_enabled();
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)
@@ -1101,6 +1107,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
            a.kind == KvKind::Q4H);
 }
+
+AttnLaunch attn_last_launch() { return g_last_launch; }
 
 void attn_phases_begin() {
   phase_sums_zero(g_attn_cycles);

@@ -294,6 +294,13 @@ void set_attn_pre(bool on);
 // −1.46% at 32K.
 int attn_fast_scores();
 void set_attn_fast_scores(int formats);
+// What the last attention() call launched, so that a test can tell that a shape or switch reached its kernel (the
+// bytes alone cannot: every form gives the same): the slim chunk kernel, and slim's score loop (in it, or as fast
+// scores).
+struct AttnLaunch {
+  bool slim_kernel = false, slim_scores = false;
+};
+AttnLaunch attn_last_launch();
 
 // ---- deltanet.cu --------------------------------------------------------------------------------
 struct DeltaArgs {

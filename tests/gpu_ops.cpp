@@ -872,6 +872,16 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           cuda::forget_attn_switches();
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
+          // the shape and the switch reached their kernels (else a case would run another form twice): slim's kernel
+          // and score loop are for fp8 and q4h at head_dim 256; elsewhere Slim takes narrow-v2's path and fast
+          // scores are off
+          const cuda::AttnLaunch launched = cuda::attn_last_launch();
+          const bool slim_ok = f.kind != KvKind::BF16 && k.D == 256;
+          if (d.empty() && shape != cuda::AttnShape::Auto &&
+              launched.slim_kernel != (slim_ok && shape == cuda::AttnShape::Slim))
+            d = std::string("the slim kernel ") + (launched.slim_kernel ? "launched" : "not launched");
+          if (d.empty() && launched.slim_scores != (slim_ok && (fastsc || launched.slim_kernel)))
+            d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
           std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s): %s\n", f.name().c_str(),
                       k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "", fastsc ? ",fastsc" : "",
                       d.empty() ? "OK" : d.c_str());
