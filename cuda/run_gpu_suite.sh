@@ -9,7 +9,9 @@
 #             gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's log is
 #             $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default all
 #             eleven; "racecheck:engine:*resumed*" takes one test case), HKV_SAN_LIMIT overrides each run's limit
-#             (60 s; 150 s for racecheck:ops and the engine), HKV_SAN_PARALLEL=1 runs them at once
+#             (60 s; 150 s for racecheck:ops and the engine), HKV_SAN_PARALLEL=1 runs them at once;
+#             HKV_TEST_ATTN_SHAPES="slim,narrow-v2" keeps gpu_ops' attention case to those shapes (racecheck over
+#             all of them takes minutes)
 #   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=0" runs each under those variables (HKV_PDL=0: no PDL)
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
 #             card, against its copy bandwidth (issue #6); $OUT/peer.json

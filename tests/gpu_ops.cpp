@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <tuple>
 
 #include "cuda/kernels.h"
@@ -783,6 +785,18 @@ TEST_CASE("attn_prep and kv_pack in one launch (HKV_PREP_PACK): the two launches
     }
 }
 
+// The shapes the attention case runs: all of them, or the comma-separated names in HKV_TEST_ATTN_SHAPES.
+static std::vector<cuda::AttnShape> test_attn_shapes() {
+  const char* e = std::getenv("HKV_TEST_ATTN_SHAPES");
+  if (!e || !*e)
+    return {cuda::AttnShape::Auto,     cuda::AttnShape::Narrow,   cuda::AttnShape::Wide,     cuda::AttnShape::NarrowV,
+            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1, cuda::AttnShape::Slim};
+  std::vector<cuda::AttnShape> v;
+  std::stringstream ss(e);
+  for (std::string name; std::getline(ss, name, ',');) v.push_back(cuda::parse_attn_shape(name));
+  return v;
+}
+
 TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte with attend()") {
   struct Case {
     int D, H, KV;
@@ -833,10 +847,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
       DBuf<int> dn(k.n);
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
-      // every kernel shape and the automatic choice
-      for (cuda::AttnShape shape :
-           {cuda::AttnShape::Auto, cuda::AttnShape::Narrow, cuda::AttnShape::Wide, cuda::AttnShape::NarrowV,
-            cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2, cuda::AttnShape::NarrowH1, cuda::AttnShape::Slim}) {
+      // every kernel shape and the automatic choice, or the shapes HKV_TEST_ATTN_SHAPES names ("slim,narrow-v2"):
+      // compute-sanitizer's racecheck takes minutes over all of them (cuda/run_gpu_suite.sh sanitize)
+      for (cuda::AttnShape shape : test_attn_shapes()) {
         out.poison();
         part.poison();
         cuda::AttnArgs a;
