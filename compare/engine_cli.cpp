@@ -312,16 +312,21 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
           cuda::attn_phases_begin();
           token();
           const cuda::AttnPhases p = cuda::attn_phases_end();
-          const double all = p.q_cycles + p.score_cycles + p.value_cycles;
-          if (p.blocks == 0)
-            std::printf("  phases: none counted (only the narrow-v2 shape counts them)\n");
-          else
+          const double all = p.wait_cycles + p.q_cycles + p.score_cycles + p.weight_cycles + p.value_cycles;
+          if (p.blocks == 0) {
             std::printf(
-                "  phases (%s, %s, depth %lld; %.0f blocks, cycles a block): q %.0f (%.0f%%), scores %.0f (%.0f%%), "
-                "values %.0f (%.0f%%)\n",
-                f.name().c_str(), cuda::attn_shape_name(shape), (long long)depth, p.blocks, p.q_cycles,
-                100.0 * p.q_cycles / all, p.score_cycles, 100.0 * p.score_cycles / all, p.value_cycles,
-                100.0 * p.value_cycles / all);
+                "  phases: none counted (the staged shapes of fp8 and q4h count them: all but slim and wide)\n");
+          } else {
+            std::printf("  phases (%s, %s, depth %lld; %.0f blocks, cycles a block):", f.name().c_str(),
+                        cuda::attn_shape_name(shape), (long long)depth, p.blocks);
+            const std::pair<const char*, double> ph[] = {{"wait", p.wait_cycles},
+                                                         {"q", p.q_cycles},
+                                                         {"scores", p.score_cycles},
+                                                         {"weights", p.weight_cycles},
+                                                         {"values", p.value_cycles}};
+            for (const auto& [name, cyc] : ph) std::printf(" %s %.0f (%.0f%%)", name, cyc, 100.0 * cyc / all);
+            std::printf("\n");
+          }
         }
         const double med = t.median, bytes = 2.0 * double(L) * double(layer), gbs = bytes / (med * 1e-3) / 1e9;
         const bool in_l2 = bytes < 2.0 * double(l2);

@@ -30,11 +30,17 @@
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
 // two buffers; HKV_ATTN_FASTSC), and fp8 from 3 chunk blocks a multiprocessor takes attn_slim_kernel (below).
 // Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
-// kernel ahead cannot be writing, are copied before pdl_wait.
+// kernel ahead cannot be writing, are copied before pdl_wait. The staged shapes with one element a thread (narrow,
+// narrow-h1, narrow-h2, narrow-v) may take each chunk and head block over two blocks (a.dsplit, HKV_ATTN_DSPLIT: by
+// default where the doubled grid still fits one wave, q4h and fp8 to 8K at batch 1): both compute every score, the
+// maximum and the weights; block r the value chains of elements [r·D/2, (r+1)·D/2), block 0 also lc. Few chunks leave
+// most multiprocessors idle, and the value phase, one chain of a chunk's keys a thread, was half a block's cycles
+// (H200, session 21: q4h attention −10% at 1K and −13% at 8K, docs/RESULTS.md §12).
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
 // warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d), its oc
 // values loaded 32 chunks at a time (64 gave the same token time: sessions 10 and 13, docs/RESULTS.md §12).
 #include <cmath>
+#include <initializer_list>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -48,8 +54,8 @@ namespace hkv::cuda {
 namespace {
 
 // Diagnostic: the chunk kernel's phases, summed over blocks (attn_phases_begin / attn_phases_end)
-bool g_attn_phases = false;                      // host: the narrow-v2 launches take their PH instantiation
-__device__ unsigned long long g_attn_cycles[4];  // q, scores and weights, values (cycles), blocks
+bool g_attn_phases = false;  // host: the staged launches (all but slim and wide) take their PH instantiation
+__device__ unsigned long long g_attn_cycles[6];  // wait, q, scores, weights, values (cycles), blocks
 AttnLaunch g_last_launch;                        // what the last attention() launched (attn_last_launch)
 
 constexpr int kChunk = 512, kMaxG = 8, kMaxD = 256, kEs = 8;  // e_s: [key][kEs] weights of a chunk
@@ -470,13 +476,15 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
-// PH (a diagnostic, narrow-v2 only): thread 0 counts its cycles in each phase (attn_phases_begin).
+// PH (a diagnostic; the staged shapes, fp8 and q4h: all but slim and wide): thread 0 counts its cycles in each
+// phase (attn_phases_begin): the wait (the block's start, the early copies, pdl_wait), q, the scores, the weights (the
+// chunk's maximum, exp_c, and lc by threads T−1−h), the values (until every thread of the block has ended).
 template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, bool PH = false>
 // (__launch_bounds__(T) alone: with a min-blocks hint of 1 added, ptxas gave the narrow-v2 shape 160 registers
 // instead of 112, one block a multiprocessor instead of two, and q4h at 262K took 8.6 ms instead of 6.3; RESULTS §12.)
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr bool phases = PH;  // a diagnostic (attn_phases_begin): thread 0's cycles a phase
-  long long k0 = 0, k1 = 0, k2 = 0;
+  long long k0 = 0, kw = 0, k1 = 0, k2 = 0, kx = 0;
   if constexpr (phases)
     if (threadIdx.x == 0) k0 = clock64();
   extern __shared__ __align__(16) uint8_t stage_s[];  // STAGE 2: [kChunk][row_bytes] K, then V; STAGE 1: V
@@ -488,7 +496,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.z;
   const int c = blockIdx.y, c0 = c * kChunk;
-  const int D = a.D, qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
+  // a.dsplit blocks a (KV head, head block, chunk): block r of them the values of elements [r·D/ds, (r+1)·D/ds)
+  const int ds = a.dsplit, r = int(blockIdx.x) % ds, bx = int(blockIdx.x) / ds;
+  const int D = a.D, qpk = a.H / a.KV, kvh = bx / qblocks, qb = bx % qblocks;
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
   const bool v16 = a.row_bytes % 16 == 0;
   const size_t stride = size_t(a.KV) * a.row_bytes;
@@ -511,6 +521,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
       stage_rows<T>(vstage, vbase, stride, a.row_bytes, 0, early);
     }
   pdl_wait();  // nothing else is read before the kernel ahead has completed (launch_k)
+  if constexpr (phases)
+    if (tid == 0) kw = clock64();
   const int n = a.n_keys[row];
   if (c0 >= n) return;
   const int len = min(kChunk, n - c0);
@@ -557,13 +569,15 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
         }
       }
   }
-  chunk_weights<NG, T>(mloc, e_s, len, red_s, mc_s);
-  if constexpr (phases)  // every key's score, the chunk's maximum and weights
+  if constexpr (phases)  // every key's score
     if (tid == 0) k2 = clock64();
+  chunk_weights<NG, T>(mloc, e_s, len, red_s, mc_s);
 
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
-  store_ml<NG, T>(part, head_stride, e_s, mc_s, len, ng);
+  store_ml<NG, T>(part, head_stride, e_s, mc_s, len, r == 0 ? ng : 0);  // (mc, lc): the first of the ds blocks
+  if constexpr (phases)  // the chunk's maximum and weights (and, in threads T−1−h, lc)
+    if (tid == 0) kx = clock64();
 
   // ---- weighted values: thread tid owns d0 .. d0 + DPT − 1 for all NG heads, keys in order ----
   if constexpr (DPT == 1) {
@@ -585,7 +599,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
           if (h < ng) part[h * head_stride + 2 + d] = oc[h][0], part[h * head_stride + 3 + d] = oc[h][1];
       }
     } else
-      for (int d = tid; d < D; d += T) {
+      for (int d = r * (D / ds) + tid; d < (r + 1) * (D / ds); d += T) {
         float oc[NG];
 #pragma unroll
         for (int h = 0; h < NG; h++) oc[h] = 0.0f;
@@ -677,10 +691,12 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
     __syncthreads();
     if (tid == 0) {
       const long long k3 = clock64();
-      atomicAdd(&g_attn_cycles[0], (unsigned long long)(k1 - k0));
-      atomicAdd(&g_attn_cycles[1], (unsigned long long)(k2 - k1));
-      atomicAdd(&g_attn_cycles[2], (unsigned long long)(k3 - k2));
-      atomicAdd(&g_attn_cycles[3], 1ull);
+      atomicAdd(&g_attn_cycles[0], (unsigned long long)(kw - k0));
+      atomicAdd(&g_attn_cycles[1], (unsigned long long)(k1 - kw));
+      atomicAdd(&g_attn_cycles[2], (unsigned long long)(k2 - k1));
+      atomicAdd(&g_attn_cycles[3], (unsigned long long)(kx - k2));
+      atomicAdd(&g_attn_cycles[4], (unsigned long long)(k3 - kx));
+      atomicAdd(&g_attn_cycles[5], 1ull);
     }
   }
 }
@@ -950,6 +966,17 @@ void launch_staged(dim3 grid, size_t smem, cudaStream_t st, A... args) {
   launch_k(Kernel, grid, dim3(256), smem, st, args...);
 }
 
+// The staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v): a with dsplit 2
+// (each chunk and head block over two blocks, HKV_ATTN_DSPLIT: always, or where the doubled grid still fits one wave
+// of one block a multiprocessor), else 1; recorded for attn_last_launch.
+AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
+  AttnArgs b = a;
+  const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
+  b.dsplit = a.D % 64 == 0 && (attn_dsplit() == 2 || (attn_dsplit() == 1 && 2 * blocks <= sm_count())) ? 2 : 1;
+  g_last_launch.dsplit = b.dsplit;
+  return b;
+}
+
 template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
@@ -968,9 +995,15 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
     launch_k(attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
   } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
              a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
-    // K and V staged (q4h at head_dim 256: 144 KB)
-    launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2>>(grid, 2 * kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
-                                                       scale);
+    // K and V staged (q4h at head_dim 256: 144 KB); HKV_ATTN_DSPLIT: each chunk's values over b.dsplit blocks
+    const AttnArgs b = with_dsplit(a, grid);
+    const dim3 g(grid.x * unsigned(b.dsplit), grid.y, grid.z);
+    if (g_attn_phases)
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2, 1, true>>(g, 2 * kChunk * a.row_bytes, st, b, qblocks, hpb,
+                                                                  maxch, scale);
+    else
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2>>(g, 2 * kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
+                                                         scale);
   } else if (shape == AttnShape::NarrowV2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
              kChunk * a.row_bytes <= kStageMax) {
     // V staged, two elements a thread
@@ -981,8 +1014,14 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
       launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
                                                             scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
-    // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB)
-    launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch, scale);
+    // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB); HKV_ATTN_DSPLIT as above
+    const AttnArgs b = with_dsplit(a, grid);
+    const dim3 g(grid.x * unsigned(b.dsplit), grid.y, grid.z);
+    if (g_attn_phases)
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 1, true>>(g, kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
+                                                                  scale);
+    else
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(g, kChunk * a.row_bytes, st, b, qblocks, hpb, maxch, scale);
   } else {
     launch_k(attn_chunk_kernel<F, NG, 256, 1>, grid, dim3(256), 0, st, a, qblocks, hpb, maxch, scale);
   }
@@ -1027,22 +1066,25 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 namespace {
-int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1;
+int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1;
+// env_choice read once into cached (−1: not yet read)
+int cached_choice(int& cached, const char* name, std::initializer_list<int> allowed, int dflt) {
+  if (cached < 0) cached = env_choice(name, allowed, dflt);
+  return cached;
 }
+}  // namespace
 bool attn_auto_slim() { return env_switch(g_attn_slim, "HKV_ATTN_SLIM", true); }
 bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
 void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
-int attn_fast_scores() {
-  if (g_attn_fastsc < 0) g_attn_fastsc = env_choice("HKV_ATTN_FASTSC", {0, 1, 2}, 1);
-  return g_attn_fastsc;
-}
+int attn_fast_scores() { return cached_choice(g_attn_fastsc, "HKV_ATTN_FASTSC", {0, 1, 2}, 1); }
 void set_attn_fast_scores(int formats) { g_attn_fastsc = formats; }
-int attn_value_unroll() {
-  if (g_attn_vu < 0) g_attn_vu = env_choice("HKV_ATTN_VU", {4, 8, 16, 32}, 32);
-  return g_attn_vu;
-}
+int attn_dsplit() { return cached_choice(g_attn_dsplit, "HKV_ATTN_DSPLIT", {0, 1, 2}, 1); }
+void set_attn_dsplit(int mode) { g_attn_dsplit = mode; }
+int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 16, 32}, 32); }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
-void forget_attn_switches() { g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1; }
+void forget_attn_switches() {
+  g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1;
+}
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
   AttnArgs a = a_in;
@@ -1051,7 +1093,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   // the one place fast scores are decided: the format's switch, and where slim_scores applies
   a.fast_scores = (attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8)) &&
                   a.kind != KvKind::BF16 && a.D == kSlimD && a.row_bytes % 16 == 0;
-  g_last_launch = {false, a.fast_scores};
+  g_last_launch = {false, a.fast_scores, 1};
+  a.dsplit = 1;  // (launch_chunks sets it for the K and V staged kernel)
   a.trigger = out_trigger_enabled();
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)
@@ -1116,10 +1159,11 @@ void attn_phases_begin() {
 }
 
 AttnPhases attn_phases_end() {
-  const std::array<double, 4> m = phase_sums_mean(g_attn_cycles);
+  const std::array<double, 6> m = phase_sums_mean(g_attn_cycles);
   g_attn_phases = false;
   AttnPhases p;
-  p.q_cycles = m[0], p.score_cycles = m[1], p.value_cycles = m[2], p.blocks = m[3];
+  p.wait_cycles = m[0], p.q_cycles = m[1], p.score_cycles = m[2], p.weight_cycles = m[3], p.value_cycles = m[4];
+  p.blocks = m[5];
   return p;
 }
 

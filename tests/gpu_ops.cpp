@@ -862,17 +862,21 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
         // keys in one batch, so the split falls before, inside and past a chunk; and the scores by slim's loop
         // (HKV_ATTN_FASTSC, head_dim 256)
+        // (HKV_ATTN_FASTSC, head_dim 256); and each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
+        // shapes with one element a thread
         struct Switches {
           int vu;
-          bool pre, fastsc;
+          bool pre, fastsc, dsplit;
         };
-        for (auto [vu, pre, fastsc] : std::vector<Switches>{{32, false, false},
-                                                            {4, false, false},
-                                                            {8, false, false},
-                                                            {16, false, false},
-                                                            {32, true, false},
-                                                            {32, false, true},
-                                                            {32, true, true}}) {
+        for (auto [vu, pre, fastsc, dsplit] : std::vector<Switches>{{32, false, false, false},
+                                                                    {4, false, false, false},
+                                                                    {8, false, false, false},
+                                                                    {16, false, false, false},
+                                                                    {32, true, false, false},
+                                                                    {32, false, true, false},
+                                                                    {32, true, true, false},
+                                                                    {32, false, false, true},
+                                                                    {32, true, true, true}}) {
           out.poison();
           part.poison();
           dxq.poison();
@@ -881,6 +885,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           cuda::set_attn_value_unroll(vu);
           cuda::set_attn_pre(true);
           cuda::set_attn_fast_scores(fastsc ? 2 : 0);  // every format, or none
+          cuda::set_attn_dsplit(dsplit ? 2 : 0);       // always where it applies, or never
           cuda::attention(a, nullptr);
           cuda::forget_attn_switches();
           std::string d = first_diff(out.get(), ref);
@@ -895,13 +900,74 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
             d = std::string("the slim kernel ") + (launched.slim_kernel ? "launched" : "not launched");
           if (d.empty() && launched.slim_scores != (slim_ok && (fastsc || launched.slim_kernel)))
             d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s): %s\n", f.name().c_str(),
-                      k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "", fastsc ? ",fastsc" : "",
-                      d.empty() ? "OK" : d.c_str());
+          // the split values: never without the switch, nor in the shapes with two elements a thread or nothing
+          // staged; always in the staged shapes with one element a thread at fp8's and q4h's head_dim 256
+          const bool staged1 = shape == cuda::AttnShape::Narrow || shape == cuda::AttnShape::NarrowH1 ||
+                               shape == cuda::AttnShape::NarrowH2 || shape == cuda::AttnShape::NarrowV;
+          if (d.empty() && launched.dsplit != 1 && (!dsplit || (!staged1 && shape != cuda::AttnShape::Auto)))
+            d = "the values split over " + std::to_string(launched.dsplit) + " blocks";
+          if (d.empty() && dsplit && staged1 && f.kind != KvKind::BF16 && k.D == 256 && launched.dsplit != 2)
+            d = "the values not split";
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s): %s\n",
+                      f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
+                      fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
     }
+}
+
+TEST_CASE("attention phase counts (hkv bench --attention-only --phases): the same bytes, every staged block counted") {
+  // The 27B shape (head_dim 256, 24 query heads over 4 KV heads) over 1,100 keys (3 chunks), q4h and fp8: between
+  // attn_phases_begin and attn_phases_end the staged shapes take their counting instantiation. Their output must equal
+  // attend()'s, every chunk block must be counted once (KV heads · blocks a KV head · chunks) and every phase must hold
+  // cycles; slim and wide count none.
+  const int D = 256, H = 24, KV = 4, n = 1100, maxch = 3;
+  for (KvFormat f : {KvFormat::q4h(), KvFormat::fp8()}) {
+    const size_t rb = kv_row_bytes(f, D), stride = size_t(KV) * rb;
+    std::vector<uint8_t> kc(size_t(n) * stride), vc(size_t(n) * stride);
+    for (int p = 0; p < n; p++)
+      for (int h = 0; h < KV; h++) {
+        kv_pack_row(f, test_row((p + h) % 6, D, 7000 + uint64_t(p * 8 + h)).data(), D, kc.data() + p * stride + h * rb);
+        kv_pack_row(f, test_row((p + 2 * h) % 6, D, 9000 + uint64_t(p * 8 + h)).data(), D,
+                    vc.data() + p * stride + h * rb);
+      }
+    std::vector<float> q = gaussian(size_t(H * D), 91, 3.0f), ref(q.size());
+    for (int h = 0; h < H; h++)
+      attend(f, q.data() + h * D, D, kc.data() + size_t(h / (H / KV)) * rb, vc.data() + size_t(h / (H / KV)) * rb,
+             stride, n, ref.data() + h * D);
+    DBuf<uint8_t> dkc(kc), dvc(vc);
+    DBuf<float> dq(q), out(q.size()), part(cuda::attn_part_floats(1, H, D, n));
+    DBuf<int> dn(std::vector<int>{n});
+    DBuf<const uint8_t*> dkp(std::vector<const uint8_t*>{dkc.p}), dvp(std::vector<const uint8_t*>{dvc.p});
+    const std::pair<cuda::AttnShape, int> shapes[] = {{cuda::AttnShape::NarrowH1, 6}, {cuda::AttnShape::NarrowH2, 3},
+                                                      {cuda::AttnShape::Narrow, 1},   {cuda::AttnShape::NarrowV, 1},
+                                                      {cuda::AttnShape::NarrowV2, 1}, {cuda::AttnShape::Slim, 0},
+                                                      {cuda::AttnShape::Wide, 0}};
+    for (auto [shape, per_kv] : shapes) {
+      out.poison();
+      cuda::AttnArgs a;
+      a.kind = f.kind, a.D = D, a.H = H, a.KV = KV, a.row_bytes = rb;
+      a.q = dq.p, a.ldq = int64_t(H) * D, a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
+      a.out = out.p, a.ldo = int64_t(H) * D, a.N = 1, a.max_keys = n, a.part = part.p, a.shape = shape;
+      cuda::set_attn_dsplit(0);  // one block a chunk and head block, whatever HKV_ATTN_DSPLIT says
+      cuda::attn_phases_begin();
+      cuda::attention(a, nullptr);
+      const cuda::AttnPhases ph = cuda::attn_phases_end();
+      cuda::forget_attn_switches();
+      std::string d = first_diff(out.get(), ref);
+      const double want = double(KV * per_kv * maxch);
+      if (d.empty() && ph.blocks != want)
+        d = "blocks counted " + std::to_string(ph.blocks) + ", expected " + std::to_string(want);
+      if (d.empty() && per_kv > 0 &&
+          !(ph.wait_cycles > 0 && ph.q_cycles > 0 && ph.score_cycles > 0 && ph.weight_cycles > 0 &&
+            ph.value_cycles > 0))
+        d = "a phase without cycles";
+      std::printf("attention phases(format=%s,shape=%s,blocks=%.0f): %s\n", f.name().c_str(),
+                  cuda::attn_shape_name(shape), ph.blocks, d.empty() ? "OK" : d.c_str());
+      CHECK_MESSAGE(d.empty(), d);
+    }
+  }
 }
 
 TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a column: byte for byte with one block") {
