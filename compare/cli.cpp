@@ -62,7 +62,7 @@ commands:
                [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16] [--json FILE (schema hkv-bench-1)]
                [--embed host|device (the embedding table's home, default host)]
                [--attention (then the attention kernels alone) | --attention-only]
-               [--phases (a token's DeltaNet recurrence phases a row; with --attention, the staged chunk kernels' phases too)]
+               [--phases (a token's DeltaNet recurrence phases a row; with --attention, the chunk kernels' too)]
                [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2,narrow-h1,slim]
                [--variants "default;HKV_DN_SPLIT=1,HKV_DN_TPC=1" (engine switches timed in one process,
                 their tokens interleaved) [--rounds 4]]

@@ -1094,7 +1094,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   a.fast_scores = (attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8)) &&
                   a.kind != KvKind::BF16 && a.D == kSlimD && a.row_bytes % 16 == 0;
   g_last_launch = {false, a.fast_scores, 1};
-  a.dsplit = 1;  // (launch_chunks sets it for the K and V staged kernel)
+  a.dsplit = 1;  // (launch_chunks sets it for the staged one-element kernels: with_dsplit)
   a.trigger = out_trigger_enabled();
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)

@@ -73,10 +73,10 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
 // Diagnostic (hkv bench --attention-only --phases): between attn_phases_begin() and attn_phases_end(), the chunk
-// blocks of the staged shapes of fp8 and q4h (all but slim and wide) take an instantiation that
-// adds thread 0's clock64 cycles in each phase to global sums: the wait (the block's start, its early copies,
-// pdl_wait), q loaded and the rows' copies issued, the scores, the chunk's maximum and weights (with lc), the weighted
-// values (to the block's end); the end returns the mean a block (blocks 0: no such launch ran). The same bytes.
+// blocks of the staged shapes of fp8 and q4h (all but slim and wide) take an instantiation that adds thread 0's clock64
+// cycles in each phase to global sums: the wait (the block's start, its early copies, pdl_wait), q loaded and the rows'
+// copies issued, the scores, the chunk's maximum and weights (with lc), the weighted values (to the block's end); the
+// end returns the mean a block (blocks 0: no such launch ran). The same bytes.
 struct AttnPhases {
   double blocks = 0, wait_cycles = 0, q_cycles = 0, score_cycles = 0, weight_cycles = 0, value_cycles = 0;
 };
@@ -267,7 +267,7 @@ struct AttnArgs {
   bool pre_ok = false;
   bool pre = false, trigger = false;  // set by attention() (HKV_ATTN_PRE, HKV_OUT_TRIGGER): callers leave them
   bool fast_scores = false;           // set by attention() (attn_fast_scores()): callers leave it
-  int dsplit = 1;                     // set by attention() (attn_dsplit()): callers leave it
+  int dsplit = 1;                     // set by attention() where the shape takes it (attn_dsplit()): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);
@@ -286,7 +286,8 @@ void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _FASTSC and _DSPLIT r
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
 // values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits
 // one wave of a block a multiprocessor (q4h and fp8 to 8K at batch 1), 2 always (the tests). The operations and their
-// order are unchanged.
+// order are unchanged. Session 21 run 5 (H200, 2026-12-01, hkv bench --variants): =0 +0.68% a q4h token at 1K, +1.35%
+// at 8K; fp8 +0.50%, +1.08%.
 int attn_dsplit();
 void set_attn_dsplit(int mode);
 // On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
@@ -308,7 +309,7 @@ void set_attn_fast_scores(int formats);
 // scores).
 struct AttnLaunch {
   bool slim_kernel = false, slim_scores = false;
-  int dsplit = 1;  // the K and V staged kernel's blocks a chunk and head block (HKV_ATTN_DSPLIT)
+  int dsplit = 1;  // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
 };
 AttnLaunch attn_last_launch();
 
