@@ -860,8 +860,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
         // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default), and with the caller's leave (pre_ok) the
         // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
-        // keys in one batch, so the split falls before, inside and past a chunk; and the scores by slim's loop
-        // (HKV_ATTN_FASTSC, head_dim 256)
+        // keys in one batch, so the split falls before, inside and past a chunk; the scores by slim's loop
         // (HKV_ATTN_FASTSC, head_dim 256); and each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
         // shapes with one element a thread
         struct Switches {
