@@ -158,6 +158,23 @@ __device__ __forceinline__ void load_q(const AttnArgs& a, int64_t row, int h0, i
   }
 }
 
+// The score loops' chains of KP keys and NG heads (acc over a key's groups, p within a group), all from 0; and at the
+// end each key's score, acc · scale.
+template <int KP, int NG>
+__device__ __forceinline__ void zero_chains(float (&acc)[KP][NG], float (&p)[KP][NG]) {
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
+}
+template <int KP, int NG>
+__device__ __forceinline__ void scaled_scores(const float (&acc)[KP][NG], float scale, float (&score)[KP][NG]) {
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
+}
+
 // The scaled scores of KPT keys (rows kr[k], read from shared memory when KS) for NG heads: per key and head
 // one chain, acc = fma(s_g, p_g, acc) over the groups, p_g the fma chain of u_j·q_j; the keys share each
 // 16-byte load of q. Keys with ok[k] false read a valid row and are not used.
@@ -166,10 +183,7 @@ __device__ __forceinline__ void key_scores(const uint8_t* const (&kr)[KPT], cons
                                            float scale, float (&score)[KPT][NG]) {
   using Fm = Fmt<F>;
   float acc[KPT][NG], p[KPT][NG];
-#pragma unroll
-  for (int k = 0; k < KPT; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
+  zero_chains(acc, p);
   uint32_t cur[KPT][4], nxt[KPT][4];
   uint16_t sraw[KPT];
 #pragma unroll
@@ -220,10 +234,7 @@ __device__ __forceinline__ void key_scores(const uint8_t* const (&kr)[KPT], cons
 #pragma unroll
       for (int i = 0; i < 4; i++) cur[k][i] = nxt[k][i];
   }
-#pragma unroll
-  for (int k = 0; k < KPT; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
+  scaled_scores(acc, scale, score);
 }
 
 // From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
@@ -441,10 +452,7 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
   constexpr int npiece = D / Fm::epp;
   static_assert(npiece % 2 == 0 && (Fm::ppg == 1 || Fm::ppg == 2), "pieces go in pairs; a pair ends a group");
   float acc[KP][NG], p[KP][NG];
-#pragma unroll
-  for (int k = 0; k < KP; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f, p[k][h] = 0.0f;
+  zero_chains(acc, p);
   uint32_t wa[KP][4], wb[KP][4];
   uint16_t sa[KP], sb[KP];
   // piece P of every key into (w, s): its 16 code bytes and, if P starts a group, the group's scale
@@ -466,10 +474,7 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
     if (pc + 2 < npiece) load(wa, sa, pc + 2);
     slim_piece<F, NG, KP, D, true>(wb, sb, q_s, (pc + 1) * Fm::epp, p, acc);
   }
-#pragma unroll
-  for (int k = 0; k < KP; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
+  scaled_scores(acc, scale, score);
 }
 
 // STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes): 1, the chunk's V
