@@ -873,15 +873,20 @@ __global__ void __launch_bounds__(kSlimT, 4)
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
-__global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
+// DC: the head_dim as a constant (256, the 27B's), so that a chunk's partials lie a constant stride apart and the loads
+// of a batch take immediate offsets; 0 for any other (a.D).
+// fast: the whole batches take the path without tests (HKV_MERGE_FAST); else every batch takes the tested one.
+template <int DC>
+__global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast) {
   pdl_wait();                    // as attn_chunk_kernel
   if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the o product may launch (it waits for this grid before reading)
-  __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile], fa_s[kMergeTile], fb_s[kMergeTile];
+  __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile];
+  __shared__ __align__(16) float fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
   __shared__ __align__(16) float4 c4_s[kMaxD / 32][8];  // xq_out: each warp's 32 outputs
   const int d = threadIdx.x, lane = d & 31, h = blockIdx.y;
   const int64_t row = blockIdx.x;
-  const int D = a.D, n = a.n_keys[row], nch = (n + kChunk - 1) / kChunk;
+  const int D = DC ? DC : a.D, n = a.n_keys[row], nch = (n + kChunk - 1) / kChunk;
   const float* part = a.part + (row * a.H + h) * int64_t(maxch) * (D + 2);
   float o = 0.0f, l = 0.0f;  // l: thread 0's chain
   float carry = -INFINITY;   // warp 0: the running maximum before the next chunk
@@ -932,19 +937,47 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated) {
     // the chain, so that a batch's loads are in flight together whatever order the compiler gives them. (With the
     // loop only unrolled, "#pragma unroll 64", each load sat next to its use and about one was in flight: 65.6 µs
     // a layer at depth 262,144, 254 cycles a chunk; H200, 2026-11-30, hkv bench --timeline.)
-    float cur[kMergeLoads], nxt[kMergeLoads];
+    // A whole batch (all kMergeLoads chunks below tn) takes a path without a test a chunk: its loads from one base at
+    // k·(D + 2) floats (immediate offsets where D is the constant DC) and its factors as 16-byte shared loads. (With a
+    // test a chunk, the loop held 19 instructions a chunk, scalar shared loads and predicates among them; ncu had the
+    // merge at 42% issue at 262K, 28.1 µs a layer: docs/RESULTS.md §12 session 13.) The batches load into two buffers
+    // in turn, so that no batch is copied from one to the other.
+    float va[kMergeLoads], vb[kMergeLoads];
     auto load = [&](float(&v)[kMergeLoads], int i0) {
+      const float* p = part + int64_t(t0 + i0) * (D + 2) + 2 + d;
+      if (fast && i0 + kMergeLoads <= tn) {
 #pragma unroll
-      for (int k = 0; k < kMergeLoads; k++) v[k] = i0 + k < tn ? part[int64_t(t0 + i0 + k) * (D + 2) + 2 + d] : 0.0f;
+        for (int k = 0; k < kMergeLoads; k++) v[k] = p[k * (D + 2)];
+      } else {
+#pragma unroll
+        for (int k = 0; k < kMergeLoads; k++) v[k] = i0 + k < tn ? p[k * (D + 2)] : 0.0f;
+      }
     };
-    load(cur, 0);
-    for (int i0 = 0; i0 < tn; i0 += kMergeLoads) {
-      if (i0 + kMergeLoads < tn) load(nxt, i0 + kMergeLoads);
+    auto chain = [&](const float(&v)[kMergeLoads], int i0) {
+      if (fast && i0 + kMergeLoads <= tn) {
+        const float4* fa4 = reinterpret_cast<const float4*>(fa_s + i0);
+        const float4* fb4 = reinterpret_cast<const float4*>(fb_s + i0);
 #pragma unroll
-      for (int k = 0; k < kMergeLoads; k++)
-        if (i0 + k < tn) o = hkv::fma_rn(o, fa_s[i0 + k], cur[k] * fb_s[i0 + k]);
+        for (int k = 0; k < kMergeLoads; k += 4) {
+          const float4 fa = fa4[k / 4], fb = fb4[k / 4];
+          o = hkv::fma_rn(o, fa.x, v[k] * fb.x);
+          o = hkv::fma_rn(o, fa.y, v[k + 1] * fb.y);
+          o = hkv::fma_rn(o, fa.z, v[k + 2] * fb.z);
+          o = hkv::fma_rn(o, fa.w, v[k + 3] * fb.w);
+        }
+      } else {
 #pragma unroll
-      for (int k = 0; k < kMergeLoads; k++) cur[k] = nxt[k];
+        for (int k = 0; k < kMergeLoads; k++)
+          if (i0 + k < tn) o = hkv::fma_rn(o, fa_s[i0 + k], v[k] * fb_s[i0 + k]);
+      }
+    };
+    load(va, 0);
+    for (int i0 = 0; i0 < tn; i0 += 2 * kMergeLoads) {
+      if (i0 + kMergeLoads < tn) load(vb, i0 + kMergeLoads);
+      chain(va, i0);
+      if (i0 + kMergeLoads >= tn) break;
+      if (i0 + 2 * kMergeLoads < tn) load(va, i0 + 2 * kMergeLoads);
+      chain(vb, i0 + kMergeLoads);
     }
   }
   if (d == 0) l_s = l;
@@ -1071,7 +1104,7 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 namespace {
-int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1;
+int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
 // env_choice read once into cached (−1: not yet read)
 int cached_choice(int& cached, const char* name, std::initializer_list<int> allowed, int dflt) {
   if (cached < 0) cached = env_choice(name, allowed, dflt);
@@ -1085,10 +1118,12 @@ int attn_fast_scores() { return cached_choice(g_attn_fastsc, "HKV_ATTN_FASTSC", 
 void set_attn_fast_scores(int formats) { g_attn_fastsc = formats; }
 int attn_dsplit() { return cached_choice(g_attn_dsplit, "HKV_ATTN_DSPLIT", {0, 1, 2}, 1); }
 void set_attn_dsplit(int mode) { g_attn_dsplit = mode; }
+bool attn_merge_fast() { return env_switch(g_merge_fast, "HKV_MERGE_FAST", true); }
+void set_attn_merge_fast(bool on) { g_merge_fast = on ? 1 : 0; }
 int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 16, 32}, 32); }
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
-  g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1;
+  g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
@@ -1152,8 +1187,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  launch_k(attn_merge_kernel, dim3(unsigned(a.N), unsigned(a.H)), dim3(unsigned(a.D)), 0, st, a, maxch,
-           a.kind == KvKind::Q4H);
+  launch_k(a.D == 256 ? attn_merge_kernel<256> : attn_merge_kernel<0>, dim3(unsigned(a.N), unsigned(a.H)),
+           dim3(unsigned(a.D)), 0, st, a, maxch, a.kind == KvKind::Q4H, attn_merge_fast());
 }
 
 AttnLaunch attn_last_launch() { return g_last_launch; }

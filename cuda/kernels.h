@@ -281,7 +281,8 @@ int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 // On by default: Auto takes Slim for fp8 from 3 chunk blocks a multiprocessor; HKV_ATTN_SLIM=0 keeps NarrowV2 there.
 bool attn_auto_slim();
-void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _FASTSC and _DSPLIT read from the environment again
+void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _FASTSC, _DSPLIT, HKV_MERGE_FAST and _LOADS read from the
+                              // environment again
 // HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
 // values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits
@@ -290,6 +291,13 @@ void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _FASTSC and _DSPLIT r
 // at 8K; fp8 +0.50%, +1.08%.
 int attn_dsplit();
 void set_attn_dsplit(int mode);
+// HKV_MERGE_FAST (or set_attn_merge_fast): on by default, the merge's whole batches of 32 chunks take a path without a
+// test a chunk (their loads at a constant stride, their factors as 16-byte shared loads); 0, every batch the tested
+// path. The same operations in the same order. Session 22 run 4 (H200, 2026-12-01): the merge 18.2 against 19.7 µs a
+// layer at 262K (hkv bench --timeline), a q4h token −0.38% at 262K and −0.09% at 128K, fp8 −0.37% and −0.14% (hkv bench
+// --variants).
+bool attn_merge_fast();
+void set_attn_merge_fast(bool on);
 // On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
 // +0.76% a q4h token at 1K, 32K and 262K, +0.27 to +0.29% at 128K): where the caller allows it (pre_ok),
 // the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and

@@ -835,14 +835,19 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         }
       const int64_t N = int64_t(k.n.size());
       std::vector<float> q = gaussian(size_t(N * k.H * k.D), 77 + size_t(k.D), 3.0f), ref(q.size());
+      // the output gate as the engine lays it out (each head's gate after its query: [N][H][2·D], gate at D), applied
+      // as the engine applies it: out · sigmoid_c(gate)
+      const std::vector<float> gate = gaussian(size_t(N * k.H * 2 * k.D), 78 + size_t(k.D), 2.0f);
       for (int64_t r = 0; r < N; r++)
         for (int h = 0; h < k.H; h++) {
           const int kvh = h / (k.H / k.KV);
+          float* o = ref.data() + (r * k.H + h) * k.D;
           attend(f, q.data() + (r * k.H + h) * k.D, k.D, kc.data() + size_t(kvh) * rb, vc.data() + size_t(kvh) * rb,
-                 stride, k.n[size_t(r)], ref.data() + (r * k.H + h) * k.D);
+                 stride, k.n[size_t(r)], o);
+          for (int d = 0; d < k.D; d++) o[d] = o[d] * sigmoid_c(gate[size_t(((r * k.H + h) * 2 + 1) * k.D + d)]);
         }
       DBuf<uint8_t> dkc(kc), dvc(vc);
-      DBuf<float> dq(q), out(q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
+      DBuf<float> dq(q), dgate(gate), out(q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
       DBuf<uint32_t> dxq(size_t(N) * size_t(k.H * k.D / 32) * cuda::kXqWords);  // HKV_REC_PRODUCER: the merge's records
       DBuf<int> dn(k.n);
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
@@ -855,27 +860,29 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         cuda::AttnArgs a;
         a.kind = f.kind, a.D = k.D, a.H = k.H, a.KV = k.KV, a.row_bytes = rb;
         a.q = dq.p, a.ldq = int64_t(k.H) * k.D;
+        a.gate = dgate.p + k.D, a.ldg = int64_t(k.H) * 2 * k.D, a.gate_stride = 2 * k.D;
         a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
         // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default), and with the caller's leave (pre_ok) the
         // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
         // keys in one batch, so the split falls before, inside and past a chunk; the scores by slim's loop
-        // (HKV_ATTN_FASTSC, head_dim 256); and each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
-        // shapes with one element a thread
+        // (HKV_ATTN_FASTSC, head_dim 256); each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
+        // shapes with one element a thread; and the merge's whole batches by the tested path too (HKV_MERGE_FAST=0)
         struct Switches {
           int vu;
-          bool pre, fastsc, dsplit;
+          bool pre, fastsc, dsplit, mfast = true;
         };
-        for (auto [vu, pre, fastsc, dsplit] : std::vector<Switches>{{32, false, false, false},
-                                                                    {4, false, false, false},
-                                                                    {8, false, false, false},
-                                                                    {16, false, false, false},
-                                                                    {32, true, false, false},
-                                                                    {32, false, true, false},
-                                                                    {32, true, true, false},
-                                                                    {32, false, false, true},
-                                                                    {32, true, true, true}}) {
+        for (auto [vu, pre, fastsc, dsplit, mfast] : std::vector<Switches>{{32, false, false, false},
+                                                                           {4, false, false, false},
+                                                                           {8, false, false, false},
+                                                                           {16, false, false, false},
+                                                                           {32, true, false, false},
+                                                                           {32, false, true, false},
+                                                                           {32, true, true, false},
+                                                                           {32, false, false, true},
+                                                                           {32, true, true, true},
+                                                                           {32, false, false, false, false}}) {
           out.poison();
           part.poison();
           dxq.poison();
@@ -885,6 +892,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           cuda::set_attn_pre(true);
           cuda::set_attn_fast_scores(fastsc ? 2 : 0);  // every format, or none
           cuda::set_attn_dsplit(dsplit ? 2 : 0);       // always where it applies, or never
+          cuda::set_attn_merge_fast(mfast);
           cuda::attention(a, nullptr);
           cuda::forget_attn_switches();
           std::string d = first_diff(out.get(), ref);
@@ -907,9 +915,10 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
             d = "the values split over " + std::to_string(launched.dsplit) + " blocks";
           if (d.empty() && dsplit && staged1 && f.kind != KvKind::BF16 && k.D == 256 && launched.dsplit != 2)
             d = "the values not split";
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s): %s\n",
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s): %s\n",
                       f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
-                      fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", d.empty() ? "OK" : d.c_str());
+                      fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", mfast ? "" : ",merge-tested",
+                      d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
