@@ -38,7 +38,8 @@
 // (H200, session 21: q4h attention −10% at 1K and −13% at 8K, docs/RESULTS.md §12).
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
 // warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d), its oc
-// values loaded 32 chunks at a time (64 gave the same token time: sessions 10 and 13, docs/RESULTS.md §12).
+// values loaded 32 chunks at a time into two buffers taken in turn, a whole batch without a test a chunk (64 gave the
+// same token time: sessions 10, 13 and 22, docs/RESULTS.md §12).
 #include <cmath>
 #include <initializer_list>
 #include <iterator>
