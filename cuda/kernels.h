@@ -281,8 +281,8 @@ int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 // On by default: Auto takes Slim for fp8 from 3 chunk blocks a multiprocessor; HKV_ATTN_SLIM=0 keeps NarrowV2 there.
 bool attn_auto_slim();
-void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _FASTSC, _DSPLIT, HKV_MERGE_FAST and _LOADS read from the
-                              // environment again
+void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the environment
+                              // again
 // HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
 // values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits
