@@ -815,8 +815,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                              {64, 16, 1, {520}},
                              {64, 7, 1, {515}},
                              {32, 2, 2, {33}},
-                             // 34 chunks: the merge's batches of 32 chunks' loads, a batch past the first
-                             {256, 2, 1, {16901, 40}},
+                             // 65 chunks at head_dim 256 (the merge's constant-stride instantiation): its batches
+                             // of 32 chunks' loads, two whole ones (one in each buffer) and a partial one
+                             {256, 2, 1, {33000, 40}},
                              // 202 chunks: the merge's batches of 32 loads, six past the first, the last one partial
                              {32, 2, 1, {103000, 700}}};
   for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
