@@ -28,7 +28,7 @@
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
-// two buffers; HKV_ATTN_FASTSC), and fp8 from 3 chunk blocks a multiprocessor takes attn_slim_kernel (below).
+// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h from 3 chunk blocks a multiprocessor take attn_slim_kernel (below).
 // Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
 // kernel ahead cannot be writing, are copied before pdl_wait. The staged shapes with one element a thread (narrow,
 // narrow-h1, narrow-h2, narrow-v) may take each chunk and head block over two blocks (a.dsplit, HKV_ATTN_DSPLIT: by
@@ -446,9 +446,11 @@ __device__ __forceinline__ void slim_piece(const uint32_t (&w)[KP][4], const uin
 
 // The scaled scores of KP keys (rows kr[k], 16-byte aligned, in shared memory when KS) for NG heads, as key_scores:
 // the same chains in the same order, the piece loop unrolled by two into two buffers (nothing copied between pieces).
-template <KvKind F, int NG, int KP, int D, bool KS = false>
+// SKS (attn_slim_kernel's default, HKV_ATTN_SLIM_KS): the group scales from skr[k], key k's 8 scales staged in shared
+// memory, instead of from the row.
+template <KvKind F, int NG, int KP, int D, bool KS = false, bool SKS = false>
 __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
-                                            float (&score)[KP][NG]) {
+                                            float (&score)[KP][NG], const uint16_t* const* skr = nullptr) {
   using Fm = Fmt<F>;
   constexpr int npiece = D / Fm::epp;
   static_assert(npiece % 2 == 0 && (Fm::ppg == 1 || Fm::ppg == 2), "pieces go in pairs; a pair ends a group");
@@ -461,7 +463,12 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 #pragma unroll
     for (int k = 0; k < KP; k++) {
       load16<KS>(kr[k] + Fm::code_off(P * Fm::epp), true, w[k]);
-      if (P % Fm::ppg == 0) s[k] = load_u16<KS>(kr[k] + Fm::scale_off(D, P / Fm::ppg));
+      if (P % Fm::ppg == 0) {
+        if constexpr (SKS)
+          s[k] = skr[k][P / Fm::ppg];
+        else
+          s[k] = load_u16<KS>(kr[k] + Fm::scale_off(D, P / Fm::ppg));
+      }
     }
   };
   load(wa, sa, 0);
@@ -717,13 +724,14 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 //     nothing is copied), its group scale with the piece that starts the group; a q4h unit is one lop3 and one add,
 //     from the word where its nibble lies (slim_q4h_unit). The loop holds 1.45 instructions an fma (q4h, NG = 6);
 //   values: thread tid owns elements 2·tid and 2·tid + 1 for all NG heads; the V group scales (16 bytes a row) are
-//     copied into shared memory by cp.async as the block starts, the code bytes read from global memory, U = 16 keys
-//     a batch, the next batch's loads issued before this batch's fmas.
-// 13–33 KB of shared memory (q, the weights at NG floats a key, the scales), at most 128 registers: four blocks a
+//     copied into shared memory by cp.async as the block starts (and, by default, the K rows' too: SKS below), the
+//     code bytes read from global memory, U = 16 keys a batch, the next batch's loads issued before this batch's fmas.
+// 21–41 KB of shared memory (q, the weights at NG floats a key, the scales), at most 128 registers: four blocks a
 // multiprocessor. Measured (H200, 2026-12-01, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12
 // session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
 // 9,345 at 262,144), equal at 32K (1,248 against 1,242); q4h slower at every depth (6,202 against 6,010 µs at
-// 262,144), so Auto takes it for fp8 alone. A 64-thread form (4 elements a thread in the values) was slower still: at
+// 262,144), so Auto took it for fp8 alone. With the K scales staged (SKS, session 24) q4h is faster under slim from 64K
+// too, and Auto takes it for both. A 64-thread form (4 elements a thread in the values) was slower still: at
 // 168 registers, 2.6 waves of blocks at 262K; at 128, spills, instruction-cache misses (ncu no_instruction 1.13) and
 // shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154 µs at 262K.
 constexpr int kSlimT = 128, kSlimD = 256;  // threads a block; the head_dim it is written for
@@ -773,7 +781,14 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const uint16
 
 // (__launch_bounds__(128, 4): at most 128 registers a thread, four blocks a multiprocessor. With a min-blocks hint of 1
 // instead, q4h took 8,052 µs a token at 262K against 6,238 at 128 registers (session 20 run 2).)
-template <KvKind F, int NG>
+// SKS (the default; HKV_ATTN_SLIM_KS=0 turns it off): the K rows' group scales staged in shared memory by cp.async
+// too, each thread its own keys' rows (so no barrier: its own copies, waited for), and the score loop reads a row's
+// codes alone from global memory. Without it an fp8 row took 24 L2 sector requests (16 pieces, 8 scale loads), and the
+// scale sector, touched once a group over the whole score loop, came again from DRAM when the grid's 73 MB of K rows in
+// flight had evicted it. ncu at 262K (session 24 run 2, docs/RESULTS.md §12): fp8 825-833 → 713-714 MB from DRAM (the
+// rows are 570 MB), 438-443 → 386-395 µs a launch; q4h 366-372 → 354-367 µs. A token: fp8 −5.6% at 64K, −7.3% at 128K,
+// −6.9% at 262K; q4h, with Auto's slim for it, −0.50%, −0.66%, −1.24% (hkv bench --variants, against session 23's).
+template <KvKind F, int NG, bool SKS = true>
 __global__ void __launch_bounds__(kSlimT, 4)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T, ES = (NG + 1) / 2 * 2;
@@ -781,6 +796,7 @@ __global__ void __launch_bounds__(kSlimT, 4)
   __shared__ __align__(16) float q_s[NG * D];          // [head][D]
   __shared__ __align__(16) float e_s[kChunk * ES];     // [key][head]: scores, then weights (ES floats a key)
   __shared__ __align__(16) uint16_t sv_s[kChunk * 8];  // [key][group]: the V rows' 8 group scales as stored
+  __shared__ __align__(16) uint16_t sk_s[SKS ? kChunk * 8 + 8 : 8];  // SKS: the K rows' (row kChunk: zeros)
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
   using Fm = Fmt<F>;
@@ -796,10 +812,16 @@ __global__ void __launch_bounds__(kSlimT, 4)
   const int n = a.n_keys[row];
   if (c0 >= n) return;
   const int len = min(kChunk, n - c0);
+  if constexpr (SKS) {  // the K scales of this thread's keys (tid + T·k), a first group, waited for before the scores
+    for (int j = tid; j < len; j += T) cp_async16(sk_s + 8 * j, kbase + size_t(j) * stride + Fm::scale_off(D, 0));
+    cp_async_commit();
+    if (tid < 8) sk_s[kChunk * 8 + tid] = 0;  // the row keys past len read (published by load_q's barrier)
+  }
   for (int j = tid; j < len; j += T)  // the V scales (16 bytes a row), waited for before the weights
     cp_async16(sv_s + 8 * j, vbase + size_t(j) * stride + Fm::scale_off(D, 0));
   cp_async_commit();
   load_q<F, NG, T>(a, row, h0, ng, q_s);
+  if constexpr (SKS) cp_async_wait<1>();  // this thread's K-scale copies (the V group may still be in flight)
 
   // ---- scores: keys tid + T·k (k < KP), one chain per (key, head) ----
   float mloc[NG];
@@ -812,7 +834,14 @@ __global__ void __launch_bounds__(kSlimT, 4)
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++) j[k] = jb + k * T + tid, kr[k] = kbase + size_t(j[k] < len ? j[k] : 0) * stride;
     float sc[kSlimKP][NG];
-    slim_scores<F, NG, kSlimKP, D>(kr, q_s, scale, sc);
+    if constexpr (SKS) {
+      const uint16_t* skr[kSlimKP];
+#pragma unroll
+      for (int k = 0; k < kSlimKP; k++) skr[k] = sk_s + 8 * (j[k] < len ? j[k] : kChunk);
+      slim_scores<F, NG, kSlimKP, D, false, true>(kr, q_s, scale, sc, skr);
+    } else {
+      slim_scores<F, NG, kSlimKP, D>(kr, q_s, scale, sc);
+    }
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++)
       if (j[k] < len) {
@@ -1016,15 +1045,23 @@ AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
   return b;
 }
 
+int g_attn_sks = -1;
+}  // namespace
+bool attn_slim_ks() { return env_switch(g_attn_sks, "HKV_ATTN_SLIM_KS", true); }
+void set_attn_slim_ks(bool on) { g_attn_sks = on ? 1 : 0; }
+namespace {
+
 template <KvKind F, int NG>
 void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        launch_k(attn_slim_kernel<F, NG>, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale);
+        launch_k(attn_slim_ks() ? attn_slim_kernel<F, NG, true> : attn_slim_kernel<F, NG, false>, grid, dim3(kSlimT), 0,
+                 st, a, qblocks, hpb, maxch, scale);
         HKV_CHECK_LAUNCH();
         g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
+        g_last_launch.slim_ks = attn_slim_ks();
         return;
       }
     }
@@ -1112,7 +1149,7 @@ int cached_choice(int& cached, const char* name, std::initializer_list<int> allo
   return cached;
 }
 }  // namespace
-bool attn_auto_slim() { return env_switch(g_attn_slim, "HKV_ATTN_SLIM", true); }
+int attn_auto_slim() { return cached_choice(g_attn_slim, "HKV_ATTN_SLIM", {0, 1, 2}, 1); }
 bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
 void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
 int attn_fast_scores() { return cached_choice(g_attn_fastsc, "HKV_ATTN_FASTSC", {0, 1, 2}, 1); }
@@ -1125,6 +1162,7 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
+  g_attn_sks = -1;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
@@ -1134,7 +1172,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   // the one place fast scores are decided: the format's switch, and where slim_scores applies
   a.fast_scores = (attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8)) &&
                   a.kind != KvKind::BF16 && a.D == kSlimD && a.row_bytes % 16 == 0;
-  g_last_launch = {false, a.fast_scores, 1};
+  g_last_launch = {false, a.fast_scores, false, 1};
   a.dsplit = 1;  // (launch_chunks sets it for the staged one-element kernels: with_dsplit)
   a.trigger = out_trigger_enabled();
   if (a.N <= 0 || a.max_keys <= 0) return;
@@ -1154,7 +1192,9 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   // Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347; fp8 NarrowH2 539
   // against Narrow 668 at 1K); then NarrowV2 against NarrowV (session 5 run 1): q4h 976 against 1053 µs at
   // 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K. fp8 takes Slim instead of NarrowV2 from b ≥ 3P
-  // (session 20 run 4: 2,095 against 2,409 µs at 64K, where b = 3.9P; 1,248 against 1,242 at 32K, b = 1.9P).
+  // (session 20 run 4: 2,095 against 2,409 µs at 64K, where b = 3.9P; 1,248 against 1,242 at 32K, b = 1.9P), and q4h
+  // too since its K scales are staged (session 24 run 2, a token: −0.52% at 64K, −0.69% at 128K, −1.23% at 262K
+  // against NarrowV2 there, HKV_ATTN_SLIM=2).
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto) {
     const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();
@@ -1167,7 +1207,9 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
     else if (b < P)
       shape = AttnShape::Narrow;
     else
-      shape = a.kind == KvKind::FP8 && b >= 3 * P && attn_auto_slim() ? AttnShape::Slim : AttnShape::NarrowV2;
+      shape = b >= 3 * P && (attn_auto_slim() == 1 || (attn_auto_slim() == 2 && a.kind == KvKind::FP8))
+                  ? AttnShape::Slim
+                  : AttnShape::NarrowV2;
   }
   // NarrowH2 and NarrowH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::NarrowH1   ? 1

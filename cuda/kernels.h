@@ -279,10 +279,18 @@ void attention(const AttnArgs& a, cudaStream_t st);
 // 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
-// On by default: Auto takes Slim for fp8 from 3 chunk blocks a multiprocessor; HKV_ATTN_SLIM=0 keeps NarrowV2 there.
-bool attn_auto_slim();
-void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the environment
-                              // again
+// HKV_ATTN_SLIM: 1 (the default), Auto takes Slim for fp8 and q4h from 3 chunk blocks a multiprocessor; 0 keeps
+// NarrowV2 there; 2 takes Slim for fp8 alone (session 20's rule). Session 24 run 1 (H200, 2026-12-01, hkv bench
+// --variants, with the K scales staged): a q4h token under Slim −0.55% at 64K, −0.65% at 128K, −1.11% at 262K.
+int attn_auto_slim();
+// HKV_ATTN_SLIM_KS (or set_attn_slim_ks): on by default, the slim kernel stages its K rows' group scales in shared
+// memory by cp.async as the block starts (each thread its own keys' rows) instead of reading each from the row in its
+// score loop; 0 gives those loads back. The same operations in the same order. Session 24 run 1: an fp8 token −5.5% at
+// 64K, −7.5% at 128K, −7.0% at 262K.
+bool attn_slim_ks();
+void set_attn_slim_ks(bool on);
+void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _SLIM_KS, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the
+                              // environment again
 // HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
 // values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits
@@ -317,7 +325,8 @@ void set_attn_fast_scores(int formats);
 // scores).
 struct AttnLaunch {
   bool slim_kernel = false, slim_scores = false;
-  int dsplit = 1;  // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
+  bool slim_ks = false;  // the slim kernel's K scales staged (HKV_ATTN_SLIM_KS)
+  int dsplit = 1;        // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
 };
 AttnLaunch attn_last_launch();
 

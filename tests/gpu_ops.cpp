@@ -869,21 +869,24 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
         // keys in one batch, so the split falls before, inside and past a chunk; the scores by slim's loop
         // (HKV_ATTN_FASTSC, head_dim 256); each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
-        // shapes with one element a thread; and the merge's whole batches by the tested path too (HKV_MERGE_FAST=0)
+        // shapes with one element a thread; the merge's whole batches by the tested path too (HKV_MERGE_FAST=0); and
+        // slim's K scales read from the rows too (HKV_ATTN_SLIM_KS=0)
         struct Switches {
           int vu;
-          bool pre, fastsc, dsplit, mfast = true;
+          bool pre, fastsc, dsplit, mfast = true, sks = true;
         };
-        for (auto [vu, pre, fastsc, dsplit, mfast] : std::vector<Switches>{{32, false, false, false},
-                                                                           {4, false, false, false},
-                                                                           {8, false, false, false},
-                                                                           {16, false, false, false},
-                                                                           {32, true, false, false},
-                                                                           {32, false, true, false},
-                                                                           {32, true, true, false},
-                                                                           {32, false, false, true},
-                                                                           {32, true, true, true},
-                                                                           {32, false, false, false, false}}) {
+        for (auto [vu, pre, fastsc, dsplit, mfast, sks] :
+             std::vector<Switches>{{32, false, false, false},
+                                   {4, false, false, false},
+                                   {8, false, false, false},
+                                   {16, false, false, false},
+                                   {32, true, false, false},
+                                   {32, false, true, false},
+                                   {32, true, true, false},
+                                   {32, false, false, true},
+                                   {32, true, true, true},
+                                   {32, false, false, false, false},
+                                   {32, false, false, false, true, false}}) {
           out.poison();
           part.poison();
           dxq.poison();
@@ -894,6 +897,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           cuda::set_attn_fast_scores(fastsc ? 2 : 0);  // every format, or none
           cuda::set_attn_dsplit(dsplit ? 2 : 0);       // always where it applies, or never
           cuda::set_attn_merge_fast(mfast);
+          cuda::set_attn_slim_ks(sks);
           cuda::attention(a, nullptr);
           cuda::forget_attn_switches();
           std::string d = first_diff(out.get(), ref);
@@ -906,6 +910,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           if (d.empty() && shape != cuda::AttnShape::Auto &&
               launched.slim_kernel != (slim_ok && shape == cuda::AttnShape::Slim))
             d = std::string("the slim kernel ") + (launched.slim_kernel ? "launched" : "not launched");
+          if (d.empty() && launched.slim_ks != (sks && launched.slim_kernel))
+            d = std::string("slim's K scales ") + (launched.slim_ks ? "staged" : "not staged");
           if (d.empty() && launched.slim_scores != (slim_ok && (fastsc || launched.slim_kernel)))
             d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
           // the split values: never without the switch, nor in the shapes with two elements a thread or nothing
@@ -916,10 +922,10 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
             d = "the values split over " + std::to_string(launched.dsplit) + " blocks";
           if (d.empty() && dsplit && staged1 && f.kind != KvKind::BF16 && k.D == 256 && launched.dsplit != 2)
             d = "the values not split";
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s): %s\n",
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s%s): %s\n",
                       f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
                       fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", mfast ? "" : ",merge-tested",
-                      d.empty() ? "OK" : d.c_str());
+                      sks ? "" : ",slim-rows", d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
