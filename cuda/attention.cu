@@ -446,8 +446,8 @@ __device__ __forceinline__ void slim_piece(const uint32_t (&w)[KP][4], const uin
 
 // The scaled scores of KP keys (rows kr[k], 16-byte aligned, in shared memory when KS) for NG heads, as key_scores:
 // the same chains in the same order, the piece loop unrolled by two into two buffers (nothing copied between pieces).
-// SKS (attn_slim_kernel's default, HKV_ATTN_SLIM_KS): the group scales from skr[k], key k's 8 scales staged in shared
-// memory, instead of from the row.
+// SKS (attn_slim_kernel): the group scales from skr[k], key k's 8 scales staged in shared memory, instead of from the
+// row.
 template <KvKind F, int NG, int KP, int D, bool KS = false, bool SKS = false>
 __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                             float (&score)[KP][NG], const uint16_t* const* skr = nullptr) {
@@ -481,6 +481,78 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
       for (int k = 0; k < KP; k++) sb[k] = sa[k];
     if (pc + 2 < npiece) load(wa, sa, pc + 2);
     slim_piece<F, NG, KP, D, true>(wb, sb, q_s, (pc + 1) * Fm::epp, p, acc);
+  }
+  scaled_scores(acc, scale, score);
+}
+
+// slim_scores with its loops rolled (ROLL: attn_slim_kernel's q4h form, HKV_ATTN_SLIM_ROLL), for a loop body of a
+// word instead of two pieces: in the H200 build at NG = 6, 296 instructions (4.7 KB) in the inner loop and 416 in the
+// outer, against 2,335 (37 KB) in slim_scores' loop. ncu at 262K had the q4h slim kernel's warps waiting on instruction
+// fetch (no_instruction 1.52–1.62 warps an issue, its largest stall; session 24 runs 3 and 4). One piece an iteration,
+// the next piece's loads issued into a second buffer and copied in; the piece one 4-byte word an inner iteration (q4h 8
+// elements, fp8 4), the words moved down after each. The group scales from skr[k] (the K scales staged). The same
+// chains in the same order: each (key, head) chain takes its elements in order and ends its groups where slim_scores
+// does. Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K 346.5 → 314.8 µs, issue active 62 → 71%,
+// no_instruction out of its top four stalls (ncu, cuda/profile_stalls.sh); a q4h token −0.24% at 64K, −2.45% at 128K,
+// −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (HKV_ATTN_SLIM_ROLL=2 then), so fp8 keeps slim_scores (hkv bench
+// --variants).
+template <KvKind F, int NG, int KP, int D>
+__device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
+                                                   float (&score)[KP][NG], const uint16_t* const* skr) {
+  using Fm = Fmt<F>;
+  constexpr int npiece = D / Fm::epp, epw = Fm::epp / 4;  // pieces a row; elements a word
+  float acc[KP][NG], p[KP][NG];
+  zero_chains(acc, p);
+  uint32_t wn[KP][4];  // the next piece of every key
+  auto load = [&](int P) {
+#pragma unroll
+    for (int k = 0; k < KP; k++) load16<false>(kr[k] + Fm::code_off(P * Fm::epp), true, wn[k]);
+  };
+  load(0);
+#pragma unroll 1
+  for (int pc = 0; pc < npiece; pc++) {
+    uint32_t w[KP][4];
+#pragma unroll
+    for (int k = 0; k < KP; k++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) w[k][i] = wn[k][i];
+    if (pc + 1 < npiece) load(pc + 1);
+#pragma unroll 1
+    for (int i = 0; i < 4; i++) {  // word w[k][0] of each key: elements pc·epp + i·epw …
+      const int e0 = pc * Fm::epp + i * epw;
+      static_for<epw / 4>([&](auto i4c) {
+        constexpr int i4 = 4 * decltype(i4c)::value;
+        float4 qv[NG];
+#pragma unroll
+        for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
+        static_for<4>([&](auto iic) {
+          constexpr int ii = decltype(iic)::value;
+#pragma unroll
+          for (int k = 0; k < KP; k++) {
+            float u;
+            if constexpr (F == KvKind::Q4H)
+              u = slim_q4h_unit<i4 + ii>(w[k][0]);
+            else
+              u = f32_from_e4m3_hw(uint8_t(w[k][0] >> (8 * (i4 + ii))));
+#pragma unroll
+            for (int h = 0; h < NG; h++) {
+              const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
+              p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
+            }
+          }
+        });
+      });
+#pragma unroll
+      for (int k = 0; k < KP; k++) w[k][0] = w[k][1], w[k][1] = w[k][2], w[k][2] = w[k][3];
+    }
+    if ((pc + 1) % Fm::ppg == 0) {  // the piece ends group pc / ppg
+#pragma unroll
+      for (int k = 0; k < KP; k++) {
+        const float sg = scale_from<F>(skr[k][pc / Fm::ppg]);
+#pragma unroll
+        for (int h = 0; h < NG; h++) acc[k][h] = hkv::fma_rn(sg, p[k][h], acc[k][h]), p[k][h] = 0.0f;
+      }
+    }
   }
   scaled_scores(acc, scale, score);
 }
@@ -724,13 +796,13 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 //     nothing is copied), its group scale with the piece that starts the group; a q4h unit is one lop3 and one add,
 //     from the word where its nibble lies (slim_q4h_unit). The loop holds 1.45 instructions an fma (q4h, NG = 6);
 //   values: thread tid owns elements 2·tid and 2·tid + 1 for all NG heads; the V group scales (16 bytes a row) are
-//     copied into shared memory by cp.async as the block starts (and, by default, the K rows' too: SKS below), the
+//     copied into shared memory by cp.async as the block starts (and the K rows' too, below), the
 //     code bytes read from global memory, U = 16 keys a batch, the next batch's loads issued before this batch's fmas.
 // 21–41 KB of shared memory (q, the weights at NG floats a key, the scales), at most 128 registers: four blocks a
 // multiprocessor. Measured (H200, 2026-12-01, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12
 // session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
 // 9,345 at 262,144), equal at 32K (1,248 against 1,242); q4h slower at every depth (6,202 against 6,010 µs at
-// 262,144), so Auto took it for fp8 alone. With the K scales staged (SKS, session 24) q4h is faster under slim from 64K
+// 262,144), so Auto took it for fp8 alone. With the K scales staged (session 24) q4h is faster under slim from 64K
 // too, and Auto takes it for both. A 64-thread form (4 elements a thread in the values) was slower still: at
 // 168 registers, 2.6 waves of blocks at 262K; at 128, spills, instruction-cache misses (ncu no_instruction 1.13) and
 // shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154 µs at 262K.
@@ -781,22 +853,27 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const uint16
 
 // (__launch_bounds__(128, 4): at most 128 registers a thread, four blocks a multiprocessor. With a min-blocks hint of 1
 // instead, q4h took 8,052 µs a token at 262K against 6,238 at 128 registers (session 20 run 2).)
-// SKS (the default; HKV_ATTN_SLIM_KS=0 turns it off): the K rows' group scales staged in shared memory by cp.async
-// too, each thread its own keys' rows (so no barrier: its own copies, waited for), and the score loop reads a row's
-// codes alone from global memory. Without it an fp8 row took 24 L2 sector requests (16 pieces, 8 scale loads), and the
-// scale sector, touched once a group over the whole score loop, came again from DRAM when the grid's 73 MB of K rows in
+// The K rows' group scales are staged in shared memory by cp.async too, each thread its own keys' rows (so no barrier:
+// its own copies, waited for), and the score loop reads a row's codes alone from global memory. Before (session 23's
+// kernel, then HKV_ATTN_SLIM_KS=0) an fp8 row took 24 L2 sector requests (16 pieces, 8 scale loads), and the scale
+// sector, touched once a group over the whole score loop, came again from DRAM when the grid's 73 MB of K rows in
 // flight had evicted it. ncu at 262K (session 24 run 2, docs/RESULTS.md §12): fp8 825-833 → 713-714 MB from DRAM (the
-// rows are 570 MB), 438-443 → 386-395 µs a launch; q4h 366-372 → 354-367 µs. A token: fp8 −5.6% at 64K, −7.3% at 128K,
-// −6.9% at 262K; q4h, with Auto's slim for it, −0.50%, −0.66%, −1.24% (hkv bench --variants, against session 23's).
-template <KvKind F, int NG, bool SKS = true>
+// rows are 570 MB), 438-443 → 386-395 µs a launch; q4h 366-372 → 354-367 µs, and its 16-byte spill gone. A token: fp8
+// −5.6% at 64K, −7.3% at 128K, −6.9% at 262K; q4h, with Auto's slim for it, −0.50%, −0.66%, −1.24% (hkv bench
+// --variants). ES, the floats a key's weights take in e_s: q4h 8 where NG > 4, so that the value loop loads them as two
+// 16-byte pieces (at NG = 6, against three 8-byte ones: a q4h token −0.58% at 64K, −0.78% at 128K, −1.32% at 262K; fp8
+// +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). ROLL (q4h;
+// HKV_ATTN_SLIM_ROLL=0 turns it off): the scores by slim_scores_rolled.
+template <KvKind F, int NG, bool ROLL = false>
 __global__ void __launch_bounds__(kSlimT, 4)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T, ES = (NG + 1) / 2 * 2;
+  constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T;
+  constexpr int ES = F == KvKind::Q4H && NG > 4 ? 8 : (NG + 1) / 2 * 2;
   static_assert(kSlimKP * T == kChunk && 32 % DPT == 0, "a chunk's keys in one pass; a thread's elements in one group");
-  __shared__ __align__(16) float q_s[NG * D];          // [head][D]
-  __shared__ __align__(16) float e_s[kChunk * ES];     // [key][head]: scores, then weights (ES floats a key)
-  __shared__ __align__(16) uint16_t sv_s[kChunk * 8];  // [key][group]: the V rows' 8 group scales as stored
-  __shared__ __align__(16) uint16_t sk_s[SKS ? kChunk * 8 + 8 : 8];  // SKS: the K rows' (row kChunk: zeros)
+  __shared__ __align__(16) float q_s[NG * D];              // [head][D]
+  __shared__ __align__(16) float e_s[kChunk * ES];         // [key][head]: scores, then weights (ES floats a key)
+  __shared__ __align__(16) uint16_t sv_s[kChunk * 8];      // [key][group]: the V rows' 8 group scales as stored
+  __shared__ __align__(16) uint16_t sk_s[kChunk * 8 + 8];  // [key][group]: the K rows' (row kChunk: zeros)
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
   using Fm = Fmt<F>;
@@ -812,16 +889,15 @@ __global__ void __launch_bounds__(kSlimT, 4)
   const int n = a.n_keys[row];
   if (c0 >= n) return;
   const int len = min(kChunk, n - c0);
-  if constexpr (SKS) {  // the K scales of this thread's keys (tid + T·k), a first group, waited for before the scores
-    for (int j = tid; j < len; j += T) cp_async16(sk_s + 8 * j, kbase + size_t(j) * stride + Fm::scale_off(D, 0));
-    cp_async_commit();
-    if (tid < 8) sk_s[kChunk * 8 + tid] = 0;  // the row keys past len read (published by load_q's barrier)
-  }
-  for (int j = tid; j < len; j += T)  // the V scales (16 bytes a row), waited for before the weights
+  // the K scales of this thread's keys (tid + T·k), a first group, waited for before the scores
+  for (int j = tid; j < len; j += T) cp_async16(sk_s + 8 * j, kbase + size_t(j) * stride + Fm::scale_off(D, 0));
+  cp_async_commit();
+  if (tid < 8) sk_s[kChunk * 8 + tid] = 0;  // the row keys past len read (published by load_q's barrier)
+  for (int j = tid; j < len; j += T)        // the V scales (16 bytes a row), waited for before the weights
     cp_async16(sv_s + 8 * j, vbase + size_t(j) * stride + Fm::scale_off(D, 0));
   cp_async_commit();
   load_q<F, NG, T>(a, row, h0, ng, q_s);
-  if constexpr (SKS) cp_async_wait<1>();  // this thread's K-scale copies (the V group may still be in flight)
+  cp_async_wait<1>();  // this thread's K-scale copies (the V group may still be in flight)
 
   // ---- scores: keys tid + T·k (k < KP), one chain per (key, head) ----
   float mloc[NG];
@@ -834,14 +910,13 @@ __global__ void __launch_bounds__(kSlimT, 4)
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++) j[k] = jb + k * T + tid, kr[k] = kbase + size_t(j[k] < len ? j[k] : 0) * stride;
     float sc[kSlimKP][NG];
-    if constexpr (SKS) {
-      const uint16_t* skr[kSlimKP];
+    const uint16_t* skr[kSlimKP];
 #pragma unroll
-      for (int k = 0; k < kSlimKP; k++) skr[k] = sk_s + 8 * (j[k] < len ? j[k] : kChunk);
+    for (int k = 0; k < kSlimKP; k++) skr[k] = sk_s + 8 * (j[k] < len ? j[k] : kChunk);
+    if constexpr (ROLL)
+      slim_scores_rolled<F, NG, kSlimKP, D>(kr, q_s, scale, sc, skr);
+    else
       slim_scores<F, NG, kSlimKP, D, false, true>(kr, q_s, scale, sc, skr);
-    } else {
-      slim_scores<F, NG, kSlimKP, D>(kr, q_s, scale, sc);
-    }
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++)
       if (j[k] < len) {
@@ -1045,10 +1120,10 @@ AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
   return b;
 }
 
-int g_attn_sks = -1;
+int g_attn_roll = -1;
 }  // namespace
-bool attn_slim_ks() { return env_switch(g_attn_sks, "HKV_ATTN_SLIM_KS", true); }
-void set_attn_slim_ks(bool on) { g_attn_sks = on ? 1 : 0; }
+bool attn_slim_roll() { return env_switch(g_attn_roll, "HKV_ATTN_SLIM_ROLL", true); }
+void set_attn_slim_roll(bool on) { g_attn_roll = on ? 1 : 0; }
 namespace {
 
 template <KvKind F, int NG>
@@ -1057,11 +1132,17 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        launch_k(attn_slim_ks() ? attn_slim_kernel<F, NG, true> : attn_slim_kernel<F, NG, false>, grid, dim3(kSlimT), 0,
-                 st, a, qblocks, hpb, maxch, scale);
+        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL); fp8 keeps slim_scores' (no rolled form is compiled for it)
+        bool roll = false;
+        if constexpr (F == KvKind::Q4H) roll = attn_slim_roll();
+        if constexpr (F == KvKind::Q4H)
+          launch_k(roll ? attn_slim_kernel<F, NG, true> : attn_slim_kernel<F, NG, false>, grid, dim3(kSlimT), 0, st, a,
+                   qblocks, hpb, maxch, scale);
+        else
+          launch_k(attn_slim_kernel<F, NG>, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale);
         HKV_CHECK_LAUNCH();
         g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
-        g_last_launch.slim_ks = attn_slim_ks();
+        g_last_launch.slim_roll = roll;
         return;
       }
     }
@@ -1162,7 +1243,7 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_sks = -1;
+  g_attn_roll = -1;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {

@@ -280,17 +280,16 @@ void attention(const AttnArgs& a, cudaStream_t st);
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 // HKV_ATTN_SLIM: 1 (the default), Auto takes Slim for fp8 and q4h from 3 chunk blocks a multiprocessor; 0 keeps
-// NarrowV2 there; 2 takes Slim for fp8 alone (session 20's rule). Session 24 run 1 (H200, 2026-12-01, hkv bench
-// --variants, with the K scales staged): a q4h token under Slim −0.55% at 64K, −0.65% at 128K, −1.11% at 262K.
+// NarrowV2 there; 2 takes Slim for fp8 alone (session 20's rule). Session 24 run 2 (H200, 2026-12-01, hkv bench
+// --variants, with slim's K scales staged): a q4h token under Slim −0.52% at 64K, −0.69% at 128K, −1.23% at 262K.
 int attn_auto_slim();
-// HKV_ATTN_SLIM_KS (or set_attn_slim_ks): on by default, the slim kernel stages its K rows' group scales in shared
-// memory by cp.async as the block starts (each thread its own keys' rows) instead of reading each from the row in its
-// score loop; 0 gives those loads back. The same operations in the same order. Session 24 run 1: an fp8 token −5.5% at
-// 64K, −7.5% at 128K, −7.0% at 262K.
-bool attn_slim_ks();
-void set_attn_slim_ks(bool on);
-void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _SLIM_KS, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the
-                              // environment again
+// HKV_ATTN_SLIM_ROLL (or set_attn_slim_roll): on by default, the slim kernel's score loop for q4h rolled
+// (slim_scores_rolled: a loop body of one word instead of two pieces); 0, slim_scores' unrolled loop, which fp8 always
+// takes. The same operations in the same order. Session 24 run 4: a q4h token −2.45% at 128K, −4.46% at 262K.
+bool attn_slim_roll();
+void set_attn_slim_roll(bool on);
+void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _SLIM_ROLL, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from
+                              // the environment again
 // HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
 // values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits
@@ -325,8 +324,8 @@ void set_attn_fast_scores(int formats);
 // scores).
 struct AttnLaunch {
   bool slim_kernel = false, slim_scores = false;
-  bool slim_ks = false;  // the slim kernel's K scales staged (HKV_ATTN_SLIM_KS)
-  int dsplit = 1;        // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
+  bool slim_roll = false;  // the slim kernel's score loop rolled (HKV_ATTN_SLIM_ROLL)
+  int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
 };
 AttnLaunch attn_last_launch();
 

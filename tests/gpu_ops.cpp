@@ -870,12 +870,12 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         // keys in one batch, so the split falls before, inside and past a chunk; the scores by slim's loop
         // (HKV_ATTN_FASTSC, head_dim 256); each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
         // shapes with one element a thread; the merge's whole batches by the tested path too (HKV_MERGE_FAST=0); and
-        // slim's K scales read from the rows too (HKV_ATTN_SLIM_KS=0)
+        // slim's q4h score loop unrolled (HKV_ATTN_SLIM_ROLL=0)
         struct Switches {
           int vu;
-          bool pre, fastsc, dsplit, mfast = true, sks = true;
+          bool pre, fastsc, dsplit, mfast = true, roll = true;
         };
-        for (auto [vu, pre, fastsc, dsplit, mfast, sks] :
+        for (auto [vu, pre, fastsc, dsplit, mfast, roll] :
              std::vector<Switches>{{32, false, false, false},
                                    {4, false, false, false},
                                    {8, false, false, false},
@@ -897,7 +897,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           cuda::set_attn_fast_scores(fastsc ? 2 : 0);  // every format, or none
           cuda::set_attn_dsplit(dsplit ? 2 : 0);       // always where it applies, or never
           cuda::set_attn_merge_fast(mfast);
-          cuda::set_attn_slim_ks(sks);
+          cuda::set_attn_slim_roll(roll);
           cuda::attention(a, nullptr);
           cuda::forget_attn_switches();
           std::string d = first_diff(out.get(), ref);
@@ -910,8 +910,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           if (d.empty() && shape != cuda::AttnShape::Auto &&
               launched.slim_kernel != (slim_ok && shape == cuda::AttnShape::Slim))
             d = std::string("the slim kernel ") + (launched.slim_kernel ? "launched" : "not launched");
-          if (d.empty() && launched.slim_ks != (sks && launched.slim_kernel))
-            d = std::string("slim's K scales ") + (launched.slim_ks ? "staged" : "not staged");
+          if (d.empty() && launched.slim_roll != (roll && launched.slim_kernel && f.kind == KvKind::Q4H))
+            d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
           if (d.empty() && launched.slim_scores != (slim_ok && (fastsc || launched.slim_kernel)))
             d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
           // the split values: never without the switch, nor in the shapes with two elements a thread or nothing
@@ -925,7 +925,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s%s): %s\n",
                       f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
                       fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", mfast ? "" : ",merge-tested",
-                      sks ? "" : ",slim-rows", d.empty() ? "OK" : d.c_str());
+                      roll ? "" : ",slim-unrolled", d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
