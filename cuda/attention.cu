@@ -492,9 +492,12 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 // the next piece's loads issued into a second buffer and copied in; the piece one 4-byte word an inner iteration (q4h 8
 // elements, fp8 4), the words moved down after each. The group scales from skr[k] (the K scales staged). The same
 // chains in the same order: each (key, head) chain takes its elements in order and ends its groups where slim_scores
-// does. Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K 346.5 → 314.8 µs, issue active 62 → 71%,
+// does. (Its element loop repeats slim_piece's with a word's unit; one helper for both, tried in session 24, left the
+// arithmetic as it is but rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card had run
+// these: to be made where a card can time it.) Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K
+// 346.5 → 314.8 µs, issue active 62 → 71%,
 // no_instruction out of its top four stalls (ncu, cuda/profile_stalls.sh); a q4h token −0.24% at 64K, −2.45% at 128K,
-// −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (HKV_ATTN_SLIM_ROLL=2 then), so fp8 keeps slim_scores (hkv bench
+// −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (the switch then rolled both), so fp8 keeps slim_scores (hkv bench
 // --variants).
 template <KvKind F, int NG, int KP, int D>
 __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
