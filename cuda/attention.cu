@@ -492,13 +492,12 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 // the next piece's loads issued into a second buffer and copied in; the piece one 4-byte word an inner iteration (q4h 8
 // elements, fp8 4), the words moved down after each. The group scales from skr[k] (the K scales staged). The same
 // chains in the same order: each (key, head) chain takes its elements in order and ends its groups where slim_scores
-// does. (Its element loop repeats slim_piece's with a word's unit; one helper for both, tried in session 24, left the
-// arithmetic as it is but rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card had run
-// these: to be made where a card can time it.) Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K
-// 346.5 → 314.8 µs, issue active 62 → 71%,
+// does. Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K 346.5 → 314.8 µs, issue active 62 → 71%,
 // no_instruction out of its top four stalls (ncu, cuda/profile_stalls.sh); a q4h token −0.24% at 64K, −2.45% at 128K,
 // −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (the switch then rolled both), so fp8 keeps slim_scores (hkv bench
-// --variants).
+// --variants). (Its element loop repeats slim_piece's with a word's unit. One helper for both, tried in session 24,
+// left the arithmetic as it is but rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card
+// had run these: to be made where a card can time it.)
 template <KvKind F, int NG, int KP, int D>
 __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                                    float (&score)[KP][NG], const uint16_t* const* skr) {
@@ -1135,14 +1134,15 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL); fp8 keeps slim_scores' (no rolled form is compiled for it)
-        bool roll = false;
-        if constexpr (F == KvKind::Q4H) roll = attn_slim_roll();
-        if constexpr (F == KvKind::Q4H)
+        bool roll =
+            false;  // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL); fp8 keeps slim_scores' (no rolled form compiled)
+        if constexpr (F == KvKind::Q4H) {
+          roll = attn_slim_roll();
           launch_k(roll ? attn_slim_kernel<F, NG, true> : attn_slim_kernel<F, NG, false>, grid, dim3(kSlimT), 0, st, a,
                    qblocks, hpb, maxch, scale);
-        else
+        } else {
           launch_k(attn_slim_kernel<F, NG>, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale);
+        }
         HKV_CHECK_LAUNCH();
         g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
         g_last_launch.slim_roll = roll;
