@@ -68,7 +68,9 @@ struct Fmt {
   static constexpr int ppg = 32 / epp;                                            // pieces a group
   // byte offset of element d's code in a row, and of group g's fp16 scale
   __device__ static int code_off(int d) { return F == KvKind::BF16 ? 2 * d : F == KvKind::FP8 ? d : d / 2; }
-  __device__ static int scale_off(int D, int g) { return (F == KvKind::FP8 ? D : D / 2) + 2 * g; }
+  __host__ __device__ static constexpr int scale_off(int D, int g) { return (F == KvKind::FP8 ? D : D / 2) + 2 * g; }
+  // a stored row's bytes at head_dim D (fp8 and q4h: the codes, then D/32 fp16 scales)
+  __host__ __device__ static constexpr int row_bytes(int D) { return scale_off(D, D / 32); }
 };
 
 // 16 bytes at p as little-endian words (p 16-byte aligned when v16). SMEM: p is in shared memory (staged
@@ -853,6 +855,35 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const uint16
   }
 }
 
+// slim_values with the V group scales already in fp32 (SVF): svg the thread's group's scales of the chunk's keys
+// ([key], from svf_s); a whole batch (FULL) reads them 4 keys a 16-byte load. The same operations in the same order.
+template <KvKind F, int NG, int ES, int DPT, int U, bool FULL>
+__device__ __forceinline__ void slim_values_f(const uint32_t (&c)[U], const float* svg, int j0, int len,
+                                              const float* e_s, float (&oc)[NG][DPT]) {
+  float sc[U];
+  if constexpr (FULL) {
+    static_assert(U % 4 == 0, "a batch of whole 16-byte scale loads");
+#pragma unroll
+    for (int u = 0; u < U; u += 4) {
+      const float4 t = *reinterpret_cast<const float4*>(svg + j0 + u);
+      sc[u] = t.x, sc[u + 1] = t.y, sc[u + 2] = t.z, sc[u + 3] = t.w;
+    }
+  }
+#pragma unroll
+  for (int u = 0; u < U; u++) {
+    if (!FULL && j0 + u >= len) break;
+    float e[NG];
+    weights<NG, ES>(e_s + (j0 + u) * ES, e);
+    const float s = FULL ? sc[u] : svg[j0 + u];
+    float v[DPT];
+    static_for<DPT>([&](auto ic) { v[decltype(ic)::value] = slim_value<F, decltype(ic)::value>(c[u], s); });
+#pragma unroll
+    for (int h = 0; h < NG; h++)
+#pragma unroll
+      for (int i = 0; i < DPT; i++) oc[h][i] = hkv::fma_rn(e[h], v[i], oc[h][i]);
+  }
+}
+
 // (__launch_bounds__(128, 4): at most 128 registers a thread, four blocks a multiprocessor. With a min-blocks hint of 1
 // instead, q4h took 8,052 µs a token at 262K against 6,238 at 128 registers (session 20 run 2).)
 // The K rows' group scales are staged in shared memory by cp.async too, each thread its own keys' rows (so no barrier:
@@ -866,25 +897,31 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const uint16
 // 16-byte pieces (at NG = 6, against three 8-byte ones: a q4h token −0.58% at 64K, −0.78% at 128K, −1.32% at 262K; fp8
 // +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). ROLL (q4h;
 // HKV_ATTN_SLIM_ROLL=0 turns it off): the scores by slim_scores_rolled.
-template <KvKind F, int NG, bool ROLL = false>
+template <KvKind F, int NG, bool ROLL = false, bool SVF = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, 4)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T;
   constexpr int ES = F == KvKind::Q4H && NG > 4 ? 8 : (NG + 1) / 2 * 2;
   static_assert(kSlimKP * T == kChunk && 32 % DPT == 0, "a chunk's keys in one pass; a thread's elements in one group");
-  __shared__ __align__(16) float q_s[NG * D];              // [head][D]
-  __shared__ __align__(16) float e_s[kChunk * ES];         // [key][head]: scores, then weights (ES floats a key)
-  __shared__ __align__(16) uint16_t sv_s[kChunk * 8];      // [key][group]: the V rows' 8 group scales as stored
-  __shared__ __align__(16) uint16_t sk_s[kChunk * 8 + 8];  // [key][group]: the K rows' (row kChunk: zeros)
+  // q_s [head][D] and sk_s [key][group] (the K rows' 8 group scales as stored; row kChunk: zeros) for the scores; with
+  // SVF the same bytes then hold svf_s [group][key], the V scales in fp32, for the values
+  constexpr int kQK = NG * D + (kChunk * 8 + 8) / 2, kQKV = SVF && 8 * kChunk > kQK ? 8 * kChunk : kQK;
+  __shared__ __align__(16) float qk_s[kQKV];
+  __shared__ __align__(16) float e_s[kChunk * ES];     // [key][head]: scores, then weights (ES floats a key)
+  __shared__ __align__(16) uint16_t sv_s[kChunk * 8];  // [key][group]: the V rows' 8 group scales as stored
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
+  float* const q_s = qk_s;
+  uint16_t* const sk_s = reinterpret_cast<uint16_t*>(qk_s + NG * D);
   using Fm = Fmt<F>;
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.z;
   const int c = blockIdx.y, c0 = c * kChunk;
   const int qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
-  const size_t stride = size_t(a.KV) * a.row_bytes;
+  // KVC: the KV heads as a constant (the caller has checked a.KV == KVC), so that a row's stride is one too and the
+  // value loop's loads of a batch take immediate offsets from one address
+  const size_t stride = KVC ? size_t(KVC) * Fm::row_bytes(D) : size_t(a.KV) * a.row_bytes;
   const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
@@ -931,6 +968,18 @@ __global__ void __launch_bounds__(kSlimT, 4)
   }
   cp_async_wait<0>();  // this thread's scale copies; chunk_weights' barriers publish them
   chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
+  float* const svf_s = qk_s;
+  if constexpr (SVF) {
+    // the V scales of this thread's own copies (keys tid + T·i) to fp32, transposed; after chunk_weights' last
+    // barrier no thread reads q_s or sk_s, and the barrier here publishes svf_s
+    for (int j = tid; j < len; j += T) {
+      const uint4 r = *reinterpret_cast<const uint4*>(sv_s + 8 * j);
+      const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+      for (int gi = 0; gi < 8; gi++) svf_s[gi * kChunk + j] = scale_from<F>(uint16_t(w[gi / 2] >> (16 * (gi % 2))));
+    }
+    __syncthreads();
+  }
 
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
@@ -945,30 +994,58 @@ __global__ void __launch_bounds__(kSlimT, 4)
 #pragma unroll
     for (int i = 0; i < DPT; i++) oc[h][i] = 0.0f;
   uint32_t ca[U], cb[U];
-  // the code words of keys j0 … j0 + U − 1 (past the chunk: its last key's, not used)
-  auto load = [&](uint32_t(&cw)[U], int j0) {
-    if (j0 + U <= len) {
+  if constexpr (SVF) {
+    // whole batches in a loop of two (one copy a code buffer), without a test a key; the partial batch after it, once
+    const float* const svg = svf_s + g * kChunk;
+    const int lenf = len / U * U;  // the keys of whole batches
+    auto load_full = [&](uint32_t(&cw)[U], int j0) {
       const uint8_t* p = vc + size_t(j0) * stride;
 #pragma unroll
-      for (int u = 0; u < U; u++, p += stride) cw[u] = slim_codes<F, DPT>(p);
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; u++) cw[u] = slim_codes<F, DPT>(vc + size_t(min(j0 + u, len - 1)) * stride);
-    }
-  };
-  auto run = [&](const uint32_t(&cw)[U], int j0) {
-    if (j0 + U <= len)
-      slim_values<F, NG, ES, DPT, U, true>(cw, sv_s, g, j0, len, e_s, oc);
-    else if (j0 < len)
-      slim_values<F, NG, ES, DPT, U, false>(cw, sv_s, g, j0, len, e_s, oc);
-  };
-  load(ca, 0);
+      for (int u = 0; u < U; u++) cw[u] = slim_codes<F, DPT>(p + size_t(u) * stride);
+    };
+    if (lenf > 0) {
+      load_full(ca, 0);
 #pragma unroll 1
-  for (int j0 = 0; j0 < len; j0 += 2 * U) {
-    load(cb, j0 + U);
-    run(ca, j0);
-    load(ca, j0 + 2 * U);
-    run(cb, j0 + U);
+      for (int j0 = 0;; j0 += 2 * U) {
+        load_full(cb, min(j0 + U, lenf - U));  // past the last whole batch: that batch again, not used
+        slim_values_f<F, NG, ES, DPT, U, true>(ca, svg, j0, len, e_s, oc);
+        if (j0 + U >= lenf) break;
+        load_full(ca, min(j0 + 2 * U, lenf - U));
+        slim_values_f<F, NG, ES, DPT, U, true>(cb, svg, j0 + U, len, e_s, oc);
+        if (j0 + 2 * U >= lenf) break;
+      }
+    }
+    if (lenf < len) {
+#pragma unroll
+      for (int u = 0; u < U; u++) ca[u] = slim_codes<F, DPT>(vc + size_t(min(lenf + u, len - 1)) * stride);
+      slim_values_f<F, NG, ES, DPT, U, false>(ca, svg, lenf, len, e_s, oc);
+    }
+  } else {
+    // the code words of keys j0 … j0 + U − 1 (past the chunk: its last key's, not used)
+    auto load = [&](uint32_t(&cw)[U], int j0) {
+      if (j0 + U <= len) {
+        const uint8_t* p = vc + size_t(j0) * stride;
+#pragma unroll
+        for (int u = 0; u < U; u++, p += stride) cw[u] = slim_codes<F, DPT>(p);
+      } else {
+#pragma unroll
+        for (int u = 0; u < U; u++) cw[u] = slim_codes<F, DPT>(vc + size_t(min(j0 + u, len - 1)) * stride);
+      }
+    };
+    auto run = [&](const uint32_t(&cw)[U], int j0) {
+      if (j0 + U <= len)
+        slim_values<F, NG, ES, DPT, U, true>(cw, sv_s, g, j0, len, e_s, oc);
+      else if (j0 < len)
+        slim_values<F, NG, ES, DPT, U, false>(cw, sv_s, g, j0, len, e_s, oc);
+    };
+    load(ca, 0);
+#pragma unroll 1
+    for (int j0 = 0; j0 < len; j0 += 2 * U) {
+      load(cb, j0 + U);
+      run(ca, j0);
+      load(ca, j0 + 2 * U);
+      run(cb, j0 + U);
+    }
   }
 #pragma unroll
   for (int h = 0; h < NG; h++)
@@ -1122,10 +1199,14 @@ AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
   return b;
 }
 
-int g_attn_roll = -1;
+int g_attn_roll = -1, g_attn_svf = -1, g_attn_kvc = -1;
 }  // namespace
 bool attn_slim_roll() { return env_switch(g_attn_roll, "HKV_ATTN_SLIM_ROLL", true); }
 void set_attn_slim_roll(bool on) { g_attn_roll = on ? 1 : 0; }
+bool attn_slim_svf() { return env_switch(g_attn_svf, "HKV_ATTN_SLIM_SVF", true); }
+void set_attn_slim_svf(bool on) { g_attn_svf = on ? 1 : 0; }
+bool attn_slim_kvc() { return env_switch(g_attn_kvc, "HKV_ATTN_SLIM_KVC", true); }
+void set_attn_slim_kvc(bool on) { g_attn_kvc = on ? 1 : 0; }
 namespace {
 
 template <KvKind F, int NG>
@@ -1134,18 +1215,33 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        bool roll =
-            false;  // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL); fp8 keeps slim_scores' (no rolled form compiled)
+        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL; fp8 keeps slim_scores', no rolled form compiled); the V
+        // scales in fp32 and the value loop of whole batches (HKV_ATTN_SLIM_SVF); with it, the 27B's 4 KV heads (6
+        // query heads each) as a constant (HKV_ATTN_SLIM_KVC)
+        const bool roll = F == KvKind::Q4H && attn_slim_roll(), svf = attn_slim_svf();
+        const bool kvc = svf && NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) &&
+                         attn_slim_kvc();
+        auto go = [&](auto kernel) { launch_k(kernel, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale); };
         if constexpr (F == KvKind::Q4H) {
-          roll = attn_slim_roll();
-          launch_k(roll ? attn_slim_kernel<F, NG, true> : attn_slim_kernel<F, NG, false>, grid, dim3(kSlimT), 0, st, a,
-                   qblocks, hpb, maxch, scale);
+          if (!svf)
+            roll ? go(attn_slim_kernel<F, NG, true>) : go(attn_slim_kernel<F, NG, false>);
+          else if (kvc)
+            roll ? go(attn_slim_kernel<F, NG, true, true, 4>) : go(attn_slim_kernel<F, NG, false, true, 4>);
+          else
+            roll ? go(attn_slim_kernel<F, NG, true, true>) : go(attn_slim_kernel<F, NG, false, true>);
         } else {
-          launch_k(attn_slim_kernel<F, NG>, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale);
+          if (!svf)
+            go(attn_slim_kernel<F, NG>);
+          else if (kvc)
+            go(attn_slim_kernel<F, NG, false, true, 4>);
+          else
+            go(attn_slim_kernel<F, NG, false, true>);
         }
         HKV_CHECK_LAUNCH();
         g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
         g_last_launch.slim_roll = roll;
+        g_last_launch.slim_svf = svf;
+        g_last_launch.slim_kvc = kvc;
         return;
       }
     }
@@ -1246,7 +1342,7 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_roll = -1;
+  g_attn_roll = -1, g_attn_svf = -1, g_attn_kvc = -1;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
