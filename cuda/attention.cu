@@ -800,8 +800,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 //     nothing is copied), its group scale with the piece that starts the group; a q4h unit is one lop3 and one add,
 //     from the word where its nibble lies (slim_q4h_unit). The loop holds 1.45 instructions an fma (q4h, NG = 6);
 //   values: thread tid owns elements 2·tid and 2·tid + 1 for all NG heads; the V group scales (16 bytes a row) are
-//     copied into shared memory by cp.async as the block starts (and the K rows' too, below), the
-//     code bytes read from global memory, U = 16 keys a batch, the next batch's loads issued before this batch's fmas.
+//     copied into shared memory by cp.async as the block starts (and the K rows' too, below) and converted to fp32
+//     once after the weights, the code bytes read from global memory, U = 16 keys a batch, the next batch's loads
+//     issued before this batch's fmas; the whole batches in a loop without a test a key, the partial one after it.
 // 21–41 KB of shared memory (q, the weights at NG floats a key, the scales), at most 128 registers: four blocks a
 // multiprocessor. Measured (H200, 2026-12-01, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12
 // session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
@@ -834,31 +835,11 @@ __device__ __forceinline__ float slim_value(uint32_t c, float s) {
     return s * f32_from_e4m3_hw(uint8_t(c >> (8 * I)));
 }
 
-// U keys from j0 of the value chains: oc[h][i] = fma(e_t[h], s·u_{d0+i}(t), oc[h][i]), keys in order; c the keys'
-// code words, sv the chunk's V group scales as stored ([key][8]), g the thread's group. FULL: all U keys are below
-// len (no test a key).
+// U keys from j0 of the value chains: oc[h][i] = fma(e_t[h], s_t·u_{d0+i}(t), oc[h][i]), keys in order; c the keys'
+// code words, svg the thread's group's V scales of the chunk's keys in fp32 ([key], from svf_s). FULL: all U keys are
+// below len (no test a key), their scales read 4 keys a 16-byte load.
 template <KvKind F, int NG, int ES, int DPT, int U, bool FULL>
-__device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const uint16_t* sv, int g, int j0, int len,
-                                            const float* e_s, float (&oc)[NG][DPT]) {
-#pragma unroll
-  for (int u = 0; u < U; u++) {
-    if (!FULL && j0 + u >= len) break;
-    float e[NG];
-    weights<NG, ES>(e_s + (j0 + u) * ES, e);
-    const float sc = scale_from<F>(sv[(j0 + u) * 8 + g]);
-    float v[DPT];
-    static_for<DPT>([&](auto ic) { v[decltype(ic)::value] = slim_value<F, decltype(ic)::value>(c[u], sc); });
-#pragma unroll
-    for (int h = 0; h < NG; h++)
-#pragma unroll
-      for (int i = 0; i < DPT; i++) oc[h][i] = hkv::fma_rn(e[h], v[i], oc[h][i]);
-  }
-}
-
-// slim_values with the V group scales already in fp32 (SVF): svg the thread's group's scales of the chunk's keys
-// ([key], from svf_s); a whole batch (FULL) reads them 4 keys a 16-byte load. The same operations in the same order.
-template <KvKind F, int NG, int ES, int DPT, int U, bool FULL>
-__device__ __forceinline__ void slim_values_f(const uint32_t (&c)[U], const float* svg, int j0, int len,
+__device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float* svg, int j0, int len,
                                               const float* e_s, float (&oc)[NG][DPT]) {
   float sc[U];
   if constexpr (FULL) {
@@ -896,16 +877,22 @@ __device__ __forceinline__ void slim_values_f(const uint32_t (&c)[U], const floa
 // --variants). ES, the floats a key's weights take in e_s: q4h 8 where NG > 4, so that the value loop loads them as two
 // 16-byte pieces (at NG = 6, against three 8-byte ones: a q4h token −0.58% at 64K, −0.78% at 128K, −1.32% at 262K; fp8
 // +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). ROLL (q4h;
-// HKV_ATTN_SLIM_ROLL=0 turns it off): the scores by slim_scores_rolled.
-template <KvKind F, int NG, bool ROLL = false, bool SVF = false, int KVC = 0>
+// HKV_ATTN_SLIM_ROLL=0 turns it off): the scores by slim_scores_rolled. The value loop (session 25): the V scales in
+// fp32 once, whole batches without a test (sm_90a SASS of the q4h NG = 6 loop 1,900 → 711 instructions, 22 a key, 384
+// of them the fmas; fp8 2,021 → 757), against session 24's loop (a scale converted in each of its 16 threads, every
+// batch tested): a q4h token −0.63% at 64K, −0.69% at 128K, −1.09% at 262K; fp8 −0.20%, −0.98%, −2.83%. KVC: the KV
+// heads as a constant (4, the 27B's; HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's
+// loads take immediate offsets: a further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2,
+// hkv bench --variants, interleaved rounds.)
+template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, 4)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T;
   constexpr int ES = F == KvKind::Q4H && NG > 4 ? 8 : (NG + 1) / 2 * 2;
   static_assert(kSlimKP * T == kChunk && 32 % DPT == 0, "a chunk's keys in one pass; a thread's elements in one group");
-  // q_s [head][D] and sk_s [key][group] (the K rows' 8 group scales as stored; row kChunk: zeros) for the scores; with
-  // SVF the same bytes then hold svf_s [group][key], the V scales in fp32, for the values
-  constexpr int kQK = NG * D + (kChunk * 8 + 8) / 2, kQKV = SVF && 8 * kChunk > kQK ? 8 * kChunk : kQK;
+  // q_s [head][D] and sk_s [key][group] (the K rows' 8 group scales as stored; row kChunk: zeros) for the scores; the
+  // same bytes then hold svf_s [group][key], the V scales in fp32, for the values
+  constexpr int kQK = NG * D + (kChunk * 8 + 8) / 2, kQKV = 8 * kChunk > kQK ? 8 * kChunk : kQK;
   __shared__ __align__(16) float qk_s[kQKV];
   __shared__ __align__(16) float e_s[kChunk * ES];     // [key][head]: scores, then weights (ES floats a key)
   __shared__ __align__(16) uint16_t sv_s[kChunk * 8];  // [key][group]: the V rows' 8 group scales as stored
@@ -968,18 +955,17 @@ __global__ void __launch_bounds__(kSlimT, 4)
   }
   cp_async_wait<0>();  // this thread's scale copies; chunk_weights' barriers publish them
   chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
+  // the V scales of this thread's own copies (keys tid + T·i) to fp32, transposed, once: in session 24's loop each of
+  // a group's 16 threads converted a key's scale itself. After chunk_weights' last barrier no thread reads q_s or
+  // sk_s, and the barrier here publishes svf_s
   float* const svf_s = qk_s;
-  if constexpr (SVF) {
-    // the V scales of this thread's own copies (keys tid + T·i) to fp32, transposed; after chunk_weights' last
-    // barrier no thread reads q_s or sk_s, and the barrier here publishes svf_s
-    for (int j = tid; j < len; j += T) {
-      const uint4 r = *reinterpret_cast<const uint4*>(sv_s + 8 * j);
-      const uint32_t w[4] = {r.x, r.y, r.z, r.w};
+  for (int j = tid; j < len; j += T) {
+    const uint4 r = *reinterpret_cast<const uint4*>(sv_s + 8 * j);
+    const uint32_t w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
-      for (int gi = 0; gi < 8; gi++) svf_s[gi * kChunk + j] = scale_from<F>(uint16_t(w[gi / 2] >> (16 * (gi % 2))));
-    }
-    __syncthreads();
+    for (int gi = 0; gi < 8; gi++) svf_s[gi * kChunk + j] = scale_from<F>(uint16_t(w[gi / 2] >> (16 * (gi % 2))));
   }
+  __syncthreads();
 
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
@@ -994,58 +980,30 @@ __global__ void __launch_bounds__(kSlimT, 4)
 #pragma unroll
     for (int i = 0; i < DPT; i++) oc[h][i] = 0.0f;
   uint32_t ca[U], cb[U];
-  if constexpr (SVF) {
-    // whole batches in a loop of two (one copy a code buffer), without a test a key; the partial batch after it, once
-    const float* const svg = svf_s + g * kChunk;
-    const int lenf = len / U * U;  // the keys of whole batches
-    auto load_full = [&](uint32_t(&cw)[U], int j0) {
-      const uint8_t* p = vc + size_t(j0) * stride;
+  // whole batches in a loop of two (one copy a code buffer), without a test a key; the partial batch after it, once
+  const float* const svg = svf_s + g * kChunk;
+  const int lenf = len / U * U;  // the keys of whole batches
+  auto load_full = [&](uint32_t(&cw)[U], int j0) {
+    const uint8_t* p = vc + size_t(j0) * stride;
 #pragma unroll
-      for (int u = 0; u < U; u++) cw[u] = slim_codes<F, DPT>(p + size_t(u) * stride);
-    };
-    if (lenf > 0) {
-      load_full(ca, 0);
+    for (int u = 0; u < U; u++) cw[u] = slim_codes<F, DPT>(p + size_t(u) * stride);
+  };
+  if (lenf > 0) {
+    load_full(ca, 0);
 #pragma unroll 1
-      for (int j0 = 0;; j0 += 2 * U) {
-        load_full(cb, min(j0 + U, lenf - U));  // past the last whole batch: that batch again, not used
-        slim_values_f<F, NG, ES, DPT, U, true>(ca, svg, j0, len, e_s, oc);
-        if (j0 + U >= lenf) break;
-        load_full(ca, min(j0 + 2 * U, lenf - U));
-        slim_values_f<F, NG, ES, DPT, U, true>(cb, svg, j0 + U, len, e_s, oc);
-        if (j0 + 2 * U >= lenf) break;
-      }
+    for (int j0 = 0;; j0 += 2 * U) {
+      load_full(cb, min(j0 + U, lenf - U));  // past the last whole batch: that batch again, not used
+      slim_values<F, NG, ES, DPT, U, true>(ca, svg, j0, len, e_s, oc);
+      if (j0 + U >= lenf) break;
+      load_full(ca, min(j0 + 2 * U, lenf - U));
+      slim_values<F, NG, ES, DPT, U, true>(cb, svg, j0 + U, len, e_s, oc);
+      if (j0 + 2 * U >= lenf) break;
     }
-    if (lenf < len) {
+  }
+  if (lenf < len) {
 #pragma unroll
-      for (int u = 0; u < U; u++) ca[u] = slim_codes<F, DPT>(vc + size_t(min(lenf + u, len - 1)) * stride);
-      slim_values_f<F, NG, ES, DPT, U, false>(ca, svg, lenf, len, e_s, oc);
-    }
-  } else {
-    // the code words of keys j0 … j0 + U − 1 (past the chunk: its last key's, not used)
-    auto load = [&](uint32_t(&cw)[U], int j0) {
-      if (j0 + U <= len) {
-        const uint8_t* p = vc + size_t(j0) * stride;
-#pragma unroll
-        for (int u = 0; u < U; u++, p += stride) cw[u] = slim_codes<F, DPT>(p);
-      } else {
-#pragma unroll
-        for (int u = 0; u < U; u++) cw[u] = slim_codes<F, DPT>(vc + size_t(min(j0 + u, len - 1)) * stride);
-      }
-    };
-    auto run = [&](const uint32_t(&cw)[U], int j0) {
-      if (j0 + U <= len)
-        slim_values<F, NG, ES, DPT, U, true>(cw, sv_s, g, j0, len, e_s, oc);
-      else if (j0 < len)
-        slim_values<F, NG, ES, DPT, U, false>(cw, sv_s, g, j0, len, e_s, oc);
-    };
-    load(ca, 0);
-#pragma unroll 1
-    for (int j0 = 0; j0 < len; j0 += 2 * U) {
-      load(cb, j0 + U);
-      run(ca, j0);
-      load(ca, j0 + 2 * U);
-      run(cb, j0 + U);
-    }
+    for (int u = 0; u < U; u++) ca[u] = slim_codes<F, DPT>(vc + size_t(min(lenf + u, len - 1)) * stride);
+    slim_values<F, NG, ES, DPT, U, false>(ca, svg, lenf, len, e_s, oc);
   }
 #pragma unroll
   for (int h = 0; h < NG; h++)
@@ -1199,12 +1157,10 @@ AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
   return b;
 }
 
-int g_attn_roll = -1, g_attn_svf = -1, g_attn_kvc = -1;
+int g_attn_roll = -1, g_attn_kvc = -1;
 }  // namespace
 bool attn_slim_roll() { return env_switch(g_attn_roll, "HKV_ATTN_SLIM_ROLL", true); }
 void set_attn_slim_roll(bool on) { g_attn_roll = on ? 1 : 0; }
-bool attn_slim_svf() { return env_switch(g_attn_svf, "HKV_ATTN_SLIM_SVF", true); }
-void set_attn_slim_svf(bool on) { g_attn_svf = on ? 1 : 0; }
 bool attn_slim_kvc() { return env_switch(g_attn_kvc, "HKV_ATTN_SLIM_KVC", true); }
 void set_attn_slim_kvc(bool on) { g_attn_kvc = on ? 1 : 0; }
 namespace {
@@ -1215,32 +1171,22 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL; fp8 keeps slim_scores', no rolled form compiled); the V
-        // scales in fp32 and the value loop of whole batches (HKV_ATTN_SLIM_SVF); with it, the 27B's 4 KV heads (6
-        // query heads each) as a constant (HKV_ATTN_SLIM_KVC)
-        const bool roll = F == KvKind::Q4H && attn_slim_roll(), svf = attn_slim_svf();
-        const bool kvc = svf && NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) &&
-                         attn_slim_kvc();
+        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL; fp8 keeps slim_scores', no rolled form compiled); the 27B's 4
+        // KV heads (6 query heads each) as a constant (HKV_ATTN_SLIM_KVC)
+        const bool roll = F == KvKind::Q4H && attn_slim_roll();
+        const bool kvc = NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_slim_kvc();
         auto go = [&](auto kernel) { launch_k(kernel, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale); };
         if constexpr (F == KvKind::Q4H) {
-          if (!svf)
+          if (kvc)
+            roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
+          else
             roll ? go(attn_slim_kernel<F, NG, true>) : go(attn_slim_kernel<F, NG, false>);
-          else if (kvc)
-            roll ? go(attn_slim_kernel<F, NG, true, true, 4>) : go(attn_slim_kernel<F, NG, false, true, 4>);
-          else
-            roll ? go(attn_slim_kernel<F, NG, true, true>) : go(attn_slim_kernel<F, NG, false, true>);
         } else {
-          if (!svf)
-            go(attn_slim_kernel<F, NG>);
-          else if (kvc)
-            go(attn_slim_kernel<F, NG, false, true, 4>);
-          else
-            go(attn_slim_kernel<F, NG, false, true>);
+          kvc ? go(attn_slim_kernel<F, NG, false, 4>) : go(attn_slim_kernel<F, NG>);
         }
         HKV_CHECK_LAUNCH();
         g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
         g_last_launch.slim_roll = roll;
-        g_last_launch.slim_svf = svf;
         g_last_launch.slim_kvc = kvc;
         return;
       }
@@ -1342,7 +1288,7 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_roll = -1, g_attn_svf = -1, g_attn_kvc = -1;
+  g_attn_roll = -1, g_attn_kvc = -1;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
@@ -1352,7 +1298,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   // the one place fast scores are decided: the format's switch, and where slim_scores applies
   a.fast_scores = (attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8)) &&
                   a.kind != KvKind::BF16 && a.D == kSlimD && a.row_bytes % 16 == 0;
-  g_last_launch = {false, a.fast_scores, false, 1};
+  g_last_launch = AttnLaunch{};  // every field its default (a positional list sets fields by their order)
+  g_last_launch.slim_scores = a.fast_scores;
   a.dsplit = 1;  // (launch_chunks sets it for the staged one-element kernels: with_dsplit)
   a.trigger = out_trigger_enabled();
   if (a.N <= 0 || a.max_keys <= 0) return;

@@ -288,18 +288,13 @@ int attn_auto_slim();
 // takes. The same operations in the same order. Session 24 run 4: a q4h token −2.45% at 128K, −4.46% at 262K.
 bool attn_slim_roll();
 void set_attn_slim_roll(bool on);
-// HKV_ATTN_SLIM_SVF (or set_attn_slim_svf): on by default, the slim kernel's V group scales converted once to fp32
-// into shared memory ([group][key], over q and the K scales, which the scores are done with) and its value loop over
-// whole batches alone (one copy for each of its two code buffers, the partial batch once after it); 0, session 24's
-// loop (a scale converted by each of its 16 threads, the partial batch tested in both copies). HKV_ATTN_SLIM_KVC (or
-// set_attn_slim_kvc): on by default, with SVF the 27B's layout (4 KV heads of 6 query heads) takes a kernel with the
-// row stride as a constant, so that a batch's 16 code loads take immediate offsets. The same operations in the same
-// order.
-bool attn_slim_svf();
-void set_attn_slim_svf(bool on);
+// HKV_ATTN_SLIM_KVC (or set_attn_slim_kvc): on by default, the 27B's layout (4 KV heads of 6 query heads) takes a
+// slim kernel with the row stride as a constant, so that a value batch's 16 code loads take immediate offsets from
+// one address; 0, the stride from the arguments. The same operations in the same order. Session 25 run 2: off costs
+// a q4h token +0.84% at 64K, +1.74% at 262K; fp8 +0.36%, +1.47% (hkv bench --variants).
 bool attn_slim_kvc();
 void set_attn_slim_kvc(bool on);
-void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _SLIM_ROLL, _SLIM_SVF, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from
+void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _SLIM_ROLL, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from
                               // the environment again
 // HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
@@ -336,7 +331,6 @@ void set_attn_fast_scores(int formats);
 struct AttnLaunch {
   bool slim_kernel = false, slim_scores = false;
   bool slim_roll = false;  // the slim kernel's score loop rolled (HKV_ATTN_SLIM_ROLL)
-  bool slim_svf = false;   // the slim kernel's V scales in fp32, whole batches (HKV_ATTN_SLIM_SVF)
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant (HKV_ATTN_SLIM_KVC)
   int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
 };

@@ -870,13 +870,13 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         // keys in one batch, so the split falls before, inside and past a chunk; the scores by slim's loop
         // (HKV_ATTN_FASTSC, head_dim 256); each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
         // shapes with one element a thread; the merge's whole batches by the tested path too (HKV_MERGE_FAST=0); and
-        // slim's q4h score loop unrolled (HKV_ATTN_SLIM_ROLL=0); slim's session-24 value loop (HKV_ATTN_SLIM_SVF=0),
-        // and its runtime row stride at the 27B's layout (HKV_ATTN_SLIM_KVC=0)
+        // slim's q4h score loop unrolled (HKV_ATTN_SLIM_ROLL=0); and slim's runtime row stride at the 27B's layout
+        // (HKV_ATTN_SLIM_KVC=0)
         struct Switches {
           int vu;
-          bool pre, fastsc, dsplit, mfast = true, roll = true, svf = true, kvc = true;
+          bool pre, fastsc, dsplit, mfast = true, roll = true, kvc = true;
         };
-        for (auto [vu, pre, fastsc, dsplit, mfast, roll, svf, kvc] :
+        for (auto [vu, pre, fastsc, dsplit, mfast, roll, kvc] :
              std::vector<Switches>{{32, false, false, false},
                                    {4, false, false, false},
                                    {8, false, false, false},
@@ -888,9 +888,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                                    {32, true, true, true},
                                    {32, false, false, false, false},
                                    {32, false, false, false, true, false},
-                                   {32, false, false, false, true, true, false},
-                                   {32, false, false, false, true, false, false},
-                                   {32, false, false, false, true, true, true, false}}) {
+                                   {32, false, false, false, true, true, false}}) {
           out.poison();
           part.poison();
           dxq.poison();
@@ -902,7 +900,6 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           cuda::set_attn_dsplit(dsplit ? 2 : 0);       // always where it applies, or never
           cuda::set_attn_merge_fast(mfast);
           cuda::set_attn_slim_roll(roll);
-          cuda::set_attn_slim_svf(svf);
           cuda::set_attn_slim_kvc(kvc);
           cuda::attention(a, nullptr);
           cuda::forget_attn_switches();
@@ -918,9 +915,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
             d = std::string("the slim kernel ") + (launched.slim_kernel ? "launched" : "not launched");
           if (d.empty() && launched.slim_roll != (roll && launched.slim_kernel && f.kind == KvKind::Q4H))
             d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
-          if (d.empty() && launched.slim_svf != (svf && launched.slim_kernel))
-            d = std::string("slim's fp32 V scales ") + (launched.slim_svf ? "taken" : "not taken");
-          if (d.empty() && launched.slim_kvc != (svf && kvc && launched.slim_kernel && k.KV == 4 && k.H == 24))
+          if (d.empty() && launched.slim_kvc != (kvc && launched.slim_kernel && k.KV == 4 && k.H == 24))
             d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
           if (d.empty() && launched.slim_scores != (slim_ok && (fastsc || launched.slim_kernel)))
             d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
@@ -935,7 +930,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s%s%s): %s\n",
                       f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
                       fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", mfast ? "" : ",merge-tested",
-                      roll ? "" : ",slim-unrolled", svf ? (kvc ? "" : ",slim-kvc0") : ",slim-svf0",
+                      roll ? "" : ",slim-unrolled", kvc ? "" : ",slim-kvc0",
                       d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
