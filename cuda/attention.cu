@@ -496,8 +496,9 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 // chains in the same order: each (key, head) chain takes its elements in order and ends its groups where slim_scores
 // does. Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K 346.5 → 314.8 µs, issue active 62 → 71%,
 // no_instruction out of its top four stalls (ncu, cuda/profile_stalls.sh); a q4h token −0.24% at 64K, −2.45% at 128K,
-// −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (the switch then rolled both), so fp8 keeps slim_scores (hkv bench
-// --variants). (Its element loop repeats slim_piece's with a word's unit. One helper for both, tried in session 24,
+// −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (the switch then rolled both), so fp8 kept slim_scores (hkv bench
+// --variants). With session 25's value loop, fp8 rolled at the 27B's layout: +1.20% at 64K, −0.90% at 128K, −3.38%
+// at 262K (run 4), so fp8 takes it where the grid is more than one wave (HKV_ATTN_SLIM_FROLL). (Its element loop repeats slim_piece's with a word's unit. One helper for both, tried in session 24,
 // left the arithmetic as it is but rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card
 // had run these: to be made where a card can time it.)
 template <KvKind F, int NG, int KP, int D>
@@ -813,6 +814,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 // shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154 µs at 262K.
 constexpr int kSlimT = 128, kSlimD = 256;  // threads a block; the head_dim it is written for
 constexpr int kSlimKP = kChunk / kSlimT;   // keys a thread in the scores, one pass
+constexpr int kSlimB = 4;                  // blocks a multiprocessor (__launch_bounds__: at most 128 registers)
 constexpr int kSlimU = 16;                 // keys a value batch (the next batch's loads issued before this one's fmas)
 
 // The DPT code bytes' word of a thread's elements in a stored row (q4h DPT/2 bytes, fp8 DPT), little-endian.
@@ -876,8 +878,9 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
 // −5.6% at 64K, −7.3% at 128K, −6.9% at 262K; q4h, with Auto's slim for it, −0.50%, −0.66%, −1.24% (hkv bench
 // --variants). ES, the floats a key's weights take in e_s: q4h 8 where NG > 4, so that the value loop loads them as two
 // 16-byte pieces (at NG = 6, against three 8-byte ones: a q4h token −0.58% at 64K, −0.78% at 128K, −1.32% at 262K; fp8
-// +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). ROLL (q4h;
-// HKV_ATTN_SLIM_ROLL=0 turns it off): the scores by slim_scores_rolled. The value loop (session 25): the V scales in
+// +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). ROLL (q4h,
+// HKV_ATTN_SLIM_ROLL=0 turns it off; fp8 at the 27B's layout beyond one wave, HKV_ATTN_SLIM_FROLL): the scores by
+// slim_scores_rolled. The value loop (session 25): the V scales in
 // fp32 once, whole batches without a test (sm_90a SASS of the q4h NG = 6 loop 1,900 → 711 instructions, 22 a key, 384
 // of them the fmas; fp8 2,021 → 757), against session 24's loop (a scale converted in each of its 16 threads, every
 // batch tested): a q4h token −0.63% at 64K, −0.69% at 128K, −1.09% at 262K; fp8 −0.20%, −0.98%, −2.83%. KVC: the KV
@@ -885,7 +888,7 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
 // loads take immediate offsets: a further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2,
 // hkv bench --variants, interleaved rounds.)
 template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
-__global__ void __launch_bounds__(kSlimT, 4)
+__global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T;
   constexpr int ES = F == KvKind::Q4H && NG > 4 ? 8 : (NG + 1) / 2 * 2;
@@ -1157,12 +1160,17 @@ AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
   return b;
 }
 
-int g_attn_roll = -1, g_attn_kvc = -1;
+int g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1;
 }  // namespace
 bool attn_slim_roll() { return env_switch(g_attn_roll, "HKV_ATTN_SLIM_ROLL", true); }
 void set_attn_slim_roll(bool on) { g_attn_roll = on ? 1 : 0; }
 bool attn_slim_kvc() { return env_switch(g_attn_kvc, "HKV_ATTN_SLIM_KVC", true); }
 void set_attn_slim_kvc(bool on) { g_attn_kvc = on ? 1 : 0; }
+int attn_slim_froll() {
+  if (g_attn_froll < 0) g_attn_froll = env_choice("HKV_ATTN_SLIM_FROLL", {0, 1, 2}, 1);
+  return g_attn_froll;
+}
+void set_attn_slim_froll(int mode) { g_attn_froll = mode; }
 namespace {
 
 template <KvKind F, int NG>
@@ -1171,18 +1179,29 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL; fp8 keeps slim_scores', no rolled form compiled); the 27B's 4
-        // KV heads (6 query heads each) as a constant (HKV_ATTN_SLIM_KVC)
-        const bool roll = F == KvKind::Q4H && attn_slim_roll();
+        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL); the 27B's 4 KV heads (6 query heads each) as a constant
+        // (HKV_ATTN_SLIM_KVC), and there fp8's score loop rolled where the grid is more than one wave of blocks
+        // (HKV_ATTN_SLIM_FROLL: 1; 0 never, 2 always; session 25 run 4: an fp8 token +1.20% at 64K, one wave at batch
+        // 1, −0.90% at 128K, −3.38% at 262K). The constant-stride forms are compiled for 6 heads a block alone, the
+        // only count kvc admits, and fp8's rolled form for them alone.
         const bool kvc = NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_slim_kvc();
+        const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
+        const bool roll = F == KvKind::Q4H ? attn_slim_roll()
+                                           : kvc && (attn_slim_froll() == 2 ||
+                                                     (attn_slim_froll() == 1 && blocks > int64_t(kSlimB) * sm_count()));
         auto go = [&](auto kernel) { launch_k(kernel, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale); };
-        if constexpr (F == KvKind::Q4H) {
-          if (kvc)
+        bool done = false;
+        if constexpr (NG == 6) {
+          if (kvc) {
             roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
-          else
+            done = true;
+          }
+        }
+        if (!done) {
+          if constexpr (F == KvKind::Q4H)
             roll ? go(attn_slim_kernel<F, NG, true>) : go(attn_slim_kernel<F, NG, false>);
-        } else {
-          kvc ? go(attn_slim_kernel<F, NG, false, 4>) : go(attn_slim_kernel<F, NG>);
+          else
+            go(attn_slim_kernel<F, NG>);
         }
         HKV_CHECK_LAUNCH();
         g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
@@ -1288,7 +1307,7 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_roll = -1, g_attn_kvc = -1;
+  g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
