@@ -498,9 +498,10 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 // no_instruction out of its top four stalls (ncu, cuda/profile_stalls.sh); a q4h token −0.24% at 64K, −2.45% at 128K,
 // −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (the switch then rolled both), so fp8 kept slim_scores (hkv bench
 // --variants). With session 25's value loop, fp8 rolled at the 27B's layout: +1.20% at 64K, −0.90% at 128K, −3.38%
-// at 262K (run 4), so fp8 takes it where the grid is more than one wave (HKV_ATTN_SLIM_FROLL). (Its element loop repeats slim_piece's with a word's unit. One helper for both, tried in session 24,
-// left the arithmetic as it is but rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card
-// had run these: to be made where a card can time it.)
+// at 262K (run 4), so fp8 takes it where the grid is more than one wave (HKV_ATTN_SLIM_FROLL). (Its element loop
+// repeats slim_piece's with a word's unit. One helper for both, tried in session 24, left the arithmetic as it is but
+// rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card had run these: to be made where a
+// card can time it.)
 template <KvKind F, int NG, int KP, int D>
 __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                                    float (&score)[KP][NG], const uint16_t* const* skr) {
@@ -841,8 +842,8 @@ __device__ __forceinline__ float slim_value(uint32_t c, float s) {
 // code words, svg the thread's group's V scales of the chunk's keys in fp32 ([key], from svf_s). FULL: all U keys are
 // below len (no test a key), their scales read 4 keys a 16-byte load.
 template <KvKind F, int NG, int ES, int DPT, int U, bool FULL>
-__device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float* svg, int j0, int len,
-                                              const float* e_s, float (&oc)[NG][DPT]) {
+__device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float* svg, int j0, int len, const float* e_s,
+                                            float (&oc)[NG][DPT]) {
   float sc[U];
   if constexpr (FULL) {
     static_assert(U % 4 == 0, "a batch of whole 16-byte scale loads");
@@ -880,13 +881,13 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
 // 16-byte pieces (at NG = 6, against three 8-byte ones: a q4h token −0.58% at 64K, −0.78% at 128K, −1.32% at 262K; fp8
 // +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). ROLL (q4h,
 // HKV_ATTN_SLIM_ROLL=0 turns it off; fp8 at the 27B's layout beyond one wave, HKV_ATTN_SLIM_FROLL): the scores by
-// slim_scores_rolled. The value loop (session 25): the V scales in
-// fp32 once, whole batches without a test (sm_90a SASS of the q4h NG = 6 loop 1,900 → 711 instructions, 22 a key, 384
-// of them the fmas; fp8 2,021 → 757), against session 24's loop (a scale converted in each of its 16 threads, every
-// batch tested): a q4h token −0.63% at 64K, −0.69% at 128K, −1.09% at 262K; fp8 −0.20%, −0.98%, −2.83%. KVC: the KV
-// heads as a constant (4, the 27B's; HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's
-// loads take immediate offsets: a further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2,
-// hkv bench --variants, interleaved rounds.)
+// slim_scores_rolled. The value loop (session 25): the V scales in fp32 once, whole batches without a test (sm_90a
+// SASS of the q4h NG = 6 loop 1,900 → 711 instructions, 22 a key, 384 of them the fmas; fp8 2,021 → 757), against
+// session 24's loop (a scale converted in each of its 16 threads, every batch tested): a q4h token −0.63% at 64K,
+// −0.69% at 128K, −1.09% at 262K; fp8 −0.20%, −0.98%, −2.83%. KVC: the KV heads as a constant (4, the 27B's;
+// HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's loads take immediate offsets: a
+// further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2, hkv bench --variants,
+// interleaved rounds.)
 template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {

@@ -284,8 +284,8 @@ void set_attn_value_unroll(int keys);
 // --variants, with slim's K scales staged): a q4h token under Slim −0.52% at 64K, −0.69% at 128K, −1.23% at 262K.
 int attn_auto_slim();
 // HKV_ATTN_SLIM_ROLL (or set_attn_slim_roll): on by default, the slim kernel's score loop for q4h rolled
-// (slim_scores_rolled: a loop body of one word instead of two pieces); 0, slim_scores' unrolled loop. The same operations
-// in the same order. Session 24 run 4: a q4h token −2.45% at 128K, −4.46% at 262K. HKV_ATTN_SLIM_FROLL (or
+// (slim_scores_rolled: a loop body of one word instead of two pieces); 0, slim_scores' unrolled loop. The same
+// operations in the same order. Session 24 run 4: a q4h token −2.45% at 128K, −4.46% at 262K. HKV_ATTN_SLIM_FROLL (or
 // set_attn_slim_froll): fp8's score loop rolled at the 27B's layout (with HKV_ATTN_SLIM_KVC) where the grid is more
 // than one wave of slim blocks (1, the default: from 128K at batch 1), never (0) or always (2); elsewhere fp8 takes
 // the unrolled loop. Session 25 run 4, rolled always: an fp8 token +1.20% at 64K, −0.90% at 128K, −3.38% at 262K.
@@ -299,8 +299,9 @@ void set_attn_slim_froll(int mode);
 // a q4h token +0.84% at 64K, +1.74% at 262K; fp8 +0.36%, +1.47% (hkv bench --variants).
 bool attn_slim_kvc();
 void set_attn_slim_kvc(bool on);
-void forget_attn_switches();  // HKV_ATTN_VU, _PRE, _SLIM, _SLIM_ROLL, _SLIM_FROLL, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from
-                              // the environment again
+// HKV_ATTN_VU, _PRE, _SLIM, _SLIM_ROLL, _SLIM_FROLL, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the
+// environment again
+void forget_attn_switches();
 // HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
 // values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits

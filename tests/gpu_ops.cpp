@@ -921,8 +921,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           // wave of 4 slim blocks a multiprocessor: not on an H200 here, but on a card of fewer than 25)
           const bool kvc27 = kvc && launched.slim_kernel && k.KV == 4 && k.H == 24;
           const bool wave = int64_t(k.KV) * ((cap + 511) / 512) * N > 4 * int64_t(cuda::sm_count());
-          if (d.empty() && launched.slim_roll != (f.kind == KvKind::Q4H ? roll && launched.slim_kernel
-                                                                        : kvc27 && (froll == 2 || (froll == 1 && wave))))
+          const bool rolled = f.kind == KvKind::Q4H ? roll && launched.slim_kernel
+                                                    : kvc27 && (froll == 2 || (froll == 1 && wave));
+          if (d.empty() && launched.slim_roll != rolled)
             d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
           if (d.empty() && launched.slim_kvc != kvc27)
             d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
