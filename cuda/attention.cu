@@ -502,7 +502,7 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 // repeats slim_piece's with a word's unit. One helper for both, tried in session 24, left the arithmetic as it is but
 // rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card had run these: to be made where a
 // card can time it.)
-template <KvKind F, int NG, int KP, int D>
+template <KvKind F, int NG, int KP, int D, int WPI = 1>
 __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                                    float (&score)[KP][NG], const uint16_t* const* skr) {
   using Fm = Fmt<F>;
@@ -524,32 +524,37 @@ __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP
       for (int i = 0; i < 4; i++) w[k][i] = wn[k][i];
     if (pc + 1 < npiece) load(pc + 1);
 #pragma unroll 1
-    for (int i = 0; i < 4; i++) {  // word w[k][0] of each key: elements pc·epp + i·epw …
-      const int e0 = pc * Fm::epp + i * epw;
-      static_for<epw / 4>([&](auto i4c) {
-        constexpr int i4 = 4 * decltype(i4c)::value;
-        float4 qv[NG];
+    for (int i = 0; i < 4; i += WPI) {  // words w[k][0 … WPI−1] of each key: elements pc·epp + i·epw …
+      static_for<WPI>([&](auto wc) {
+        constexpr int wi = decltype(wc)::value;
+        const int e0 = pc * Fm::epp + (i + wi) * epw;
+        static_for<epw / 4>([&](auto i4c) {
+          constexpr int i4 = 4 * decltype(i4c)::value;
+          float4 qv[NG];
 #pragma unroll
-        for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
-        static_for<4>([&](auto iic) {
-          constexpr int ii = decltype(iic)::value;
+          for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
+          static_for<4>([&](auto iic) {
+            constexpr int ii = decltype(iic)::value;
 #pragma unroll
-          for (int k = 0; k < KP; k++) {
-            float u;
-            if constexpr (F == KvKind::Q4H)
-              u = slim_q4h_unit<i4 + ii>(w[k][0]);
-            else
-              u = f32_from_e4m3_hw(uint8_t(w[k][0] >> (8 * (i4 + ii))));
+            for (int k = 0; k < KP; k++) {
+              float u;
+              if constexpr (F == KvKind::Q4H)
+                u = slim_q4h_unit<i4 + ii>(w[k][wi]);
+              else
+                u = f32_from_e4m3_hw(uint8_t(w[k][wi] >> (8 * (i4 + ii))));
 #pragma unroll
-            for (int h = 0; h < NG; h++) {
-              const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
-              p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
+              for (int h = 0; h < NG; h++) {
+                const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
+                p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
+              }
             }
-          }
+          });
         });
       });
 #pragma unroll
-      for (int k = 0; k < KP; k++) w[k][0] = w[k][1], w[k][1] = w[k][2], w[k][2] = w[k][3];
+      for (int k = 0; k < KP; k++)
+#pragma unroll
+        for (int m = 0; m + WPI < 4; m++) w[k][m] = w[k][m + WPI];
     }
     if ((pc + 1) % Fm::ppg == 0) {  // the piece ends group pc / ppg
 #pragma unroll
@@ -888,7 +893,7 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
 // HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's loads take immediate offsets: a
 // further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2, hkv bench --variants,
 // interleaved rounds.)
-template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
+template <KvKind F, int NG, bool ROLL = false, int KVC = 0, int WPI = 1>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T;
@@ -944,7 +949,7 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++) skr[k] = sk_s + 8 * (j[k] < len ? j[k] : kChunk);
     if constexpr (ROLL)
-      slim_scores_rolled<F, NG, kSlimKP, D>(kr, q_s, scale, sc, skr);
+      slim_scores_rolled<F, NG, kSlimKP, D, WPI>(kr, q_s, scale, sc, skr);
     else
       slim_scores<F, NG, kSlimKP, D, false, true>(kr, q_s, scale, sc, skr);
 #pragma unroll
@@ -1172,6 +1177,13 @@ int attn_slim_froll() {
   return g_attn_froll;
 }
 void set_attn_slim_froll(int mode) { g_attn_froll = mode; }
+int g_attn_w2 = -1, g_attn_slim_min = -1;
+// EXPERIMENT (HKV_ATTN_SLIM_MIN=1|2, default 3): Auto's slim shape from b ≥ that many waves of chunk blocks
+int attn_slim_min() {
+  if (g_attn_slim_min < 0) g_attn_slim_min = env_choice("HKV_ATTN_SLIM_MIN", {1, 2, 3}, 3);
+  return g_attn_slim_min;
+}
+bool attn_slim_w2() { return env_switch(g_attn_w2, "HKV_ATTN_SLIM_W2", false); }
 namespace {
 
 template <KvKind F, int NG>
@@ -1194,7 +1206,10 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
         bool done = false;
         if constexpr (NG == 6) {
           if (kvc) {
-            roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
+            if (roll && attn_slim_w2())  // EXPERIMENT (HKV_ATTN_SLIM_W2=1): two words an inner iteration
+              go(attn_slim_kernel<F, NG, true, 4, 2>);
+            else
+              roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
             done = true;
           }
         }
@@ -1308,7 +1323,7 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1;
+  g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1, g_attn_w2 = -1, g_attn_slim_min = -1;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
@@ -1354,7 +1369,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
     else if (b < P)
       shape = AttnShape::Narrow;
     else
-      shape = b >= 3 * P && (attn_auto_slim() == 1 || (attn_auto_slim() == 2 && a.kind == KvKind::FP8))
+      shape = b >= attn_slim_min() * P && (attn_auto_slim() == 1 || (attn_auto_slim() == 2 && a.kind == KvKind::FP8))
                   ? AttnShape::Slim
                   : AttnShape::NarrowV2;
   }
