@@ -28,7 +28,8 @@
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
-// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h from 3 chunk blocks a multiprocessor take attn_slim_kernel (below).
+// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h from one chunk block a multiprocessor take attn_slim_kernel (below;
+// auto_attn_shape).
 // Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
 // kernel ahead cannot be writing, are copied before pdl_wait. The staged shapes with one element a thread (narrow,
 // narrow-h1, narrow-h2, narrow-v) may take each chunk and head block over two blocks (a.dsplit, HKV_ATTN_DSPLIT: by
@@ -502,7 +503,7 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 // repeats slim_piece's with a word's unit. One helper for both, tried in session 24, left the arithmetic as it is but
 // rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card had run these: to be made where a
 // card can time it.)
-template <KvKind F, int NG, int KP, int D, int WPI = 1>
+template <KvKind F, int NG, int KP, int D>
 __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                                    float (&score)[KP][NG], const uint16_t* const* skr) {
   using Fm = Fmt<F>;
@@ -524,37 +525,32 @@ __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP
       for (int i = 0; i < 4; i++) w[k][i] = wn[k][i];
     if (pc + 1 < npiece) load(pc + 1);
 #pragma unroll 1
-    for (int i = 0; i < 4; i += WPI) {  // words w[k][0 … WPI−1] of each key: elements pc·epp + i·epw …
-      static_for<WPI>([&](auto wc) {
-        constexpr int wi = decltype(wc)::value;
-        const int e0 = pc * Fm::epp + (i + wi) * epw;
-        static_for<epw / 4>([&](auto i4c) {
-          constexpr int i4 = 4 * decltype(i4c)::value;
-          float4 qv[NG];
+    for (int i = 0; i < 4; i++) {  // word w[k][0] of each key: elements pc·epp + i·epw …
+      const int e0 = pc * Fm::epp + i * epw;
+      static_for<epw / 4>([&](auto i4c) {
+        constexpr int i4 = 4 * decltype(i4c)::value;
+        float4 qv[NG];
 #pragma unroll
-          for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
-          static_for<4>([&](auto iic) {
-            constexpr int ii = decltype(iic)::value;
+        for (int h = 0; h < NG; h++) qv[h] = *reinterpret_cast<const float4*>(&q_s[h * D + e0 + i4]);
+        static_for<4>([&](auto iic) {
+          constexpr int ii = decltype(iic)::value;
 #pragma unroll
-            for (int k = 0; k < KP; k++) {
-              float u;
-              if constexpr (F == KvKind::Q4H)
-                u = slim_q4h_unit<i4 + ii>(w[k][wi]);
-              else
-                u = f32_from_e4m3_hw(uint8_t(w[k][wi] >> (8 * (i4 + ii))));
+          for (int k = 0; k < KP; k++) {
+            float u;
+            if constexpr (F == KvKind::Q4H)
+              u = slim_q4h_unit<i4 + ii>(w[k][0]);
+            else
+              u = f32_from_e4m3_hw(uint8_t(w[k][0] >> (8 * (i4 + ii))));
 #pragma unroll
-              for (int h = 0; h < NG; h++) {
-                const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
-                p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
-              }
+            for (int h = 0; h < NG; h++) {
+              const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
+              p[k][h] = hkv::fma_rn(u, qq, p[k][h]);
             }
-          });
+          }
         });
       });
 #pragma unroll
-      for (int k = 0; k < KP; k++)
-#pragma unroll
-        for (int m = 0; m + WPI < 4; m++) w[k][m] = w[k][m + WPI];
+      for (int k = 0; k < KP; k++) w[k][0] = w[k][1], w[k][1] = w[k][2], w[k][2] = w[k][3];
     }
     if ((pc + 1) % Fm::ppg == 0) {  // the piece ends group pc / ppg
 #pragma unroll
@@ -815,9 +811,10 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 // session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
 // 9,345 at 262,144), equal at 32K (1,248 against 1,242); q4h slower at every depth (6,202 against 6,010 µs at
 // 262,144), so Auto took it for fp8 alone. With the K scales staged (session 24) q4h is faster under slim from 64K
-// too, and Auto takes it for both. A 64-thread form (4 elements a thread in the values) was slower still: at
-// 168 registers, 2.6 waves of blocks at 262K; at 128, spills, instruction-cache misses (ncu no_instruction 1.13) and
-// shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154 µs at 262K.
+// too, and Auto took it for both; with session 25's value loop, from 16K (auto_attn_shape). A 64-thread form (4
+// elements a thread in the values) was slower still: at 168 registers, 2.6 waves of blocks at 262K; at 128, spills,
+// instruction-cache misses (ncu no_instruction 1.13) and shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154
+// µs at 262K.
 constexpr int kSlimT = 128, kSlimD = 256;  // threads a block; the head_dim it is written for
 constexpr int kSlimKP = kChunk / kSlimT;   // keys a thread in the scores, one pass
 constexpr int kSlimB = 4;                  // blocks a multiprocessor (__launch_bounds__: at most 128 registers)
@@ -893,7 +890,7 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
 // HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's loads take immediate offsets: a
 // further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2, hkv bench --variants,
 // interleaved rounds.)
-template <KvKind F, int NG, bool ROLL = false, int KVC = 0, int WPI = 1>
+template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T;
@@ -949,7 +946,7 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++) skr[k] = sk_s + 8 * (j[k] < len ? j[k] : kChunk);
     if constexpr (ROLL)
-      slim_scores_rolled<F, NG, kSlimKP, D, WPI>(kr, q_s, scale, sc, skr);
+      slim_scores_rolled<F, NG, kSlimKP, D>(kr, q_s, scale, sc, skr);
     else
       slim_scores<F, NG, kSlimKP, D, false, true>(kr, q_s, scale, sc, skr);
 #pragma unroll
@@ -1177,13 +1174,11 @@ int attn_slim_froll() {
   return g_attn_froll;
 }
 void set_attn_slim_froll(int mode) { g_attn_froll = mode; }
-int g_attn_w2 = -1, g_attn_slim_min = -1;
-// EXPERIMENT (HKV_ATTN_SLIM_MIN=1|2, default 3): Auto's slim shape from b ≥ that many waves of chunk blocks
-int attn_slim_min() {
-  if (g_attn_slim_min < 0) g_attn_slim_min = env_choice("HKV_ATTN_SLIM_MIN", {1, 2, 3}, 3);
-  return g_attn_slim_min;
+int g_attn_from = -1;
+int attn_slim_from() {
+  if (g_attn_from < 0) g_attn_from = env_choice("HKV_ATTN_SLIM_FROM", {0, 1, 3}, 1);
+  return g_attn_from;
 }
-bool attn_slim_w2() { return env_switch(g_attn_w2, "HKV_ATTN_SLIM_W2", false); }
 namespace {
 
 template <KvKind F, int NG>
@@ -1206,10 +1201,7 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
         bool done = false;
         if constexpr (NG == 6) {
           if (kvc) {
-            if (roll && attn_slim_w2())  // EXPERIMENT (HKV_ATTN_SLIM_W2=1): two words an inner iteration
-              go(attn_slim_kernel<F, NG, true, 4, 2>);
-            else
-              roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
+            roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
             done = true;
           }
         }
@@ -1323,7 +1315,34 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1, g_attn_w2 = -1, g_attn_slim_min = -1;
+  g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1, g_attn_from = -1;
+}
+
+// Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
+// the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave (session 9: q4h 1K 358
+// against NarrowH2's 382 µs, run 1), NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one wave, then Narrow while b < P,
+// then Slim; bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench --attention-only, 27B shape,
+// batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the fastest shape at every depth of q4h and fp8
+// and 2% of bf16 in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K Narrow; fp8 NarrowH2 539
+// against Narrow 668 at 1K). From b ≥ P, NarrowV2 (V alone staged, two blocks a multiprocessor) took every depth
+// until fp8 (session 20) and q4h (session 24) took Slim from b ≥ 3P (HKV_ATTN_SLIM_FROM=3, that rule). Slim from
+// b ≥ P (HKV_ATTN_SLIM_FROM=1, the default; session 26 runs 1–3, hkv bench --variants, a token against that rule):
+// NarrowV2's grid is two waves past b = 2P, where Slim is faster by 4.6–6.7% (q4h) and 5.5–6.1% (fp8) a token at
+// 2.06P–2.7P (34K–45K at batch 1) and 3.0% and 2.4% at 2.91P (48K); below, fp8 is faster under Slim by 2.3–2.9% at
+// 1.24P–1.88P (20K–31K) and the same within 0.4% at 1.94P–2P, and q4h the same within 0.3% to 1.82P but slower by
+// 0.35% at 1.88P and 2.9–3.2% at 1.94P–2P, where Slim's blocks reach a third on some multiprocessors while
+// NarrowV2's still fit one wave: q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P. HKV_ATTN_SLIM (attn_auto_slim): 0 NarrowV2
+// instead of Slim, 2 Slim for fp8 alone.
+AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
+  if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
+  if (b * qpk <= P) return AttnShape::NarrowH1;
+  if (b * ((qpk + 1) / 2) <= P) return AttnShape::NarrowH2;
+  const bool slim_fmt = slim == 1 || (slim == 2 && kind == KvKind::FP8);
+  if (b < P) return from == 0 && slim_fmt ? AttnShape::Slim : AttnShape::Narrow;  // 0: EXPERIMENT, slim below P
+  if (!slim_fmt) return AttnShape::NarrowV2;
+  if (from == 3) return b >= 3 * P ? AttnShape::Slim : AttnShape::NarrowV2;
+  if (kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P) return AttnShape::NarrowV2;
+  return AttnShape::Slim;
 }
 
 void attention(const AttnArgs& a_in, cudaStream_t st) {
@@ -1343,36 +1362,10 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   if (a.H % a.KV != 0) throw std::runtime_error("attention: heads must be a multiple of kv heads");
   const int maxch = (a.max_keys + kChunk - 1) / kChunk;
   const int qpk = a.H / a.KV;
-  // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks ·
-  // rows) against the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave
-  // (session 9: q4h 1K 358 against NarrowH2's 382 µs, run 1), NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one
-  // wave, then Narrow while b < P, then NarrowV2 (V alone staged, so two blocks fit a multiprocessor, two
-  // elements a thread in the value phase; for fp8 Narrow stages V alone too). bf16: Narrow while b < 4P, then
-  // Wide. Measured (H200, 2026-11-30, hkv bench --attention-only, 27B shape, batch 1, depths 1K–262K;
-  // docs/RESULTS.md §12): Auto within 1% of the fastest shape at every depth of q4h and fp8 and 2% of bf16
-  // (the spread of one kernel's timings) in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
-  // Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347; fp8 NarrowH2 539
-  // against Narrow 668 at 1K); then NarrowV2 against NarrowV (session 5 run 1): q4h 976 against 1053 µs at
-  // 32K, 6740 against 7347 at 262K; fp8 1396 against 1463 at 32K. fp8 takes Slim instead of NarrowV2 from b ≥ 3P
-  // (session 20 run 4: 2,095 against 2,409 µs at 64K, where b = 3.9P; 1,248 against 1,242 at 32K, b = 1.9P), and q4h
-  // too since its K scales are staged (session 24 run 2, a token: −0.52% at 64K, −0.69% at 128K, −1.23% at 262K
-  // against NarrowV2 there, HKV_ATTN_SLIM=2).
   AttnShape shape = a.shape;
-  if (shape == AttnShape::Auto) {
-    const int64_t b = int64_t(a.KV) * maxch * a.N, P = sm_count();
-    if (a.kind == KvKind::BF16)
-      shape = b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
-    else if (b * qpk <= P)
-      shape = AttnShape::NarrowH1;
-    else if (b * ((qpk + 1) / 2) <= P)
-      shape = AttnShape::NarrowH2;
-    else if (b < P)
-      shape = AttnShape::Narrow;
-    else
-      shape = b >= attn_slim_min() * P && (attn_auto_slim() == 1 || (attn_auto_slim() == 2 && a.kind == KvKind::FP8))
-                  ? AttnShape::Slim
-                  : AttnShape::NarrowV2;
-  }
+  if (shape == AttnShape::Auto)
+    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), attn_auto_slim(), attn_slim_from());
+  g_last_launch.shape = shape;
   // NarrowH2 and NarrowH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::NarrowH1   ? 1
                                 : shape == AttnShape::NarrowH2 ? 2

@@ -228,7 +228,8 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // while its blocks fit one wave (depths up to 2K at batch 1 in the 27B shape).
 // Slim (fp8 and q4h at head_dim 256; other formats and widths take the path NarrowV2 takes): 128 threads, V read from
 // global memory with its group scales staged, every thread busy in both phases (4 keys in the scores, 2 elements for
-// all the block's heads in the values). Auto's choice for fp8 from 3 chunk blocks a multiprocessor (64K at batch 1).
+// all the block's heads in the values). Auto's choice for fp8 and q4h from one chunk block a multiprocessor (16K at
+// batch 1), but for q4h just below two (auto_attn_shape).
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1, Slim };
 // The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
 // "narrow-h1", "slim"),
@@ -279,10 +280,16 @@ void attention(const AttnArgs& a, cudaStream_t st);
 // 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
-// HKV_ATTN_SLIM: 1 (the default), Auto takes Slim for fp8 and q4h from 3 chunk blocks a multiprocessor; 0 keeps
-// NarrowV2 there; 2 takes Slim for fp8 alone (session 20's rule). Session 24 run 2 (H200, 2026-12-01, hkv bench
-// --variants, with slim's K scales staged): a q4h token under Slim −0.52% at 64K, −0.69% at 128K, −1.23% at 262K.
+// HKV_ATTN_SLIM: 1 (the default), Auto takes Slim for fp8 and q4h; 0 keeps NarrowV2 there; 2 takes Slim for fp8
+// alone (session 20's rule). Session 24 run 2 (H200, 2026-12-01, hkv bench --variants, with slim's K scales staged): a
+// q4h token under Slim −0.52% at 64K, −0.69% at 128K, −1.23% at 262K. HKV_ATTN_SLIM_FROM: 1 (the default), Slim from
+// one chunk block a multiprocessor, 3 from three (the rule before session 26).
 int attn_auto_slim();
+int attn_slim_from();
+// Auto's shape (attention.cu says why, with the measurements) for b chunk blocks of all a KV head's query heads
+// (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under HKV_ATTN_SLIM = slim and
+// HKV_ATTN_SLIM_FROM = from.
+AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from);
 // HKV_ATTN_SLIM_ROLL (or set_attn_slim_roll): on by default, the slim kernel's score loop for q4h rolled
 // (slim_scores_rolled: a loop body of one word instead of two pieces); 0, slim_scores' unrolled loop. The same
 // operations in the same order. Session 24 run 4: a q4h token −2.45% at 128K, −4.46% at 262K. HKV_ATTN_SLIM_FROLL (or
@@ -335,6 +342,7 @@ void set_attn_fast_scores(int formats);
 // bytes alone cannot: every form gives the same): the slim chunk kernel, and slim's score loop (in it, or as fast
 // scores).
 struct AttnLaunch {
+  AttnShape shape = AttnShape::Auto;  // the shape asked for, or Auto's choice (Slim where narrow-v2's path ran it)
   bool slim_kernel = false, slim_scores = false;
   bool slim_roll = false;  // the slim kernel's score loop rolled (HKV_ATTN_SLIM_ROLL; fp8: HKV_ATTN_SLIM_FROLL)
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant (HKV_ATTN_SLIM_KVC)

@@ -923,8 +923,17 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           // scores are off
           const cuda::AttnLaunch launched = cuda::attn_last_launch();
           const bool slim_ok = f.kind != KvKind::BF16 && k.D == 256;
-          if (d.empty() && shape != cuda::AttnShape::Auto &&
-              launched.slim_kernel != (slim_ok && shape == cuda::AttnShape::Slim))
+          // Auto's choice by its rule over this launch's chunk blocks (KV heads × chunks × rows), the rule's own
+          // boundaries being tests/test_attn_policy.cpp's
+          const cuda::AttnShape want =
+              shape != cuda::AttnShape::Auto
+                  ? shape
+                  : cuda::auto_attn_shape(f.kind, int64_t(k.KV) * ((cap + 511) / 512) * N, k.H / k.KV, cuda::sm_count(),
+                                          cuda::attn_auto_slim(), cuda::attn_slim_from());
+          if (d.empty() && launched.shape != want)
+            d = std::string("shape ") + cuda::attn_shape_name(launched.shape) + " taken, " +
+                cuda::attn_shape_name(want) + " expected";
+          if (d.empty() && launched.slim_kernel != (slim_ok && want == cuda::AttnShape::Slim))
             d = std::string("the slim kernel ") + (launched.slim_kernel ? "launched" : "not launched");
           // (fp8 rolled by default where the grid, KV heads × chunks × rows at 6 heads a block, is more than one
           // wave of 4 slim blocks a multiprocessor: the last case)
@@ -940,9 +949,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
             d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
           // the split values: never without the switch, nor in the shapes with two elements a thread or nothing
           // staged; always in the staged shapes with one element a thread at fp8's and q4h's head_dim 256
-          const bool staged1 = shape == cuda::AttnShape::Narrow || shape == cuda::AttnShape::NarrowH1 ||
-                               shape == cuda::AttnShape::NarrowH2 || shape == cuda::AttnShape::NarrowV;
-          if (d.empty() && launched.dsplit != 1 && (!dsplit || (!staged1 && shape != cuda::AttnShape::Auto)))
+          const bool staged1 = want == cuda::AttnShape::Narrow || want == cuda::AttnShape::NarrowH1 ||
+                               want == cuda::AttnShape::NarrowH2 || want == cuda::AttnShape::NarrowV;
+          if (d.empty() && launched.dsplit != 1 && (!dsplit || !staged1))
             d = "the values split over " + std::to_string(launched.dsplit) + " blocks";
           if (d.empty() && dsplit && staged1 && f.kind != KvKind::BF16 && k.D == 256 && launched.dsplit != 2)
             d = "the values not split";

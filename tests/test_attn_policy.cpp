@@ -1,0 +1,55 @@
+// The engine's choice of decode-attention shape (cuda::auto_attn_shape, host code: no GPU needed), at the
+// boundaries cuda/attention.cu states with the measurements behind them. Built where the CUDA engine is.
+#include <doctest/doctest.h>
+
+#if HKV_HAVE_CUDA
+#include "cuda/kernels.h"
+
+using hkv::KvKind;
+using hkv::cuda::AttnShape;
+using hkv::cuda::auto_attn_shape;
+
+namespace {
+constexpr int64_t P = 132;  // the H200's multiprocessors
+constexpr int qpk = 6;      // the 27B shape: 24 query heads over 4 KV heads
+// b = KV heads × chunks × rows at batch 1 in the 27B shape: 4 × ⌈depth / 512⌉
+int64_t b_at(int64_t depth) { return 4 * ((depth + 511) / 512); }
+AttnShape dflt(KvKind k, int64_t b) { return auto_attn_shape(k, b, qpk, P, 1, 1); }
+}  // namespace
+
+TEST_CASE("attention shape: short contexts spread a chunk over more blocks, both 4-bit formats alike") {
+  for (KvKind k : {KvKind::FP8, KvKind::Q4H}) {
+    CHECK(dflt(k, b_at(1024)) == AttnShape::NarrowH1);  // b·6 = 48 ≤ P
+    CHECK(dflt(k, 22) == AttnShape::NarrowH1);          // 132, one wave
+    CHECK(dflt(k, 23) == AttnShape::NarrowH2);          // 138 > P; 69 two-head blocks
+    CHECK(dflt(k, b_at(4096)) == AttnShape::NarrowH2);  // 32 · 3 = 96
+    CHECK(dflt(k, 45) == AttnShape::Narrow);            // 45 · 3 = 135 > P
+    CHECK(dflt(k, b_at(16384)) == AttnShape::Narrow);   // 128 < P
+    CHECK(dflt(k, P) == AttnShape::Slim);               // one block a multiprocessor
+    CHECK(dflt(k, b_at(262144)) == AttnShape::Slim);
+  }
+}
+
+TEST_CASE("attention shape: q4h keeps narrow-v2 where its grid still fits one wave and slim's would not") {
+  CHECK(dflt(KvKind::Q4H, 244) == AttnShape::Slim);  // 1.848 P
+  CHECK(dflt(KvKind::Q4H, 245) == AttnShape::NarrowV2);
+  CHECK(dflt(KvKind::Q4H, b_at(32768)) == AttnShape::NarrowV2);  // 256
+  CHECK(dflt(KvKind::Q4H, 2 * P) == AttnShape::NarrowV2);
+  CHECK(dflt(KvKind::Q4H, 2 * P + 1) == AttnShape::Slim);
+  for (int64_t b : {245, 256, 264}) CHECK(dflt(KvKind::FP8, b) == AttnShape::Slim);
+}
+
+TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and bf16") {
+  for (KvKind k : {KvKind::FP8, KvKind::Q4H}) {
+    CHECK(auto_attn_shape(k, 600, qpk, P, 0, 1) == AttnShape::NarrowV2);        // never slim
+    CHECK(auto_attn_shape(k, 3 * P - 1, qpk, P, 1, 3) == AttnShape::NarrowV2);  // the rule before session 26
+    CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 3) == AttnShape::Slim);
+    CHECK(auto_attn_shape(k, 100, qpk, P, 1, 3) == AttnShape::Narrow);  // below one wave the switches do not matter
+  }
+  CHECK(auto_attn_shape(KvKind::FP8, 600, qpk, P, 2, 1) == AttnShape::Slim);  // slim for fp8 alone
+  CHECK(auto_attn_shape(KvKind::Q4H, 600, qpk, P, 2, 1) == AttnShape::NarrowV2);
+  CHECK(dflt(KvKind::BF16, 8) == AttnShape::Narrow);  // bf16 has no slim kernel and no narrow-h shapes
+  CHECK(dflt(KvKind::BF16, 4 * P - 1) == AttnShape::Narrow);
+  CHECK(dflt(KvKind::BF16, 4 * P) == AttnShape::Wide);
+}
+#endif
