@@ -28,7 +28,7 @@
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
-// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h from one chunk block a multiprocessor take attn_slim_kernel (below;
+// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h from 1.2 chunk blocks a multiprocessor take attn_slim_kernel (below;
 // auto_attn_shape).
 // Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
 // kernel ahead cannot be writing, are copied before pdl_wait. The staged shapes with one element a thread (narrow,
@@ -811,7 +811,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 // session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
 // 9,345 at 262,144), equal at 32K (1,248 against 1,242); q4h slower at every depth (6,202 against 6,010 µs at
 // 262,144), so Auto took it for fp8 alone. With the K scales staged (session 24) q4h is faster under slim from 64K
-// too, and Auto took it for both; with session 25's value loop, from 16K (auto_attn_shape). A 64-thread form (4
+// too, and Auto took it for both; with session 25's value loop, from 20K (auto_attn_shape). A 64-thread form (4
 // elements a thread in the values) was slower still: at 168 registers, 2.6 waves of blocks at 262K; at 128, spills,
 // instruction-cache misses (ncu no_instruction 1.13) and shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154
 // µs at 262K.
@@ -1176,7 +1176,7 @@ int attn_slim_froll() {
 void set_attn_slim_froll(int mode) { g_attn_froll = mode; }
 int g_attn_from = -1;
 int attn_slim_from() {
-  if (g_attn_from < 0) g_attn_from = env_choice("HKV_ATTN_SLIM_FROM", {0, 1, 3}, 1);
+  if (g_attn_from < 0) g_attn_from = env_choice("HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, 12);
   return g_attn_from;
 }
 namespace {
@@ -1321,26 +1321,26 @@ void forget_attn_switches() {
 // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
 // the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave (session 9: q4h 1K 358
 // against NarrowH2's 382 µs, run 1), NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one wave, then Narrow while b < P,
-// then Slim; bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench --attention-only, 27B shape,
-// batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the fastest shape at every depth of q4h and fp8
-// and 2% of bf16 in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K Narrow; fp8 NarrowH2 539
-// against Narrow 668 at 1K). From b ≥ P, NarrowV2 (V alone staged, two blocks a multiprocessor) took every depth
-// until fp8 (session 20) and q4h (session 24) took Slim from b ≥ 3P (HKV_ATTN_SLIM_FROM=3, that rule). Slim from
-// b ≥ P (HKV_ATTN_SLIM_FROM=1, the default; session 26 runs 1–3, hkv bench --variants, a token against that rule):
-// NarrowV2's grid is two waves past b = 2P, where Slim is faster by 4.6–6.7% (q4h) and 5.5–6.1% (fp8) a token at
-// 2.06P–2.7P (34K–45K at batch 1) and 3.0% and 2.4% at 2.91P (48K); below, fp8 is faster under Slim by 2.3–2.9% at
-// 1.24P–1.88P (20K–31K) and the same within 0.4% at 1.94P–2P, and q4h the same within 0.3% to 1.82P but slower by
-// 0.35% at 1.88P and 2.9–3.2% at 1.94P–2P, where Slim's blocks reach a third on some multiprocessors while
-// NarrowV2's still fit one wave: q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P. HKV_ATTN_SLIM (attn_auto_slim): 0 NarrowV2
-// instead of Slim, 2 Slim for fp8 alone.
+// then NarrowV2 or Slim; bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
+// --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the fastest shape at
+// every depth of q4h and fp8 and 2% of bf16 in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
+// Narrow; fp8 NarrowH2 539 against Narrow 668 at 1K). From b ≥ P, NarrowV2 (V alone staged, two blocks a
+// multiprocessor) took every depth until fp8 (session 20) and q4h (session 24) took Slim from b ≥ 3P
+// (HKV_ATTN_SLIM_FROM=30, that rule). Session 26 (runs 1–4, hkv bench --variants, a token against that rule, batch 1):
+// NarrowV2's grid is two waves past b = 2P, where Slim is faster by 4.6–7.3% (q4h) and 5.5–6.3% (fp8) at 2.06P–2.7P
+// (34K–45K) and 3.0–3.2% and 2.4–2.6% at 2.91P (48K). Below, fp8 under Slim is faster by 2.3–3.0% at 1.21P–1.88P
+// (20K–31K), the same within 0.4% at 1.94P–2P, and slower by 3.9% at b = P (one slim block of 4 warps a
+// multiprocessor); q4h the same within 0.4% from P to 1.82P, slower by 0.35% at 1.88P and 2.9–3.2% at 1.94P–2P, where
+// Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave. So Slim from b ≥ 1.2P
+// (HKV_ATTN_SLIM_FROM=12, in tenths of P: 10, 15, 20 for measuring), but q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P.
+// HKV_ATTN_SLIM (attn_auto_slim): 0 NarrowV2 instead of Slim, 2 Slim for fp8 alone.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
   if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
   if (b * qpk <= P) return AttnShape::NarrowH1;
   if (b * ((qpk + 1) / 2) <= P) return AttnShape::NarrowH2;
-  const bool slim_fmt = slim == 1 || (slim == 2 && kind == KvKind::FP8);
-  if (b < P) return from == 0 && slim_fmt ? AttnShape::Slim : AttnShape::Narrow;  // 0: EXPERIMENT, slim below P
-  if (!slim_fmt) return AttnShape::NarrowV2;
-  if (from == 3) return b >= 3 * P ? AttnShape::Slim : AttnShape::NarrowV2;
+  if (b < P) return AttnShape::Narrow;
+  if (!(slim == 1 || (slim == 2 && kind == KvKind::FP8))) return AttnShape::NarrowV2;
+  if (10 * b < from * P) return AttnShape::NarrowV2;
   if (kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P) return AttnShape::NarrowV2;
   return AttnShape::Slim;
 }
