@@ -1176,7 +1176,7 @@ int attn_slim_froll() {
 void set_attn_slim_froll(int mode) { g_attn_froll = mode; }
 int g_attn_from = -1;
 int attn_slim_from() {
-  if (g_attn_from < 0) g_attn_from = env_choice("HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, 12);
+  if (g_attn_from < 0) g_attn_from = env_choice("HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, 10);
   return g_attn_from;
 }
 namespace {
@@ -1331,16 +1331,17 @@ void forget_attn_switches() {
 // (34K–45K) and 3.0–3.2% and 2.4–2.6% at 2.91P (48K). Below, fp8 under Slim is faster by 2.3–3.0% at 1.21P–1.88P
 // (20K–31K), the same within 0.4% at 1.94P–2P, and slower by 3.9% at b = P (one slim block of 4 warps a
 // multiprocessor); q4h the same within 0.4% from P to 1.82P, slower by 0.35% at 1.88P and 2.9–3.2% at 1.94P–2P, where
-// Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave. So Slim from b ≥ 1.2P
-// (HKV_ATTN_SLIM_FROM=12, in tenths of P: 10, 15, 20 for measuring), but q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P.
-// HKV_ATTN_SLIM (attn_auto_slim): 0 NarrowV2 instead of Slim, 2 Slim for fp8 alone.
+// Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave. Run 5: fp8 under Slim faster
+// by 2.5–3.0% from 1.03P (b = 136), q4h by 0.15–0.30% from P. So Slim for b > P (HKV_ATTN_SLIM_FROM=10, in tenths of P:
+// 12, 15, 20 for measuring), but q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P. HKV_ATTN_SLIM (attn_auto_slim): 0 NarrowV2
+// instead of Slim, 2 Slim for fp8 alone.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
   if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
   if (b * qpk <= P) return AttnShape::NarrowH1;
   if (b * ((qpk + 1) / 2) <= P) return AttnShape::NarrowH2;
   if (b < P) return AttnShape::Narrow;
   if (!(slim == 1 || (slim == 2 && kind == KvKind::FP8))) return AttnShape::NarrowV2;
-  if (10 * b < from * P) return AttnShape::NarrowV2;
+  if (10 * b <= from * P) return AttnShape::NarrowV2;
   if (kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P) return AttnShape::NarrowV2;
   return AttnShape::Slim;
 }

@@ -228,7 +228,7 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // while its blocks fit one wave (depths up to 2K at batch 1 in the 27B shape).
 // Slim (fp8 and q4h at head_dim 256; other formats and widths take the path NarrowV2 takes): 128 threads, V read from
 // global memory with its group scales staged, every thread busy in both phases (4 keys in the scores, 2 elements for
-// all the block's heads in the values). Auto's choice for fp8 and q4h from 1.2 chunk blocks a multiprocessor (20K at
+// all the block's heads in the values). Auto's choice for fp8 and q4h beyond one chunk block a multiprocessor (17K at
 // batch 1), but for q4h not just below two (auto_attn_shape).
 enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1, Slim };
 // The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
@@ -282,8 +282,8 @@ int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 // HKV_ATTN_SLIM: 1 (the default), Auto takes Slim for fp8 and q4h; 0 keeps NarrowV2 there; 2 takes Slim for fp8
 // alone (session 20's rule). Session 24 run 2 (H200, 2026-12-01, hkv bench --variants, with slim's K scales staged): a
-// q4h token under Slim −0.52% at 64K, −0.69% at 128K, −1.23% at 262K. HKV_ATTN_SLIM_FROM: Slim from that many tenths
-// of a chunk block a multiprocessor: 12 (the default), 30 (the rule before session 26), 10, 15 or 20 (for measuring).
+// q4h token under Slim −0.52% at 64K, −0.69% at 128K, −1.23% at 262K. HKV_ATTN_SLIM_FROM: Slim beyond that many tenths
+// of a chunk block a multiprocessor: 10 (the default), 30 (about the rule before session 26), 12, 15 or 20 (measuring).
 int attn_auto_slim();
 int attn_slim_from();
 // Auto's shape (attention.cu says why, with the measurements) for b chunk blocks of all a KV head's query heads

@@ -14,7 +14,7 @@ constexpr int64_t P = 132;  // the H200's multiprocessors
 constexpr int qpk = 6;      // the 27B shape: 24 query heads over 4 KV heads
 // b = KV heads × chunks × rows at batch 1 in the 27B shape: 4 × ⌈depth / 512⌉
 int64_t b_at(int64_t depth) { return 4 * ((depth + 511) / 512); }
-AttnShape dflt(KvKind k, int64_t b) { return auto_attn_shape(k, b, qpk, P, 1, 12); }
+AttnShape dflt(KvKind k, int64_t b) { return auto_attn_shape(k, b, qpk, P, 1, 10); }
 }  // namespace
 
 TEST_CASE("attention shape: short contexts spread a chunk over more blocks, both 4-bit formats alike") {
@@ -26,9 +26,8 @@ TEST_CASE("attention shape: short contexts spread a chunk over more blocks, both
     CHECK(dflt(k, 45) == AttnShape::Narrow);            // 45 · 3 = 135 > P
     CHECK(dflt(k, b_at(16384)) == AttnShape::Narrow);   // 128 < P
     CHECK(dflt(k, P) == AttnShape::NarrowV2);           // one block a multiprocessor: slim's 4 warps alone
-    CHECK(dflt(k, 158) == AttnShape::NarrowV2);         // 1.197 P
-    CHECK(dflt(k, 159) == AttnShape::Slim);             // 1.2 P
-    CHECK(dflt(k, b_at(20480)) == AttnShape::Slim);     // 160
+    CHECK(dflt(k, P + 1) == AttnShape::Slim);
+    CHECK(dflt(k, b_at(20480)) == AttnShape::Slim);  // 160
     CHECK(dflt(k, b_at(262144)) == AttnShape::Slim);
   }
 }
@@ -44,17 +43,17 @@ TEST_CASE("attention shape: q4h keeps narrow-v2 where its grid still fits one wa
 
 TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and bf16") {
   for (KvKind k : {KvKind::FP8, KvKind::Q4H}) {
-    CHECK(auto_attn_shape(k, 600, qpk, P, 0, 12) == AttnShape::NarrowV2);        // never slim
-    CHECK(auto_attn_shape(k, 3 * P - 1, qpk, P, 1, 30) == AttnShape::NarrowV2);  // the rule before session 26
-    CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 30) == AttnShape::Slim);
-    CHECK(auto_attn_shape(k, P, qpk, P, 1, 10) == AttnShape::Slim);        // from one block a multiprocessor
+    CHECK(auto_attn_shape(k, 600, qpk, P, 0, 10) == AttnShape::NarrowV2);    // never slim
+    CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 30) == AttnShape::NarrowV2);  // the rule before session 26
+    CHECK(auto_attn_shape(k, 3 * P + 1, qpk, P, 1, 30) == AttnShape::Slim);
+    CHECK(auto_attn_shape(k, 159, qpk, P, 1, 12) == AttnShape::Slim);
     CHECK(auto_attn_shape(k, P - 1, qpk, P, 1, 10) == AttnShape::Narrow);  // below one wave no switch matters
     CHECK(auto_attn_shape(k, 2 * P + 1, qpk, P, 1, 20) == AttnShape::Slim);
-    CHECK(auto_attn_shape(k, 198, qpk, P, 1, 15) == AttnShape::Slim);
-    CHECK(auto_attn_shape(k, 197, qpk, P, 1, 15) == AttnShape::NarrowV2);
+    CHECK(auto_attn_shape(k, 199, qpk, P, 1, 15) == AttnShape::Slim);
+    CHECK(auto_attn_shape(k, 198, qpk, P, 1, 15) == AttnShape::NarrowV2);
   }
-  CHECK(auto_attn_shape(KvKind::FP8, 600, qpk, P, 2, 12) == AttnShape::Slim);  // slim for fp8 alone
-  CHECK(auto_attn_shape(KvKind::Q4H, 600, qpk, P, 2, 12) == AttnShape::NarrowV2);
+  CHECK(auto_attn_shape(KvKind::FP8, 600, qpk, P, 2, 10) == AttnShape::Slim);  // slim for fp8 alone
+  CHECK(auto_attn_shape(KvKind::Q4H, 600, qpk, P, 2, 10) == AttnShape::NarrowV2);
   CHECK(dflt(KvKind::BF16, 8) == AttnShape::Narrow);  // bf16 has no slim kernel and no narrow-h shapes
   CHECK(dflt(KvKind::BF16, 4 * P - 1) == AttnShape::Narrow);
   CHECK(dflt(KvKind::BF16, 4 * P) == AttnShape::Wide);
