@@ -28,7 +28,7 @@
 // datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
 // attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
-// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h from 1.2 chunk blocks a multiprocessor take attn_slim_kernel (below;
+// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h beyond one chunk block a multiprocessor take attn_slim_kernel (below;
 // auto_attn_shape).
 // Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
 // kernel ahead cannot be writing, are copied before pdl_wait. The staged shapes with one element a thread (narrow,
@@ -811,7 +811,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 // session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
 // 9,345 at 262,144), equal at 32K (1,248 against 1,242); q4h slower at every depth (6,202 against 6,010 µs at
 // 262,144), so Auto took it for fp8 alone. With the K scales staged (session 24) q4h is faster under slim from 64K
-// too, and Auto took it for both; with session 25's value loop, from 20K (auto_attn_shape). A 64-thread form (4
+// too, and Auto took it for both; with session 25's value loop, from 17K (auto_attn_shape). A 64-thread form (4
 // elements a thread in the values) was slower still: at 168 registers, 2.6 waves of blocks at 262K; at 128, spills,
 // instruction-cache misses (ncu no_instruction 1.13) and shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154
 // µs at 262K.
@@ -1174,11 +1174,6 @@ int attn_slim_froll() {
   return g_attn_froll;
 }
 void set_attn_slim_froll(int mode) { g_attn_froll = mode; }
-int g_attn_from = -1;
-int attn_slim_from() {
-  if (g_attn_from < 0) g_attn_from = env_choice("HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, 10);
-  return g_attn_from;
-}
 namespace {
 
 template <KvKind F, int NG>
@@ -1296,6 +1291,7 @@ AttnShape parse_attn_shape(const std::string& name) {
 
 namespace {
 int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
+int g_attn_from = -1;
 // env_choice read once into cached (−1: not yet read)
 int cached_choice(int& cached, const char* name, std::initializer_list<int> allowed, int dflt) {
   if (cached < 0) cached = env_choice(name, allowed, dflt);
@@ -1303,6 +1299,7 @@ int cached_choice(int& cached, const char* name, std::initializer_list<int> allo
 }
 }  // namespace
 int attn_auto_slim() { return cached_choice(g_attn_slim, "HKV_ATTN_SLIM", {0, 1, 2}, 1); }
+int attn_slim_from() { return cached_choice(g_attn_from, "HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, 10); }
 bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
 void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
 int attn_fast_scores() { return cached_choice(g_attn_fastsc, "HKV_ATTN_FASTSC", {0, 1, 2}, 1); }
@@ -1324,10 +1321,12 @@ void forget_attn_switches() {
 // then NarrowV2 or Slim; bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
 // --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the fastest shape at
 // every depth of q4h and fp8 and 2% of bf16 in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
-// Narrow; fp8 NarrowH2 539 against Narrow 668 at 1K). From b ≥ P, NarrowV2 (V alone staged, two blocks a
-// multiprocessor) took every depth until fp8 (session 20) and q4h (session 24) took Slim from b ≥ 3P
-// (HKV_ATTN_SLIM_FROM=30, that rule). Session 26 (runs 1–4, hkv bench --variants, a token against that rule, batch 1):
-// NarrowV2's grid is two waves past b = 2P, where Slim is faster by 4.6–7.3% (q4h) and 5.5–6.3% (fp8) at 2.06P–2.7P
+// Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347; fp8 NarrowH2 539 against
+// Narrow 668 at 1K), then NarrowV2 against NarrowV (session 5 run 1: q4h 976 against 1053 µs at 32K, 6740 against
+// 7347 at 262K; fp8 1396 against 1463 at 32K). From b ≥ P, NarrowV2 (V alone staged, two blocks a multiprocessor,
+// two elements a thread in the values) took every depth until fp8 (session 20) and q4h (session 24) took Slim from b ≥
+// 3P (HKV_ATTN_SLIM_FROM=30, that rule). Session 26 (runs 1–4, hkv bench --variants, a token against that rule, batch
+// 1): NarrowV2's grid is two waves past b = 2P, where Slim is faster by 4.6–7.3% (q4h) and 5.5–6.3% (fp8) at 2.06P–2.7P
 // (34K–45K) and 3.0–3.2% and 2.4–2.6% at 2.91P (48K). Below, fp8 under Slim is faster by 2.3–3.0% at 1.21P–1.88P
 // (20K–31K), the same within 0.4% at 1.94P–2P, and slower by 3.9% at b = P (one slim block of 4 warps a
 // multiprocessor); q4h the same within 0.4% from P to 1.82P, slower by 0.35% at 1.88P and 2.9–3.2% at 1.94P–2P, where

@@ -46,8 +46,10 @@ TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and
     CHECK(auto_attn_shape(k, 600, qpk, P, 0, 10) == AttnShape::NarrowV2);    // never slim
     CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 30) == AttnShape::NarrowV2);  // the rule before session 26
     CHECK(auto_attn_shape(k, 3 * P + 1, qpk, P, 1, 30) == AttnShape::Slim);
+    CHECK(auto_attn_shape(k, 158, qpk, P, 1, 12) == AttnShape::NarrowV2);  // 1.197 P
     CHECK(auto_attn_shape(k, 159, qpk, P, 1, 12) == AttnShape::Slim);
     CHECK(auto_attn_shape(k, P - 1, qpk, P, 1, 10) == AttnShape::Narrow);  // below one wave no switch matters
+    CHECK(auto_attn_shape(k, 2 * P, qpk, P, 1, 20) == AttnShape::NarrowV2);
     CHECK(auto_attn_shape(k, 2 * P + 1, qpk, P, 1, 20) == AttnShape::Slim);
     CHECK(auto_attn_shape(k, 199, qpk, P, 1, 15) == AttnShape::Slim);
     CHECK(auto_attn_shape(k, 198, qpk, P, 1, 15) == AttnShape::NarrowV2);
