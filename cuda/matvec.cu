@@ -887,12 +887,7 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
-  size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
-  bool steal = false;
-  if constexpr (WARPS == 20 && MINB == 1) {
-    const size_t ss = steal_smem_bytes(NB, tasks[0].W.cols, src, WARPS, RW, U);
-    if (steal_enabled() && pdl_enabled() && ss <= smem_optin()) steal = true, smem = ss;
-  }
+  const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
   const int pf = prefetch_setting();  // 0, 1 chunk, or 1, 2, 3 rounds of U
   unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
   opt |= unsigned(pf <= 1 ? pf : pf / 3 * U) << kOptPfShift;
@@ -900,12 +895,22 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
   if constexpr (WARPS == 20 && MINB == 1) {
-    if (steal) {
+    if (steal_enabled() && pdl_enabled()) {
       auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true, true>
                              : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, true>;
-      const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, smem_optin(), g);
-      launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), smem, st, ts, xq, src, opt);
-      return;
+      // the dynamic shared memory a block may take: the card's opt-in limit less the kernel's static shared memory
+      // (the same for the STAMP form, whose stamps are in global memory)
+      static const size_t limit = [&] {
+        cudaFuncAttributes fa{};
+        HKV_CUDA_CHECK(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)));
+        return smem_optin() - fa.sharedSizeBytes;
+      }();
+      const size_t ss = steal_smem_bytes(NB, tasks[0].W.cols, src, WARPS, RW, U);
+      if (ss <= limit) {
+        const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, ss, limit, g);
+        launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), ss, st, ts, xq, src, opt);
+        return;
+      }
     }
   }
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
