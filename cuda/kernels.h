@@ -140,12 +140,6 @@ void set_mlx4_u3(bool on);
 // 32K and 128K, RESULTS §2): launches of 16K rows or more take that 3-chunk launch where it leaves each warp fewer
 // rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
 void set_mlx4_balance(bool on);
-// Off by default (HKV_MV_STEAL=1 or set_mlx4_steal(true) turns it on; an experiment, the same bytes): the 3-chunk
-// 20-warp decode launch shares each warp's last row group, round by round, with the warps of its block that have
-// ended their own (matvec.cu, StealShared).
-void set_mlx4_steal(bool on);
-// The rounds that warps other than their owner took under HKV_MV_STEAL since the last call (then zero again).
-uint64_t mlx4_stolen_rounds();
 // On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off; H200, 2026-11-30: both off +2.7–3.0% a q4h token):
 // the decode MLX4 kernel stages x's records from xq with 8 loads a thread in flight (the down_proj's 70 KB had taken
 // one round trip per load), and reads its norm's weights (read-only) into registers before pdl_wait, while the kernel

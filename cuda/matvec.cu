@@ -331,184 +331,6 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
     }
 }
 
-// HKV_MV_STEAL (an experiment, off by default; the same bytes): a warp's last row group in the decode kernel shared
-// with the block's warps that have ended. A row group's work is R rounds (mlx4_rows' rounds of U chunks a lane); the
-// rounds of a warp's last group are handed out by a counter in shared memory, to the warp itself and to every warp of
-// the block that has ended its own groups. Every round of a last group goes as qx = float(T)·unit per (chunk, row,
-// input, lane) into shared memory, not into an accumulator: a chunk's products depend on nothing but the chunk, and
-// only the two closing fmas are a chain. Once all R rounds are there, the owner closes each lane's chain from them,
-// chunk by chunk in index order, with the same fmas (acc = fma(s, qx, fma(b, xsum_c, acc))): the oracle's chain.
-__device__ unsigned long long g_stolen_rounds;  // rounds taken by a warp other than their owner, since the last read
-
-struct StealShared {
-  long long group[32];  // the warp's last row group once it has started it (stealable); −1 before, −2 none
-  int next[32];         // the group's next round to hand out
-  int done[32];         // rounds written into the buffer by other warps
-};
-
-// qx of chunk c (codes u[r]) for rows r < RW and inputs n < NB into dst[(r·NB + n)·32 + lane]: mlx4_chunk's
-// products without its closing fmas.
-template <int NB, int RW, class RecAt>
-__device__ __forceinline__ void mlx4_qx(const uint4 (&u)[RW], int c, RecAt rec_at, float* dst, int lane) {
-#pragma unroll
-  for (int n = 0; n < NB; n++) {
-    uint32_t P[28];
-    rec_at(n, c, reinterpret_cast<uint4(&)[7]>(P));
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const uint32_t w4[4] = {u[r].x, u[r].y, u[r].z, u[r].w};
-      uint32_t s0 = 0, s1 = 0;
-      int s2 = 0;
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const uint32_t lo = w4[k] & 0x0f0f0f0fu, hi = (w4[k] >> 4) & 0x0f0f0f0fu;
-        s0 = __dp4a(lo, P[2 * k], s0);
-        s0 = __dp4a(hi, P[2 * k + 1], s0);
-        s1 = __dp4a(lo, P[8 + 2 * k], s1);
-        s1 = __dp4a(hi, P[8 + 2 * k + 1], s1);
-        s2 = __dp4a(int(lo), int(P[16 + 2 * k]), s2);
-        s2 = __dp4a(int(hi), int(P[16 + 2 * k + 1]), s2);
-      }
-      const int T = int((uint32_t(s2) << 16) + (s1 << 8) + s0);
-      dst[(r * NB + n) * 32 + lane] = __int2float_rn(T) * __uint_as_float(P[25]);
-    }
-  }
-}
-
-// The rows of a group: codes, scales and biases of row r0 + r (a missing row re-reads the last, as mlx4_rows).
-template <int RW>
-struct GroupRows {
-  const uint4* q[RW];
-  const uint16_t *s[RW], *b[RW];
-  int nch, gshift;
-  __device__ GroupRows(const DMat& W, int64_t r0) {
-    const int cols = int(W.cols), gpr = cols / W.group;
-    nch = cols / 32, gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;
-      q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
-      s[r] = W.scales + rr * gpr;
-      b[r] = W.biases + rr * gpr;
-    }
-  }
-};
-
-// Round k of a group into shared memory (dst: the round's U·RW·NB·32 floats), by any warp of the block.
-template <int NB, int RW, int U, class RecAt>
-__device__ __forceinline__ void mlx4_round_qx(const GroupRows<RW>& g, int k, int lane, RecAt rec_at, float* dst) {
-  uint4 u[U][RW];
-  const int c0 = lane + 32 * U * k;
-#pragma unroll
-  for (int kk = 0; kk < U; kk++)
-    if (c0 + 32 * kk < g.nch) {
-#pragma unroll
-      for (int r = 0; r < RW; r++) u[kk][r] = __ldcs(g.q[r] + c0 + 32 * kk);
-    }
-#pragma unroll
-  for (int kk = 0; kk < U; kk++)
-    if (c0 + 32 * kk < g.nch) mlx4_qx<NB, RW>(u[kk], c0 + 32 * kk, rec_at, dst + kk * RW * NB * 32, lane);
-}
-
-// A warp's last row group under HKV_MV_STEAL (see StealShared): its rounds, as sh.next[w] hands them to this warp,
-// into buf (R rounds of U·RW·NB·32 floats) like the rounds other warps take; once all R are there, each lane's chain
-// over its chunks in index order, acc = fma(s, qx, fma(b, xsum_c, acc)), then the lane tree and the store as
-// mlx4_rows. xsum_at(n, c): chunk c's sum of input n (record word 24).
-template <int NB, int RW, int U, class RecAt, class XsumAt>
-__device__ void mlx4_rows_owner(const MatTask& task, int64_t r0, int lane, int w, int R, StealShared& sh, float* buf,
-                                RecAt rec_at, XsumAt xsum_at) {
-  constexpr int kRound = U * RW * NB * 32;
-  int owned = 0;
-  {
-    const GroupRows<RW> g(task.W, r0);
-    for (;;) {
-      int k = 0;
-      if (lane == 0) k = atomicAdd(&sh.next[w], 1);
-      k = __shfl_sync(kFull, k, 0);
-      if (k >= R) break;
-      mlx4_round_qx<NB, RW, U>(g, k, lane, rec_at, buf + k * kRound);
-      owned++;
-    }
-  }
-  const volatile int* done = &sh.done[w];
-  while (*done + owned < R) __nanosleep(64);
-  __threadfence_block();  // the other warps' rounds, counted in done, are visible
-  const GroupRows<RW> g(task.W, r0);
-  float acc[RW][NB];
-#pragma unroll
-  for (int r = 0; r < RW; r++)
-#pragma unroll
-    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-#pragma unroll 4
-  for (int c = lane; c < g.nch; c += 32) {  // chunk c = lane + 32·(U·k + kk): round k, place kk
-    const int j = (c - lane) / 32, k = j / U, kk = j % U;
-    const float* src = buf + k * kRound + kk * RW * NB * 32;
-#pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const float s = hkv::f32_from_bf16(__ldg(g.s[r] + (c >> g.gshift)));
-      const float b = hkv::f32_from_bf16(__ldg(g.b[r] + (c >> g.gshift)));
-#pragma unroll
-      for (int n = 0; n < NB; n++)
-        acc[r][n] = hkv::fma_rn(s, src[(r * NB + n) * 32 + lane], hkv::fma_rn(b, xsum_at(n, c), acc[r][n]));
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < RW; r++)
-#pragma unroll
-    for (int n = 0; n < NB; n++) {
-      const float v = warp_tree_sum(acc[r][n]);
-      if (lane == 0 && r0 + r < task.W.rows) {
-        float* y = task.y + n * task.ldy + r0 + r;
-        *y = task.add ? *y + v : v;
-      }
-    }
-}
-
-// A warp that has ended its own groups under HKV_MV_STEAL: rounds of the block's last groups while any is left or any
-// warp has yet to start its last group; each round into the owner's buffer, then counted in sh.done.
-template <int NB, int RW, int U, int WARPS, class RecAt>
-__device__ void mlx4_steal(const Tasks& ts, int lane, int R, StealShared& sh, float* buf0, RecAt rec_at) {
-  constexpr int kRound = U * RW * NB * 32;
-  const int64_t slot_floats = int64_t(R) * kRound;
-  for (;;) {
-    int best = -1, pending = 0;
-    if (lane == 0) {
-      int most = 0;
-      for (int v = 0; v < WARPS; v++) {
-        const long long gv = *reinterpret_cast<volatile long long*>(&sh.group[v]);
-        if (gv == -1) {
-          pending = 1;
-        } else if (gv >= 0) {
-          const int left = R - *reinterpret_cast<volatile int*>(&sh.next[v]);
-          if (left > most) most = left, best = v;
-        }
-      }
-    }
-    best = __shfl_sync(kFull, best, 0);
-    pending = __shfl_sync(kFull, pending, 0);
-    if (best < 0) {
-      if (!pending) return;
-      __nanosleep(128);
-      continue;
-    }
-    int k = 0;
-    if (lane == 0) k = atomicAdd(&sh.next[best], 1);
-    k = __shfl_sync(kFull, k, 0);
-    if (k >= R) continue;
-    int64_t local;
-    const long long gid = *reinterpret_cast<volatile long long*>(&sh.group[best]);
-    const MatTask& task = ts.t[find_task(ts, gid, local)];
-    const GroupRows<RW> g(task.W, local * RW);
-    mlx4_round_qx<NB, RW, U>(g, k, lane, rec_at, buf0 + best * slot_floats + int64_t(k) * kRound);
-    __syncwarp();  // every lane's stores ordered before lane 0's fence and count
-    if (lane == 0) {
-      __threadfence_block();
-      atomicAdd(&sh.done[best], 1);
-      atomicAdd(&g_stolen_rounds, 1ull);  // (mlx4_stolen_rounds: how often a round changed warps)
-    }
-  }
-}
-
 // N of 4 or 8 (and x too wide for shared memory): the records through L1. Warp w of a block carries rows
 // (block·kWarps + w)·RW … + RW − 1 of its task's matrix.
 template <int NB, int RW, int U>
@@ -637,9 +459,7 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
 // a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
 // launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
-// STEAL: a warp's last row group shared with the warps that have ended (HKV_MV_STEAL, StealShared); the buffer
-// after the records (over hs and vt, which the prologue alone uses).
-template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false, bool STEAL = false>
+template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
   extern __shared__ uint4 xs4[];                                 // [NB][nch·8], swizzled
@@ -647,15 +467,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   const int lane = threadIdx.x & 31;
   const int64_t total = ts.block_start[ts.n], stride = int64_t(gridDim.x) * WARPS;
-  __shared__ StealShared steal_sh;
-  if constexpr (STEAL) {
-    static_assert(WARPS <= 32, "StealShared holds 32 warps");
-    if (lane == 0) {  // read by other warps only after the prologue's __syncthreads
-      const int w = threadIdx.x >> 5;
-      steal_sh.group[w] = int64_t(blockIdx.x) * WARPS + w < total ? -1 : -2;
-      steal_sh.next[w] = 0, steal_sh.done[w] = 0;
-    }
-  }
   unsigned slot = 0;
   if constexpr (STAMP) {
     slot = g_stamp_launch;
@@ -719,38 +530,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       stamp_sm(slot, 0, t);
     }
   }
-  auto rec_at = [&](int n, int c, uint4(&P)[7]) {
-    const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
-    const int sw = (n * nch + c) & 7;
+  for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
+    int64_t local;
+    const int t = find_task(ts, g, local);
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
+      const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
+      const int sw = (n * nch + c) & 7;
 #pragma unroll
-    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-  };
-  if constexpr (STEAL) {
-    const int w = threadIdx.x >> 5, R = (nch + 32 * U - 1) / (32 * U);
-    float* buf = reinterpret_cast<float*>(xs4 + NB * nch * 8);
-    const int64_t slot_floats = int64_t(R) * U * RW * NB * 32;
-    auto xsum_at = [&](int n, int c) {
-      const int cc = n * nch + c;
-      return __uint_as_float(xs4[cc * 8 + (6 ^ (cc & 7))].x);
-    };
-    for (int64_t g = int64_t(blockIdx.x) * WARPS + w; g < total; g += stride) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      if (g + stride < total) {
-        mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, rec_at);
-        continue;
-      }
-      if (lane == 0) *reinterpret_cast<volatile long long*>(&steal_sh.group[w]) = g;  // next[w] is 0: stealable
-      __syncwarp();
-      mlx4_rows_owner<NB, RW, U>(ts.t[t], local * RW, lane, w, R, steal_sh, buf + w * slot_floats, rec_at, xsum_at);
-    }
-    mlx4_steal<NB, RW, U, WARPS>(ts, lane, R, steal_sh, buf, rec_at);
-  } else {
-    for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, rec_at);
-    }
+      for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+    });
   }
   if constexpr (STAMP) {
     if (lane == 0) {
@@ -861,27 +649,6 @@ size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
   return smem_bytes(nb, cols, src.x != nullptr, src.norm_w != nullptr);
 }
 
-// HKV_MV_STEAL (off by default; set_mlx4_steal): the 3-chunk 20-warp decode launch shares each warp's last row group
-// with the warps of its block that have ended (StealShared). Its shared memory: the records, then the larger of the
-// prologue's hs and vt and the rounds' buffer (WARPS · R rounds of U·RW·NB·32 floats); where that passes the card's
-// limit a block, the launch is the default's.
-int g_steal = -1;
-bool steal_enabled() { return env_switch(g_steal, "HKV_MV_STEAL", false); }
-size_t steal_smem_bytes(int nb, int64_t cols, const XSource& src, int warps, int rw, int u) {
-  const int64_t nch = cols / 32, rounds = (nch + 32 * u - 1) / (32 * u);
-  const size_t buf = size_t(warps) * size_t(rounds) * size_t(u * rw * nb * 32) * 4;
-  return size_t(nb) * size_t(cols) * 4 + std::max(smem_bytes(nb, cols, src) - size_t(nb) * size_t(cols) * 4, buf);
-}
-size_t smem_optin() {
-  static const size_t n = [] {
-    int dev = 0, v = 0;
-    HKV_CUDA_CHECK(cudaGetDevice(&dev));
-    HKV_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return size_t(v);
-  }();
-  return n;
-}
-
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
 void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
@@ -894,25 +661,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
-  if constexpr (WARPS == 20 && MINB == 1) {
-    if (steal_enabled() && pdl_enabled()) {
-      auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true, true>
-                             : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, false, true>;
-      // the dynamic shared memory a block may take: the card's opt-in limit less the kernel's static shared memory
-      // (the same for the STAMP form, whose stamps are in global memory)
-      static const size_t limit = [&] {
-        cudaFuncAttributes fa{};
-        HKV_CUDA_CHECK(cudaFuncGetAttributes(&fa, reinterpret_cast<const void*>(kernel)));
-        return smem_optin() - fa.sharedSizeBytes;
-      }();
-      const size_t ss = steal_smem_bytes(NB, tasks[0].W.cols, src, WARPS, RW, U);
-      if (ss <= limit) {
-        const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, ss, limit, g);
-        launch_pdl(kernel, dim3(unsigned(grid)), dim3(WARPS * 32), ss, st, ts, xq, src, opt);
-        return;
-      }
-    }
-  }
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
@@ -1020,13 +768,6 @@ void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
 void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
 void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
 void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
-void set_mlx4_steal(bool on) { g_steal = on ? 1 : 0; }
-uint64_t mlx4_stolen_rounds() {
-  unsigned long long n = 0, zero = 0;
-  HKV_CUDA_CHECK(cudaMemcpyFromSymbol(&n, g_stolen_rounds, sizeof n));
-  HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stolen_rounds, &zero, sizeof zero));
-  return n;
-}
 bool out_trigger_enabled() { return env_switch(g_out_trigger, "HKV_OUT_TRIGGER", true); }
 void set_out_trigger(bool on) { g_out_trigger = on ? 1 : 0; }
 namespace {
@@ -1036,7 +777,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_steal = -1;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();

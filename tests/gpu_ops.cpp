@@ -213,8 +213,7 @@ namespace {
 // blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
 // rows a warp (HKV_MV_BALANCE=0); (6) the default with the records staged one load at a time and the norm weights read
 // after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default without the launch triggering its dependents at
-// its start (HKV_MV_TRIGGER=0; every other configuration triggers); (8) the default with each warp's last row group
-// shared with the warps of its block that have ended (HKV_MV_STEAL=1).
+// its start (HKV_MV_TRIGGER=0; every other configuration triggers).
 const char* const kLaunch[] = {"plain",
                                "pdl",
                                "pdl,2-blocks",
@@ -222,9 +221,8 @@ const char* const kLaunch[] = {"plain",
                                "pdl,2-chunks-24-warps",
                                "pdl,4-rows-a-warp-past-16K",
                                "pdl,prologue-unbatched",
-                               "pdl,no-trigger",
-                               "pdl,steal"};
-const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7, 8};
+                               "pdl,no-trigger"};
+const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7};
 // f() under launch configuration cfg, then the defaults back.
 template <class F>
 void in_launch(int cfg, F&& f) {
@@ -235,9 +233,7 @@ void in_launch(int cfg, F&& f) {
   cuda::set_mlx4_balance(cfg != 5);
   cuda::set_mlx4_prologue(cfg != 6, cfg != 6);
   cuda::set_mlx4_trigger(cfg != 7);
-  cuda::set_mlx4_steal(cfg == 8);
   f();
-  cuda::set_mlx4_steal(false);
   cuda::set_mlx4_trigger(true);
   cuda::set_mlx4_prologue(true, true);
   cuda::set_mlx4_balance(true);
@@ -265,7 +261,6 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
                                      {WType::BF16, {300, 17, 1}, 1000, 0},
                                      {WType::F32, {9, 70}, 256, 0}};
   int passed = 0, total = 0;
-  uint64_t stolen = 0;
   for (size_t si = 0; si < shapes.size(); si++) {
     const Shape& sh = shapes[si];
     const MatSet ms = random_matrices(sh.t, sh.rows, sh.cols, sh.group, 900 + si * 10);
@@ -288,10 +283,7 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
       for (int cfg : kLaunches) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         for (auto& o : outs) o->poison();
-        cuda::mlx4_stolen_rounds();
         in_launch(cfg, [&] { cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr); });
-        HKV_CUDA_CHECK(cudaDeviceSynchronize());
-        if (cfg == 8) stolen += cuda::mlx4_stolen_rounds();
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -320,11 +312,6 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
     }
   }
   std::printf("matvec_multi: %d/%d cases passed\n", passed, total);
-  // the steal launch (8) must have handed rounds to other warps somewhere (the 17408-wide shape: six rounds a group,
-  // warps of one group and of two in the same block), or its rows above checked nothing the default did not
-  std::printf("matvec_multi: %llu rounds taken by a warp other than their owner under launch=%s\n",
-              (unsigned long long)stolen, kLaunch[8]);
-  CHECK(stolen > 0);
 }
 
 TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x), with the residual add") {
