@@ -135,11 +135,12 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
     std::vector<int> n[2];
     std::vector<double> all_late, all_rec;  // every (launch, multiprocessor): its lateness, its records' lateness
     double sum = 0, max = 0, count = 0;
+    double within = 0, within_max = 0;  // its first warp's end to its last's, summed over (launch, multiprocessor)
     int launches = 0;
   };
   std::map<std::string, Acc> acc;
   for (size_t i = 0; i < st.size() && i < names.size(); i++) {
-    const std::vector<uint64_t>&e = st[i].sm_end, &r = st[i].sm_records;
+    const std::vector<uint64_t>&e = st[i].sm_end, &r = st[i].sm_records, &f = st[i].sm_first_end;
     uint64_t e0 = ~0ull, r0 = ~0ull;
     for (size_t sm = 0; sm < e.size(); sm++)
       if (e[sm]) e0 = std::min(e0, e[sm]), r0 = std::min(r0, r[sm]);
@@ -154,16 +155,18 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
         a.late[half][sm] += late, a.n[half][sm] += 1;
         a.sum += late, a.count += 1, a.max = std::max(a.max, late);
         a.all_late.push_back(late), a.all_rec.push_back(double(r[sm] - r0) / 1e3);
+        const double in = sm < f.size() && f[sm] ? double(e[sm] - f[sm]) / 1e3 : 0.0;
+        a.within += in, a.within_max = std::max(a.within_max, in);
       }
   }
   std::printf(
       "\nthe tail by multiprocessor (--phases; µs a multiprocessor's last warp ends after the launch's first "
       "multiprocessor's; halves: its even and odd launches; records: the correlation with the lateness of the "
-      "multiprocessor's records being staged)\n");
+      "multiprocessor's records being staged; within: a multiprocessor's first warp's end to its last's)\n");
   std::printf(
       "| launch | launches | mean | largest | sd of the multiprocessors' means | halves' correlation | records | "
-      "latest multiprocessors (mean µs) |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+      "within: mean | within: largest | latest multiprocessors (mean µs) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<std::pair<std::string, std::vector<double>>> means;  // NaN where no block of the kind ran
   for (const std::string& name : order) {
     Acc& a = acc[name];
@@ -188,9 +191,9 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
       std::snprintf(b, sizeof b, "%s%d: %.2f", k ? ", " : "", used[k], m[size_t(used[k])]);
       latest += b;
     }
-    std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", name.c_str(), a.launches,
+    std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n", name.c_str(), a.launches,
                 a.count ? a.sum / a.count : 0.0, a.max, sd, correlation(h0, h1), correlation(a.all_late, a.all_rec),
-                latest.c_str());
+                a.count ? a.within / a.count : 0.0, a.within_max, latest.c_str());
     std::vector<double> mk(m.size(), std::nan(""));
     for (int sm : used) mk[size_t(sm)] = m[size_t(sm)];
     means.emplace_back(name, mk);

@@ -113,9 +113,9 @@ void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, float* p
 // The same bytes.
 struct MatvecStamps {
   uint64_t start[2], waited[2], records[2], end[2];  // min, max
-  // by %smid (256 entries): a multiprocessor's latest x's records staged in a block on it, and a warp's end on it
-  // (0: no block ran there)
-  std::vector<uint64_t> sm_records, sm_end;
+  // by %smid (256 entries): a multiprocessor's latest x's records staged in a block on it, the latest and the
+  // earliest of its warps' ends (0: no block ran there)
+  std::vector<uint64_t> sm_records, sm_end, sm_first_end;
 };
 void mlx4_stamps_begin(int max_launches);
 std::vector<MatvecStamps> mlx4_stamps_end();

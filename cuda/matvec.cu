@@ -114,10 +114,10 @@ constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix
 // after its pdl_wait, once x's records are in its shared memory, and at each warp's end (kStampWords words a launch:
 // min, max of each). The launch's slot is g_stamp_launch, read at a block's start; the last block to end moves it
 // on (the chain's next launch starts after this one has completed, so it reads the new slot).
-// After a launch's kStampWords words, two words a multiprocessor (kStampSms at most): the latest %globaltimer at
-// which a block on it had x's records staged, and the latest at which a warp on it ended (the spread of the tail
-// over the multiprocessors, hkv bench-ops --phases).
-constexpr int kStampWords = 8, kStampSms = 256, kSlotWords = kStampWords + 2 * kStampSms;
+// After a launch's kStampWords words, three words a multiprocessor (kStampSms at most): the latest %globaltimer at
+// which a block on it had x's records staged, the latest at which a warp on it ended, and the earliest at which a
+// warp on it ended (the spread of the tail over the multiprocessors and within each, hkv bench-ops --phases).
+constexpr int kStampWords = 8, kStampSms = 256, kSlotWords = kStampWords + 3 * kStampSms;
 __device__ unsigned long long* g_stamp_buf;
 __device__ unsigned g_stamp_launch, g_stamp_done, g_stamp_cap;
 
@@ -132,12 +132,17 @@ __device__ __forceinline__ void stamp(unsigned slot, int word, unsigned long lon
   atomicMin(p, t);
   atomicMax(p + 1, t);
 }
-// word 0: records staged, 1: a warp's end; the multiprocessor this runs on
+// word 0: records staged (latest), 1: a warp's end (latest), 2: a warp's end (earliest); the multiprocessor this
+// runs on
 __device__ __forceinline__ void stamp_sm(unsigned slot, int word, unsigned long long t) {
   unsigned sm;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
   if (slot >= g_stamp_cap || sm >= unsigned(kStampSms)) return;
-  atomicMax(g_stamp_buf + size_t(slot) * kSlotWords + kStampWords + word * kStampSms + sm, t);
+  unsigned long long* p = g_stamp_buf + size_t(slot) * kSlotWords + kStampWords + word * kStampSms + sm;
+  if (word == 2)
+    atomicMin(p, t);
+  else
+    atomicMax(p, t);
 }
 
 // xq[n][c]: a block covers 8 chunks of one row, warp w the record of chunk 8·blockIdx.x + w (xq_chunk).
@@ -545,6 +550,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       const unsigned long long t = global_ns();
       stamp(slot, 6, t);
       stamp_sm(slot, 1, t);
+      stamp_sm(slot, 2, t);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -881,7 +887,8 @@ void mlx4_stamps_begin(int max_launches) {
   unsigned long long* const buf = g_stamp_host_buf;
   std::vector<unsigned long long> init(size_t(max_launches) * kSlotWords, 0ull);  // max words 0
   for (size_t i = 0; i < init.size(); i++)
-    if (i % kSlotWords < kStampWords && i % 2 == 0) init[i] = ~0ull;  // min words high
+    if ((i % kSlotWords < kStampWords && i % 2 == 0) || i % kSlotWords >= kStampWords + 2 * kStampSms)
+      init[i] = ~0ull;  // min words high
   HKV_CUDA_CHECK(cudaMemcpy(buf, init.data(), init.size() * 8, cudaMemcpyHostToDevice));
   const unsigned zero = 0, ucap = unsigned(max_launches);
   HKV_CUDA_CHECK(cudaMemcpyToSymbol(g_stamp_buf, &buf, sizeof(buf)));
@@ -908,9 +915,12 @@ std::vector<MatvecStamps> mlx4_stamps_end() {
   // every %smid word (ids need not be contiguous, so not only the first sm_count()); 0 where no block ran
   for (unsigned i = 0; i < n; i++) {
     const unsigned long long* w = h.data() + size_t(i) * kSlotWords;
-    out[i] = {{w[0], w[1]}, {w[2], w[3]}, {w[4], w[5]}, {w[6], w[7]}, {}, {}};
+    out[i] = {{w[0], w[1]}, {w[2], w[3]}, {w[4], w[5]}, {w[6], w[7]}, {}, {}, {}};
     out[i].sm_records.assign(w + kStampWords, w + kStampWords + kStampSms);
     out[i].sm_end.assign(w + kStampWords + kStampSms, w + kStampWords + 2 * kStampSms);
+    out[i].sm_first_end.assign(w + kStampWords + 2 * kStampSms, w + kStampWords + 3 * kStampSms);
+    for (uint64_t& e : out[i].sm_first_end)
+      if (e == ~0ull) e = 0;  // no warp ended there
   }
   return out;
 }

@@ -462,17 +462,21 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
                          s.records[0] <= s.end[1] && s.end[1] - s.start[0] < 1000000000ull;
     if (!ordered) d = "launch " + std::to_string(i) + ": phases out of order";
     // by multiprocessor: a block that staged records there also had warps end there; each stamp lies inside its
-    // launch's range, and the latest over the multiprocessors is the launch's latest (the same %globaltimer values)
+    // launch's range, a multiprocessor's earliest warp end before its latest, and the latest (earliest) over the
+    // multiprocessors is the launch's latest (earliest): the same %globaltimer values
     uint64_t rmax = 0, emax = 0;
     for (size_t sm = 0; sm < s.sm_end.size() && d.empty(); sm++) {
-      const uint64_t r = s.sm_records[sm], e = s.sm_end[sm];
-      if ((r == 0) != (e == 0) || (r && (r < s.records[0] || r > s.records[1])) ||
-          (e && (e < s.end[0] || e > s.end[1])))
+      const uint64_t r = s.sm_records[sm], e = s.sm_end[sm], f = sm < s.sm_first_end.size() ? s.sm_first_end[sm] : 0;
+      if ((r == 0) != (e == 0) || (e == 0) != (f == 0) || (r && (r < s.records[0] || r > s.records[1])) ||
+          (e && (e < s.end[0] || e > s.end[1])) || (f && (f < s.end[0] || f > e)))
         d = "launch " + std::to_string(i) + ": multiprocessor " + std::to_string(sm) + "'s stamps outside the launch's";
       rmax = std::max(rmax, r), emax = std::max(emax, e);
     }
-    if (d.empty() && (rmax != s.records[1] || emax != s.end[1]))
-      d = "launch " + std::to_string(i) + ": the multiprocessors' latest stamps are not the launch's latest";
+    uint64_t fmin = ~0ull;  // the multiprocessors' earliest warp end is the launch's earliest
+    for (uint64_t f : s.sm_first_end)
+      if (f) fmin = std::min(fmin, f);
+    if (d.empty() && (rmax != s.records[1] || emax != s.end[1] || fmin != s.end[0]))
+      d = "launch " + std::to_string(i) + ": the multiprocessors' stamps are not the launch's earliest and latest";
   }
   if (d.empty() && st.size() == 2 && st[1].start[0] < st[0].end[1])
     d = "the second launch began before the first ended";
