@@ -76,7 +76,7 @@ constexpr int kWarps = 8;
 // The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
 constexpr int kNormPreload = 5120;
 // matvec_mlx4_smem_kernel's opt bits
-constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u, kOptPf2 = 32u;
+constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
 // On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
@@ -106,10 +106,6 @@ int prefetch_setting() {
 // for this whole grid.
 int g_trigger = -1;
 bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", true); }
-// Off by default (HKV_MV_PF2=1 turns it on; an experiment, the same bytes): the decode matvec also prefetches its first
-// row group's second round into L2, after x has been read in its prologue (kOptPf2).
-int g_pf2 = -1;
-bool pf2_enabled() { return env_switch(g_pf2, "HKV_MV_PF2", false); }
 int g_out_trigger = -1;                  // HKV_OUT_TRIGGER (kernels.h)
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
@@ -422,10 +418,9 @@ __device__ __forceinline__ void record_of_chunk(const float* v, int vstride, uin
 // makes chunk c's record into the swizzled records xs4. hs: cols floats (the norm only); vt: 32·(nch + 1).
 // pre: the norm weights of elements tid + k·T, k < P, are already in wpre (loaded before the launch's pdl_wait; the
 // rest are read here).
-// mid(): called once by every thread after the first input's x has been read (kOptPf2's prefetch).
-template <int NB, int T, int P, class Mid>
+template <int NB, int T, int P>
 __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs, float* vt, const float (&wpre)[P],
-                             bool pre, Mid mid) {
+                             bool pre) {
   const int nch = cols / 32, tp = nch + 1, tid = threadIdx.x;
   __shared__ float r_s;
   for (int n = 0; n < NB; n++) {
@@ -433,7 +428,6 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
     if (src.norm_w) {
       for (int i = tid; i < cols; i += T) hs[i] = x[i];
       __syncthreads();
-      if (n == 0) mid();
       if (tid < 32) {
         const float acc = warp_sum_squares_smem<false>(hs, cols, tid);  // cols is a multiple of 32
         if (tid == 0) r_s = hkv::rsqrt_c(acc / float(cols) + src.eps);
@@ -453,7 +447,6 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
       for (int i = i0; i < cols; i += T) put(i, src.norm_w[i]);
     } else {
       for (int i = tid; i < cols; i += T) vt[(i & 31) * tp + (i >> 5)] = x[i];
-      if (n == 0) mid();
     }
     __syncthreads();
     for (int c = tid; c < nch; c += T) {
@@ -493,8 +486,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 #pragma unroll
     for (int k = 0; k < P; k++) wpre[k] = threadIdx.x + k * T < cols ? __ldg(src.norm_w + threadIdx.x + k * T) : 0.0f;
   }
-  // chunks lane + 32·k, k0 ≤ k < k1, of each row of this warp's first row group into L2
-  auto prefetch_first = [&](int k0, int k1) {
+  if constexpr (PDL) {  // launched as a dependent: the first weights (read-only) go to L2 while x is produced
     const int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5);
     if (g < total) {
       int64_t local;
@@ -502,25 +494,18 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
       const int64_t rows = task.W.rows;
       for (int r = 0; r < RW && local * RW + r < rows; r++) {
         const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-        for (int k = k0; k < k1 && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+        const int pf = int(opt >> kOptPfShift) & 0xff;
+        for (int k = 0; k < pf && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
       }
     }
-  };
-  if constexpr (PDL) {  // launched as a dependent: the first weights (read-only) go to L2 while x is produced
-    prefetch_first(0, int(opt >> kOptPfShift) & 0xff);
     pdl_wait();
   }
-  // kOptPf2 (HKV_MV_PF2): the first group's second round too, once x has been read and while the block makes its
-  // records (DRAM is idle then): the loads of x are not queued behind it, as they were behind HKV_MV_PFPRO's
-  auto mid = [&] {
-    if (opt & kOptPf2) prefetch_first(U, 2 * U);
-  };
   if constexpr (STAMP) {
     if (threadIdx.x == 0) stamp(slot, 2, global_ns());
   }
   if (src.x) {
     float* hs = reinterpret_cast<float*>(xs4 + NB * nch * 8);
-    make_records<NB, T>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0), wpre, pre, mid);
+    make_records<NB, T>(src, cols, xs4, hs, hs + (src.norm_w ? cols : 0), wpre, pre);
   } else {
     // c counts the chunks of all NB inputs; unit v of chunk c to its swizzled place. Staged: 8 loads a thread in
     // flight before any store (one load per iteration left the down_proj's 70 KB to 7 round trips a thread)
@@ -541,7 +526,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 #pragma unroll 1
       for (int i = threadIdx.x; i < units; i += T) place(i, __ldg(x4 + i));
     }
-    mid();
     __syncthreads();
   }
   if constexpr (STAMP) {
@@ -683,7 +667,6 @@ void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSo
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
   if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
-  if (pf2_enabled()) opt |= kOptPf2;
   if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
@@ -800,7 +783,7 @@ bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PROD
 void reload_switches() {
   g_rec_prod = -1;
   g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1, g_pf2 = -1;
+  g_pf = -2, g_trigger = -1, g_out_trigger = -1;
   forget_recurrence_split();
   forget_deltanet_switches();
   forget_pack_switches();
