@@ -207,13 +207,15 @@ void kv_read_row(const KvFormat& f, const uint8_t* row, int head_dim, float* u, 
       for (int d = 0; d < head_dim; d++) u[d] = f32_from_e4m3(row[d]);
       for (int g = 0; g < groups; g++) s[g] = f32_from_f16(get_f16(row + head_dim + 2 * g));
       return;
-    case KvKind::Q4H:
-      for (int d = 0; d < head_dim; d++) {
-        int c = (row[d / 2] >> (4 * (d % 2))) & 0xf;
-        u[d] = f.grid == Grid::Midpoint ? float(c) - 7.5f : float(c - 8);
+    case KvKind::Q4H: {  // byte i holds element 2i in its low half, 2i + 1 in its high half
+      const float zero = f.grid == Grid::Midpoint ? 7.5f : 8.0f;  // (c − 8 and its float are exact)
+      for (int i = 0; i < head_dim / 2; i++) {
+        u[2 * i] = float(row[i] & 0xf) - zero;
+        u[2 * i + 1] = float(row[i] >> 4) - zero;
       }
       for (int g = 0; g < groups; g++) s[g] = f32_from_f16(get_f16(row + head_dim / 2 + 2 * g));
       return;
+    }
   }
 }
 

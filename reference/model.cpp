@@ -72,19 +72,20 @@ void rope_apply(float* x, int rd, const float* cos, const float* sin) {
 // attention over the cache (ARITHMETIC.md §6)
 // ================================================================================================
 
-// score = (Σ_g fma(s_g, p_g, acc)) · scale, p_g = Σ_j u_j·q_j (fma chain from 0, j in order).
-static float score_row(const float* q, const float* u, const float* s, int head_dim, int group, float scale) {
+// score = (Σ_g fma(s_g, p_g, acc)) · scale, p_g = Σ_j u_j·q_j (fma chain from 0, j in order). The groups'
+// chains are independent, so they are run side by side (p: one float a group), each still in j order.
+static float score_row(const float* q, const float* u, const float* s, int head_dim, int group, float scale, float* p) {
   if (wide_accumulation()) {
     double acc = 0.0;
     for (int j = 0; j < head_dim; j++) acc += double(s[j / group]) * double(u[j]) * double(q[j]);
     return float(acc * double(scale));
   }
+  const int groups = head_dim / group;
+  for (int g = 0; g < groups; g++) p[g] = 0.0f;
+  for (int j = 0; j < group; j++)
+    for (int g = 0; g < groups; g++) p[g] = fma_rn(u[g * group + j], q[g * group + j], p[g]);
   float acc = 0.0f;
-  for (int g = 0; g < head_dim / group; g++) {
-    float p = 0.0f;
-    for (int j = g * group; j < g * group + group; j++) p = fma_rn(u[j], q[j], p);
-    acc = fma_rn(s[g], p, acc);
-  }
+  for (int g = 0; g < groups; g++) acc = fma_rn(s[g], p[g], acc);
   return acc * scale;
 }
 
@@ -100,7 +101,7 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
   if (f.rotated()) rotate_groups(q.data(), head_dim, G);  // the query is rotated once
 
   std::vector<float> u(static_cast<size_t>(head_dim)), s(static_cast<size_t>(groups)), e(512),
-      oc(static_cast<size_t>(head_dim));
+      oc(static_cast<size_t>(head_dim)), pg(static_cast<size_t>(groups));  // pg: score_row's group sums
   float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
   std::vector<float> o(static_cast<size_t>(head_dim), 0.0f);
   for (int64_t c0 = 0; c0 < n; c0 += 512) {
@@ -109,7 +110,7 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
     float mc = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < len; j++) {
       kv_read_row(f, k_rows + size_t(c0 + j) * stride, head_dim, u.data(), s.data());
-      e[size_t(j)] = score_row(q.data(), u.data(), s.data(), head_dim, G, scale);
+      e[size_t(j)] = score_row(q.data(), u.data(), s.data(), head_dim, G, scale, pg.data());
       mc = e[size_t(j)] > mc ? e[size_t(j)] : mc;
     }
     // weights, their sum and the weighted values, keys in order
@@ -119,7 +120,8 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
       float p = exp_c(e[size_t(j)] - mc);
       lc = lc + p;
       kv_read_row(f, v_rows + size_t(c0 + j) * stride, head_dim, u.data(), s.data());
-      for (int d = 0; d < head_dim; d++) oc[size_t(d)] = fma_rn(p, s[size_t(d / G)] * u[size_t(d)], oc[size_t(d)]);
+      for (int g = 0; g < groups; g++)
+        for (int d = g * G; d < g * G + G; d++) oc[size_t(d)] = fma_rn(p, s[size_t(g)] * u[size_t(d)], oc[size_t(d)]);
     }
     // merge into the running (m, l, o)
     float mn = m > mc ? m : mc;
@@ -280,7 +282,10 @@ static void full_attention(const Model& m, SequenceState& s, int layer, int cach
   // each query attends to every slot up to and including its own, read back in the cache's format
   std::vector<float> att(static_cast<size_t>(T * H * D));
   const size_t stride = size_t(KV) * s.row_bytes;
-#pragma omp parallel for collapse(2) schedule(static)
+  // schedule(static, 1): query t reads t + 1 slots, so contiguous blocks of t would leave the last thread the most
+  // work (on 2 threads 3/4 of it); dealt one (t, h) at a time, the threads share it evenly. (The order of the
+  // threads changes no byte: each (t, h) is computed alone.)
+#pragma omp parallel for collapse(2) schedule(static, 1)
   for (int64_t t = 0; t < T; t++)
     for (int h = 0; h < H; h++) {
       const int kvh = h / (H / KV);
