@@ -1,5 +1,6 @@
 #include "reference/kvformat.h"
 
+#include <array>
 #include <cstring>
 #include <stdexcept>
 
@@ -203,10 +204,16 @@ void kv_read_row(const KvFormat& f, const uint8_t* row, int head_dim, float* u, 
       std::memcpy(u, row, size_t(head_dim) * 4);
       for (int g = 0; g < groups; g++) s[g] = 1.0f;
       return;
-    case KvKind::FP8:
-      for (int d = 0; d < head_dim; d++) u[d] = f32_from_e4m3(row[d]);
+    case KvKind::FP8: {
+      static const std::array<float, 256> value = [] {  // f32_from_e4m3 of every code, taken once
+        std::array<float, 256> v{};
+        for (int c = 0; c < 256; c++) v[size_t(c)] = f32_from_e4m3(uint8_t(c));
+        return v;
+      }();
+      for (int d = 0; d < head_dim; d++) u[d] = value[row[d]];
       for (int g = 0; g < groups; g++) s[g] = f32_from_f16(get_f16(row + head_dim + 2 * g));
       return;
+    }
     case KvKind::Q4H: {  // byte i holds element 2i in its low half, 2i + 1 in its high half
       const float zero = f.grid == Grid::Midpoint ? 7.5f : 8.0f;  // (c − 8 and its float are exact)
       for (int i = 0; i < head_dim / 2; i++) {
