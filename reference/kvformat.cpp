@@ -215,7 +215,7 @@ void kv_read_row(const KvFormat& f, const uint8_t* row, int head_dim, float* u, 
       return;
     }
     case KvKind::Q4H: {  // byte i holds element 2i in its low half, 2i + 1 in its high half
-      const float zero = f.grid == Grid::Midpoint ? 7.5f : 8.0f;  // (c − 8 and its float are exact)
+      const float zero = f.grid == Grid::Midpoint ? 7.5f : 8.0f;  // float(c) − 8 is exact: float(c − 8)
       for (int i = 0; i < head_dim / 2; i++) {
         u[2 * i] = float(row[i] & 0xf) - zero;
         u[2 * i + 1] = float(row[i] >> 4) - zero;

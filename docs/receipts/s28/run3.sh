@@ -9,7 +9,7 @@ s=$OUT/summary-all.txt
 { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader; nproc; date -u +%FT%TZ; } | tee "$s"
 for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
 t=$SECONDS
-timeout 530 scripts/run --deps /tmp/deps/usr > "$OUT/run.log" 2>&1
+timeout 440 scripts/run --deps /tmp/deps/usr > "$OUT/run.log" 2>&1
 echo "scripts/run: rc=$?, $((SECONDS - t)) s" | tee -a "$s"
 grep -v "^\[\|Building\|Linking\|Built target\|rows [0-9]*/" "$OUT/run.log" | tail -40 | tee -a "$s"
 cp out/gate-*.json out/gate-*.md "$OUT/" 2>/dev/null
