@@ -73,13 +73,9 @@ void rope_apply(float* x, int rd, const float* cos, const float* sin) {
 // ================================================================================================
 
 // score = (Σ_g fma(s_g, p_g, acc)) · scale, p_g = Σ_j u_j·q_j (fma chain from 0, j in order). The groups'
-// chains are independent, so they are run side by side (p: one float a group), each still in j order.
+// chains are independent, so they are run side by side (p: one float a group), each still in j order. (The noise
+// floor's form is attend_wide's.)
 static float score_row(const float* q, const float* u, const float* s, int head_dim, int group, float scale, float* p) {
-  if (wide_accumulation()) {
-    double acc = 0.0;
-    for (int j = 0; j < head_dim; j++) acc += double(s[j / group]) * double(u[j]) * double(q[j]);
-    return float(acc * double(scale));
-  }
   const int groups = head_dim / group;
   for (int g = 0; g < groups; g++) p[g] = 0.0f;
   for (int j = 0; j < group; j++)
@@ -145,7 +141,8 @@ static void attend_wide(const KvFormat& f, const float* q_in, int head_dim, cons
   for (int64_t t = 0; t < n; t++) {
     kv_read_row(f, k_rows + size_t(t) * stride, head_dim, u.data(), s.data());
     double acc = 0.0;
-    for (int j = 0; j < head_dim; j++) acc += double(s[size_t(j / G)]) * double(u[size_t(j)]) * double(q[size_t(j)]);
+    for (int g = 0; g < head_dim / G; g++)
+      for (int j = g * G; j < g * G + G; j++) acc += double(s[size_t(g)]) * double(u[size_t(j)]) * double(q[size_t(j)]);
     sc[size_t(t)] = acc / std::sqrt(double(head_dim));
     m = std::max(m, sc[size_t(t)]);
   }
@@ -153,7 +150,8 @@ static void attend_wide(const KvFormat& f, const float* q_in, int head_dim, cons
     double p = std::exp(sc[size_t(t)] - m);
     l += p;
     kv_read_row(f, v_rows + size_t(t) * stride, head_dim, u.data(), s.data());
-    for (int d = 0; d < head_dim; d++) o[size_t(d)] += p * double(s[size_t(d / G)]) * double(u[size_t(d)]);
+    for (int g = 0; g < head_dim / G; g++)
+      for (int d = g * G; d < g * G + G; d++) o[size_t(d)] += p * double(s[size_t(g)]) * double(u[size_t(d)]);
   }
   for (int d = 0; d < head_dim; d++) out[d] = float(o[size_t(d)] / l);
   if (f.rotated()) rotate_groups(out, head_dim, G);
