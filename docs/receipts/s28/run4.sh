@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Session 28 run 4 (H200): the engine's gate at the window's end (261,889), the depth where the q4h cache matters,
-# with this session's engine (main's kernels): only the hkv target built (the device time left held no more than
-# that), then the GPU half of scripts/run at --depths 262144. Its rows should equal session 9's (RESULTS §3).
+# Session 28 runs 4 and 5 (H200, not run: see README.md): the engine's gate at one depth, with this session's engine
+# (main's kernels): only the hkv target built, then the GPU half of scripts/run at that depth. usage: run4.sh [DEPTH]
+# (default 262144, the window's end, run at 261,889; run 5 was 131072). Its rows should equal session 9's (RESULTS §3).
 set -u
+depth=${1:-262144}
 OUT=${OUT:-/tmp/hkv-out}
 mkdir -p "$OUT" /tmp/deps
 s=$OUT/summary-all.txt
@@ -13,7 +14,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHKV_DEPS_PREFIX=/tmp/deps/usr -
 cmake --build build -j 16 --target hkv > "$OUT/build.log" 2>&1
 echo "build: rc=$?, $((SECONDS - t)) s" | tee -a "$s"
 t=$SECONDS
-build/hkv gate --fixture fixtures/trained-gate.json --backend cuda --no-floor --depths 262144 \
-  --json "$OUT/gate-262k.json" --md "$OUT/gate-262k.md" > "$OUT/gate.log" 2>&1
-echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a "$s"
+build/hkv gate --fixture fixtures/trained-gate.json --backend cuda --no-floor --depths "$depth" \
+  --json "$OUT/gate-$depth.json" --md "$OUT/gate-$depth.md" > "$OUT/gate.log" 2>&1
+echo "gate at $depth: rc=$?, $((SECONDS - t)) s" | tee -a "$s"
 grep -v "rows [0-9]*/" "$OUT/gate.log" | tail -14 | tee -a "$s"
