@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 28 runs 4 and 5 (H200, not run: see README.md): the engine's gate at one depth, with this session's engine
+# Session 28 runs 4 and 5 (H200, not run: see README.md) and run 6 (`run4.sh 65536`, run): the engine's gate at one depth, with this session's engine
 # (main's kernels): only the hkv target built, then the GPU half of scripts/run at that depth. usage: run4.sh [DEPTH]
 # (default 262144, the window's end, run at 261,889; run 5 was 131072). Its rows should equal session 9's (RESULTS §3).
 set -u
