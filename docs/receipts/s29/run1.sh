@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Session 29 run 1 (H200): scripts/run, the main job, on a fresh machine with the headers from .deps: the gate on the
+# oracle at 1K and on the engine at every depth of the default fixture (1K to 261,889), exact prefill. The engine's
+# rows should equal session 9's (RESULTS §3) to every digit: the engine is exact, and its attention kernels have changed
+# since (sessions 10-26; 128K and 261,889 run the slim kernel for fp8 and q4h).
+set -u
+OUT=${OUT:-/tmp/hkv-out}
+mkdir -p "$OUT" /tmp/deps
+s=$OUT/summary-all.txt
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader; nproc; date -u +%FT%TZ; } | tee "$s"
+for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+t=$SECONDS
+timeout 570 scripts/run --deps /tmp/deps/usr > "$OUT/run.log" 2>&1
+echo "scripts/run: rc=$?, $((SECONDS - t)) s" | tee -a "$s"
+grep -v "^\[\|Building\|Linking\|Built target\|rows [0-9]*/" "$OUT/run.log" | tail -40 | tee -a "$s"
+cp out/gate-*.json out/gate-*.md "$OUT/" 2>/dev/null
+date -u +%FT%TZ | tee -a "$s"
