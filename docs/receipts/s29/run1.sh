@@ -3,6 +3,7 @@
 # oracle at 1K and on the engine at every depth of the default fixture (1K to 261,889), exact prefill. The engine's
 # rows should equal session 9's (RESULTS §3) to every digit: the engine is exact, and its attention kernels have changed
 # since (sessions 10-26; 128K and 261,889 run the slim kernel for fp8 and q4h).
+# (Session 28's run3.sh, not run there, with the time limit 570 s instead of 440.)
 set -u
 OUT=${OUT:-/tmp/hkv-out}
 mkdir -p "$OUT" /tmp/deps
