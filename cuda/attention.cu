@@ -1,9 +1,11 @@
 // Attention of each query head over its sequence's cache, read in the cache's format: reference/model.cpp
 // attend() (docs/ARITHMETIC.md §6), for decode and prefill alike (each row attends to n_keys[row] slots).
-//   q4h: the query is rotated once per group (warp_wht32) and the output rotated back once.
+//   q4h: the query is rotated once per group (warp_wht32), held in block fixed point (q4h_record), and the output
+//   rotated back once.
 //   Keys in fixed chunks of 512. In chunk c, for each key in order:
-//     score = (Σ_g fma(s_g, p_g, acc)) · scale, p_g = fma chain of u_j·q_j from 0 over the group's 32
-//     elements, scale = fp32(1/sqrt(head_dim)); mc = the chunk's maximum;
+//     score = (Σ_g fma(s_g, p_g, acc)) · scale, scale = fp32(1/sqrt(head_dim)); p_g over the group's 32 elements:
+//     bf16, fp8 the fma chain of u_j·q_j from 0; q4h float(P)·unit_g, P = Σ u_j·X_j exact in integers (dp4a, any
+//     order: q4h_group_p); mc = the chunk's maximum;
 //     p = exp_c(score − mc); lc = lc + p (keys in order); oc[d] = fma(p, s_g·u_d, oc[d]) (keys in order).
 //   Chunks merged in order: mn = max(m, mc), a = exp_c(m − mn), b = exp_c(mc − mn), l = fma(l, a, lc·b),
 //   o[d] = fma(o[d], a, oc[d]·b); out = o/l; then (engine) out · sigmoid_c(gate).
@@ -11,7 +13,8 @@
 // only the merge is sequential, in a second kernel. A maximum does not depend on the order it is taken in
 // (±0 ties only reach exp_c of a difference, where they give the same value).
 // Decoding a stored element costs as much as the fmas it feeds, so each decoded K or V element serves every
-// query head of its KV head (6 in the 27B shape) and each group scale is converted once per group and key:
+// query head of its KV head (6 in the 27B shape) and each group scale is converted once per group and key
+// (q4h's K codes are not decoded to floats at all: prep<Q4H>'s bytes feed dp4a):
 //   q4h unit u = c − 8 as as_float(0x4b000000 | c) − (2^23 + 8) (one byte permute and one exact add);
 //   bf16 u = the high half-word; fp8 through f32_from_e4m3_hw. The value is s_g·u (one exact product), as
 //   attend(). Scales convert by f32_from_f16_hw (one instruction; device.cuh says why it is exact here).
@@ -23,10 +26,11 @@
 // rows the loop unrolled by HKV_ATTN_VU keys, 32 by default, so later keys' loads issue early); lc is kept
 // by threads T−1−h. Two shapes, same arithmetic: T = 64, DPT = 8 (one 4-byte word of q4h codes a key) when
 // there are at least 4 blocks per multiprocessor; else T = 256, DPT = 1 (more threads for few chunks).
-// Bound (arithmetic, not measured): every K and V element feeds one exact fp32 fma per query head, 12 per
-// element pair at 6:1; at depth 262,144 in the 27B shape that is 51.5 G fmas a token, about 1.5 ms at the
-// datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s: q4h decode
-// attention is bound by fma issue, not bytes, and cannot reach 85% of copy bandwidth under this contract.
+// Bound (arithmetic, not measured): every V element (and every bf16 or fp8 K element) feeds one exact fp32 fma per
+// query head, 6 at 6:1; at depth 262,144 in the 27B shape the q4h values alone are 25.8 G fmas a token, about 0.77 ms
+// at the datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s. q4h's scores
+// take half a dp4a an element and head (16 a group of 32) instead of an fma and a decode (session 30: q4h attention
+// at 262K 4,952 → 4,271 µs a token, RESULTS.md §12).
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
 // two buffers; HKV_ATTN_FASTSC), and fp8 and q4h beyond one chunk block a multiprocessor take attn_slim_kernel (below;
 // auto_attn_shape).
@@ -129,6 +133,101 @@ __device__ __forceinline__ float unit(const uint32_t* x, int i) {
   }
 }
 
+// q4h scores in integers (ARITHMETIC.md §6). load_q leaves, in place of each (head, group) of the rotated query in
+// q_s, its record: the 32 values in block fixed point, X_j = round_even(q_j · 2^(13−e)) (xq_int with top 13, |X_j| <=
+// 2^14), split as X_j = 256·hi_j + lo_j with lo_j, hi_j signed bytes; words 0–7 lo, 8–15 hi, each word the four
+// elements of one register of prep<Q4H> (word 2t: elements 8t, 8t+2, 8t+4, 8t+6; word 2t+1: 8t+1, …, 8t+7); word 16
+// the unit 2^(e−13) (0 for a group of zeros, NaN for one with an inf or NaN, whose X are 0), word 17 −8·Σ_j X_j.
+// The record of one (head, group) from the rotated value v of element `lane` (every lane of the warp), into rec.
+__device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
+  const uint32_t mb = __reduce_max_sync(kFull, __float_as_uint(v) & 0x7fffffffu);  // as x_chunks: bits order
+  int X = 0;
+  float unit_g = 0.0f;
+  if (mb >= 0x7f800000u) {
+    unit_g = __uint_as_float(0x7fc00000u);
+  } else if (mb != 0) {
+    const int e = xq_exponent(mb);
+    X = xq_int(v, e, 13), unit_g = xq_unit(e, 13);
+  }
+  const int sum = __reduce_add_sync(kFull, X);  // exact: |Σ X| <= 2^19
+  const int lo = int(int8_t(X & 0xff)), hi = (X - lo) >> 8;
+  __syncwarp();  // every lane has read its value before the record overwrites the group's floats
+  uint8_t* const b = reinterpret_cast<uint8_t*>(rec);
+  const int w = 2 * (lane / 8) + (lane % 2), byte = (lane % 8) / 2;
+  b[4 * w + byte] = uint8_t(lo), b[32 + 4 * w + byte] = uint8_t(hi);
+  if (lane == 0) rec[16] = __float_as_uint(unit_g), rec[17] = uint32_t(-8 * sum);
+}
+
+// p_g = float(P) · unit for one key and head: P = Σ_j (c_j − 8)·X_j = 256·Σ c·hi + Σ c·lo − 8·Σ X, exact in int32
+// (|P| <= 2^22, so float(P) is exact, and so is its product by a power of two); x: the group's prep<Q4H> words (codes
+// 0..15 a byte), r: the record's 16 plane words, nx: −8·Σ X, unit_g: the unit.
+__device__ __forceinline__ float q4h_group_p(const uint32_t (&x)[8], const uint32_t (&r)[16], int nx, float unit_g) {
+  int lo = nx, hi = 0;
+#pragma unroll
+  for (int i = 0; i < 8; i++) lo = __dp4a(int(x[i]), int(r[i]), lo), hi = __dp4a(int(x[i]), int(r[8 + i]), hi);
+  return __int2float_rn(hi * 256 + lo) * unit_g;
+}
+
+// The scaled scores of KP keys (rows kr[k], 16-byte aligned when v16, in shared memory when KS) for NG heads over
+// q4h records in q_s: per key and head acc = fma(s_g, p_g, acc) over the groups in order; the group scales from skr[k]
+// (SKS: the K rows' scales staged) or from the rows. Each head's record is loaded once a group for the KP keys.
+template <int NG, int KP, bool KS, bool SKS>
+__device__ __forceinline__ void q4h_int_scores(const uint8_t* const (&kr)[KP], const float* q_s, int D, bool v16,
+                                               float scale, float (&score)[KP][NG],
+                                               const uint16_t* const* skr = nullptr) {
+  using Fm = Fmt<KvKind::Q4H>;
+  float acc[KP][NG];
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f;
+  uint32_t cur[KP][4], nxt[KP][4];
+#pragma unroll
+  for (int k = 0; k < KP; k++) load16<KS>(kr[k], v16, cur[k]);
+  const int ngroups = D / 32;
+#pragma unroll 1
+  for (int g = 0; g < ngroups; g++) {
+    if (g + 1 < ngroups) {
+#pragma unroll
+      for (int k = 0; k < KP; k++) load16<KS>(kr[k] + Fm::code_off(32 * (g + 1)), v16, nxt[k]);
+    }
+    uint32_t x[KP][8];
+    float sg[KP];
+#pragma unroll
+    for (int k = 0; k < KP; k++) {
+      prep<KvKind::Q4H>(cur[k], x[k]);
+      uint16_t raw;
+      if constexpr (SKS)
+        raw = skr[k][g];
+      else
+        raw = load_u16<KS>(kr[k] + Fm::scale_off(D, g));
+      sg[k] = scale_from<KvKind::Q4H>(raw);
+    }
+#pragma unroll
+    for (int h = 0; h < NG; h++) {
+      const uint32_t* rec = reinterpret_cast<const uint32_t*>(q_s + h * D + 32 * g);
+      uint32_t r[16];
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const uint4 v = reinterpret_cast<const uint4*>(rec)[i];
+        r[4 * i] = v.x, r[4 * i + 1] = v.y, r[4 * i + 2] = v.z, r[4 * i + 3] = v.w;
+      }
+      const uint2 un = *reinterpret_cast<const uint2*>(rec + 16);
+      const float unit_g = __uint_as_float(un.x);
+#pragma unroll
+      for (int k = 0; k < KP; k++) acc[k][h] = hkv::fma_rn(sg[k], q4h_group_p(x[k], r, int(un.y), unit_g), acc[k][h]);
+    }
+#pragma unroll
+    for (int k = 0; k < KP; k++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) cur[k][i] = nxt[k][i];
+  }
+#pragma unroll
+  for (int k = 0; k < KP; k++)
+#pragma unroll
+    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
+}
+
 // The NG weights of one key, from its row of ES floats in e_s: 16-byte shared-memory loads where ES is a multiple of
 // 4 (kEs), else 8-byte ones (slim's rows of NG rounded up to even); entries past NG are never read.
 template <int NG, int ES = kEs>
@@ -150,14 +249,16 @@ __device__ __forceinline__ void weights(const float* es, float* e) {
   }
 }
 
-// The query heads h0 … h0 + ng − 1 of a row into q_s [NG][D] (padding heads 0), rotated for q4h.
+// The query heads h0 … h0 + ng − 1 of a row into q_s [NG][D] (padding heads 0); for q4h rotated and then each group
+// of 32 held as its record (q4h_record).
 template <KvKind F, int NG, int T>
 __device__ __forceinline__ void load_q(const AttnArgs& a, int64_t row, int h0, int ng, float* q_s) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, D = a.D;
   for (int i = tid; i < NG * D; i += T) q_s[i] = i < ng * D ? a.q[row * a.ldq + int64_t(h0) * D + i] : 0.0f;
   __syncthreads();
-  if constexpr (F == KvKind::Q4H) {
-    for (int gi = warp; gi < NG * D / 32; gi += T / 32) q_s[gi * 32 + lane] = warp_wht32(q_s[gi * 32 + lane], lane);
+  if constexpr (F == KvKind::Q4H) {  // rotated, then held as records (q4h_record)
+    for (int gi = warp; gi < NG * D / 32; gi += T / 32)
+      q4h_record(warp_wht32(q_s[gi * 32 + lane], lane), lane, reinterpret_cast<uint32_t*>(q_s + gi * 32));
     __syncthreads();
   }
 }
@@ -185,6 +286,7 @@ __device__ __forceinline__ void scaled_scores(const float (&acc)[KP][NG], float 
 template <KvKind F, int NG, int KPT, bool KS>
 __device__ __forceinline__ void key_scores(const uint8_t* const (&kr)[KPT], const float* q_s, int D, bool v16,
                                            float scale, float (&score)[KPT][NG]) {
+  static_assert(F != KvKind::Q4H, "q4h scores: q4h_int_scores");
   using Fm = Fmt<F>;
   float acc[KPT][NG], p[KPT][NG];
   zero_chains(acc, p);
@@ -402,15 +504,11 @@ __device__ __forceinline__ void static_for(Fn&& f) {
   }
 }
 
-// Unit I of a piece (its 4 words): slim_q4h_unit for q4h, the e4m3 value for fp8.
+// Unit I of an fp8 piece (its 4 words): the e4m3 value.
 template <KvKind F, int I>
 __device__ __forceinline__ float slim_unit(const uint32_t (&w)[4]) {
-  if constexpr (F == KvKind::Q4H) {
-    return slim_q4h_unit<I % 8>(w[I / 8]);
-  } else {
-    static_assert(F == KvKind::FP8, "slim takes fp8 and q4h");
-    return f32_from_e4m3_hw(uint8_t(w[I / 4] >> (8 * (I % 4))));
-  }
+  static_assert(F == KvKind::FP8, "slim's fp32 scores take fp8");
+  return f32_from_e4m3_hw(uint8_t(w[I / 4] >> (8 * (I % 4))));
 }
 
 // One piece (Fm::epp elements from e0) of KP keys' scores for NG heads: p[k][h] = fma(u_j, q_j, p[k][h]) in element
@@ -454,6 +552,7 @@ __device__ __forceinline__ void slim_piece(const uint32_t (&w)[KP][4], const uin
 template <KvKind F, int NG, int KP, int D, bool KS = false, bool SKS = false>
 __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                             float (&score)[KP][NG], const uint16_t* const* skr = nullptr) {
+  static_assert(F == KvKind::FP8, "slim_scores: fp8 (q4h: q4h_int_scores)");
   using Fm = Fmt<F>;
   constexpr int npiece = D / Fm::epp;
   static_assert(npiece % 2 == 0 && (Fm::ppg == 1 || Fm::ppg == 2), "pieces go in pairs; a pair ends a group");
@@ -488,12 +587,13 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
   scaled_scores(acc, scale, score);
 }
 
-// slim_scores with its loops rolled (ROLL: attn_slim_kernel's q4h form, HKV_ATTN_SLIM_ROLL), for a loop body of a
-// word instead of two pieces: in the H200 build at NG = 6, 296 instructions (4.7 KB) in the inner loop and 416 in the
-// outer, against 2,335 (37 KB) in slim_scores' loop. ncu at 262K had the q4h slim kernel's warps waiting on instruction
-// fetch (no_instruction 1.52–1.62 warps an issue, its largest stall; session 24 runs 3 and 4). One piece an iteration,
-// the next piece's loads issued into a second buffer and copied in; the piece one 4-byte word an inner iteration (q4h 8
-// elements, fp8 4), the words moved down after each. The group scales from skr[k] (the K scales staged). The same
+// slim_scores with its loops rolled (ROLL: attn_slim_kernel's fp8 form at the 27B's layout beyond one wave,
+// HKV_ATTN_SLIM_FROLL), for a loop body of a word instead of two pieces. Made for q4h's fp32 scores before session 30:
+// in the H200 build at NG = 6, 296 instructions (4.7 KB) in the inner loop and 416 in the outer, against 2,335 (37 KB)
+// in slim_scores' loop. ncu at 262K had the q4h slim kernel's warps waiting on instruction fetch
+// (no_instruction 1.52–1.62 warps an issue, its largest stall; session 24 runs 3 and 4). One piece an iteration, the
+// next piece's loads issued into a second buffer and copied in; the piece one 4-byte word an inner iteration (4
+// elements), the words moved down after each. The group scales from skr[k] (the K scales staged). The same
 // chains in the same order: each (key, head) chain takes its elements in order and ends its groups where slim_scores
 // does. Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K 346.5 → 314.8 µs, issue active 62 → 71%,
 // no_instruction out of its top four stalls (ncu, cuda/profile_stalls.sh); a q4h token −0.24% at 64K, −2.45% at 128K,
@@ -506,6 +606,7 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 template <KvKind F, int NG, int KP, int D>
 __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                                    float (&score)[KP][NG], const uint16_t* const* skr) {
+  static_assert(F == KvKind::FP8, "slim_scores_rolled: fp8 (q4h: q4h_int_scores)");
   using Fm = Fmt<F>;
   constexpr int npiece = D / Fm::epp, epw = Fm::epp / 4;  // pieces a row; elements a word
   float acc[KP][NG], p[KP][NG];
@@ -536,11 +637,7 @@ __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP
           constexpr int ii = decltype(iic)::value;
 #pragma unroll
           for (int k = 0; k < KP; k++) {
-            float u;
-            if constexpr (F == KvKind::Q4H)
-              u = slim_q4h_unit<i4 + ii>(w[k][0]);
-            else
-              u = f32_from_e4m3_hw(uint8_t(w[k][0] >> (8 * (i4 + ii))));
+            const float u = f32_from_e4m3_hw(uint8_t(w[k][0] >> (8 * (i4 + ii))));
 #pragma unroll
             for (int h = 0; h < NG; h++) {
               const float qq = ii == 0 ? qv[h].x : ii == 1 ? qv[h].y : ii == 2 ? qv[h].z : qv[h].w;
@@ -642,7 +739,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
     const bool ok[2] = {j[0] < len, j[1] < len};
     const uint8_t* const kr[2] = {kb + size_t(ok[0] ? j[0] : 0) * kstride, kb + size_t(ok[1] ? j[1] : 0) * kstride};
     float sc[2][NG];
-    if constexpr (F != KvKind::BF16) {
+    if constexpr (F == KvKind::Q4H) {
+      q4h_int_scores<NG, 2, KS, false>(kr, q_s, D, v16, scale, sc);
+    } else if constexpr (F == KvKind::FP8) {
       // attention() sets fast_scores only where slim_scores<…, 256> applies; the test here is the kernel's own guard
       if (a.fast_scores && D == 256 && v16)  // HKV_ATTN_FASTSC
         slim_scores<F, NG, 2, 256, KS>(kr, q_s, scale, sc);
@@ -881,14 +980,14 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
 // −5.6% at 64K, −7.3% at 128K, −6.9% at 262K; q4h, with Auto's slim for it, −0.50%, −0.66%, −1.24% (hkv bench
 // --variants). ES, the floats a key's weights take in e_s: q4h 8 where NG > 4, so that the value loop loads them as two
 // 16-byte pieces (at NG = 6, against three 8-byte ones: a q4h token −0.58% at 64K, −0.78% at 128K, −1.32% at 262K; fp8
-// +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). ROLL (q4h,
-// HKV_ATTN_SLIM_ROLL=0 turns it off; fp8 at the 27B's layout beyond one wave, HKV_ATTN_SLIM_FROLL): the scores by
-// slim_scores_rolled. The value loop (session 25): the V scales in fp32 once, whole batches without a test (sm_90a
-// SASS of the q4h NG = 6 loop 1,900 → 711 instructions, 22 a key, 384 of them the fmas; fp8 2,021 → 757), against
-// session 24's loop (a scale converted in each of its 16 threads, every batch tested): a q4h token −0.63% at 64K,
-// −0.69% at 128K, −1.09% at 262K; fp8 −0.20%, −0.98%, −2.83%. KVC: the KV heads as a constant (4, the 27B's;
-// HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's loads take immediate offsets: a
-// further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2, hkv bench --variants,
+// +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). The scores: q4h's by
+// q4h_int_scores (session 30); fp8's by slim_scores, or with ROLL (at the 27B's layout beyond one wave,
+// HKV_ATTN_SLIM_FROLL) by slim_scores_rolled. The value loop (session 25): the V scales in fp32 once, whole batches
+// without a test (sm_90a SASS of the q4h NG = 6 loop 1,900 → 711 instructions, 22 a key, 384 of them the fmas; fp8
+// 2,021 → 757), against session 24's loop (a scale converted in each of its 16 threads, every batch tested): a q4h
+// token −0.63% at 64K, −0.69% at 128K, −1.09% at 262K; fp8 −0.20%, −0.98%, −2.83%. KVC: the KV heads as a constant (4,
+// the 27B's; HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's loads take immediate
+// offsets: a further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2, hkv bench --variants,
 // interleaved rounds.)
 template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
@@ -945,7 +1044,9 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
     const uint16_t* skr[kSlimKP];
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++) skr[k] = sk_s + 8 * (j[k] < len ? j[k] : kChunk);
-    if constexpr (ROLL)
+    if constexpr (F == KvKind::Q4H)
+      q4h_int_scores<NG, kSlimKP, false, true>(kr, q_s, D, true, scale, sc, skr);
+    else if constexpr (ROLL)
       slim_scores_rolled<F, NG, kSlimKP, D>(kr, q_s, scale, sc, skr);
     else
       slim_scores<F, NG, kSlimKP, D, false, true>(kr, q_s, scale, sc, skr);
@@ -1163,10 +1264,8 @@ AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
   return b;
 }
 
-int g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1;
+int g_attn_kvc = -1, g_attn_froll = -1;
 }  // namespace
-bool attn_slim_roll() { return env_switch(g_attn_roll, "HKV_ATTN_SLIM_ROLL", true); }
-void set_attn_slim_roll(bool on) { g_attn_roll = on ? 1 : 0; }
 bool attn_slim_kvc() { return env_switch(g_attn_kvc, "HKV_ATTN_SLIM_KVC", true); }
 void set_attn_slim_kvc(bool on) { g_attn_kvc = on ? 1 : 0; }
 int attn_slim_froll() {
@@ -1182,32 +1281,30 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        // q4h's score loop rolled (HKV_ATTN_SLIM_ROLL); the 27B's 4 KV heads (6 query heads each) as a constant
+        // The 27B's 4 KV heads (6 query heads each) as a constant
         // (HKV_ATTN_SLIM_KVC), and there fp8's score loop rolled where the grid is more than one wave of blocks
         // (HKV_ATTN_SLIM_FROLL: 1; 0 never, 2 always; session 25 run 4: an fp8 token +1.20% at 64K, one wave at batch
         // 1, −0.90% at 128K, −3.38% at 262K). The constant-stride forms are compiled for 6 heads a block alone, the
         // only count kvc admits, and fp8's rolled form for them alone.
         const bool kvc = NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_slim_kvc();
         const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
-        const bool roll = F == KvKind::Q4H ? attn_slim_roll()
-                                           : kvc && (attn_slim_froll() == 2 ||
-                                                     (attn_slim_froll() == 1 && blocks > int64_t(kSlimB) * sm_count()));
+        const bool roll = F == KvKind::FP8 && kvc &&
+                          (attn_slim_froll() == 2 || (attn_slim_froll() == 1 && blocks > int64_t(kSlimB) * sm_count()));
         auto go = [&](auto kernel) { launch_k(kernel, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale); };
         bool done = false;
         if constexpr (NG == 6) {
           if (kvc) {
-            roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
+            if constexpr (F == KvKind::FP8)
+              roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
+            else
+              go(attn_slim_kernel<F, NG, false, 4>);
             done = true;
           }
         }
-        if (!done) {
-          if constexpr (F == KvKind::Q4H)
-            roll ? go(attn_slim_kernel<F, NG, true>) : go(attn_slim_kernel<F, NG, false>);
-          else
-            go(attn_slim_kernel<F, NG>);
-        }
+        if (!done) go(attn_slim_kernel<F, NG>);
         HKV_CHECK_LAUNCH();
-        g_last_launch.slim_kernel = g_last_launch.slim_scores = true;
+        g_last_launch.slim_kernel = true;
+        g_last_launch.slim_scores = F == KvKind::FP8;  // q4h's scores have one form (q4h_int_scores)
         g_last_launch.slim_roll = roll;
         g_last_launch.slim_kvc = kvc;
         return;
@@ -1302,7 +1399,7 @@ int attn_auto_slim() { return cached_choice(g_attn_slim, "HKV_ATTN_SLIM", {0, 1,
 int attn_slim_from() { return cached_choice(g_attn_from, "HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, 10); }
 bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
 void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
-int attn_fast_scores() { return cached_choice(g_attn_fastsc, "HKV_ATTN_FASTSC", {0, 1, 2}, 1); }
+int attn_fast_scores() { return cached_choice(g_attn_fastsc, "HKV_ATTN_FASTSC", {0, 1}, 1); }
 void set_attn_fast_scores(int formats) { g_attn_fastsc = formats; }
 int attn_dsplit() { return cached_choice(g_attn_dsplit, "HKV_ATTN_DSPLIT", {0, 1, 2}, 1); }
 void set_attn_dsplit(int mode) { g_attn_dsplit = mode; }
@@ -1312,7 +1409,7 @@ int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 
 void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
 void forget_attn_switches() {
   g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_roll = -1, g_attn_kvc = -1, g_attn_froll = -1, g_attn_from = -1;
+  g_attn_kvc = -1, g_attn_froll = -1, g_attn_from = -1;
 }
 
 // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
@@ -1350,8 +1447,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   a.vu = attn_value_unroll();
   a.pre = a_in.pre_ok && attn_pre_enabled();
   // the one place fast scores are decided: the format's switch, and where slim_scores applies
-  a.fast_scores = (attn_fast_scores() == 2 || (attn_fast_scores() == 1 && a.kind == KvKind::FP8)) &&
-                  a.kind != KvKind::BF16 && a.D == kSlimD && a.row_bytes % 16 == 0;
+  a.fast_scores = attn_fast_scores() != 0 && a.kind == KvKind::FP8 && a.D == kSlimD && a.row_bytes % 16 == 0;
   g_last_launch = AttnLaunch{};  // every field its default (a positional list sets fields by their order)
   g_last_launch.slim_scores = a.fast_scores;
   a.dsplit = 1;  // (launch_chunks sets it for the staged one-element kernels: with_dsplit)

@@ -290,14 +290,10 @@ int attn_slim_from();
 // (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under HKV_ATTN_SLIM = slim and
 // HKV_ATTN_SLIM_FROM = from.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from);
-// HKV_ATTN_SLIM_ROLL (or set_attn_slim_roll): on by default, the slim kernel's score loop for q4h rolled
-// (slim_scores_rolled: a loop body of one word instead of two pieces); 0, slim_scores' unrolled loop. The same
-// operations in the same order. Session 24 run 4: a q4h token −2.45% at 128K, −4.46% at 262K. HKV_ATTN_SLIM_FROLL (or
-// set_attn_slim_froll): fp8's score loop rolled at the 27B's layout (with HKV_ATTN_SLIM_KVC) where the grid is more
-// than one wave of slim blocks (1, the default: from 128K at batch 1), never (0) or always (2); elsewhere fp8 takes
-// the unrolled loop. Session 25 run 4, rolled always: an fp8 token +1.20% at 64K, −0.90% at 128K, −3.38% at 262K.
-bool attn_slim_roll();
-void set_attn_slim_roll(bool on);
+// HKV_ATTN_SLIM_FROLL (or set_attn_slim_froll): fp8's score loop rolled at the 27B's layout (with HKV_ATTN_SLIM_KVC)
+// where the grid is more than one wave of slim blocks (1, the default: from 128K at batch 1), never (0) or always (2);
+// elsewhere fp8 takes the unrolled loop. Session 25 run 4, rolled always: an fp8 token +1.20% at 64K, −0.90% at 128K,
+// −3.38% at 262K.
 int attn_slim_froll();
 void set_attn_slim_froll(int mode);
 // HKV_ATTN_SLIM_KVC (or set_attn_slim_kvc): on by default, the 27B's layout (4 KV heads of 6 query heads) takes a
@@ -306,7 +302,7 @@ void set_attn_slim_froll(int mode);
 // a q4h token +0.84% at 64K, +1.74% at 262K; fp8 +0.36%, +1.47% (hkv bench --variants).
 bool attn_slim_kvc();
 void set_attn_slim_kvc(bool on);
-// HKV_ATTN_VU, _PRE, _SLIM, _SLIM_ROLL, _SLIM_FROLL, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the
+// HKV_ATTN_VU, _PRE, _SLIM, _SLIM_FROLL, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the
 // environment again
 void forget_attn_switches();
 // HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
@@ -330,12 +326,11 @@ void set_attn_merge_fast(bool on);
 // attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
 bool attn_pre_enabled();
 void set_attn_pre(bool on);
-// The chunk kernels' scores at head_dim 256 by slim's score loop (unrolled by two pieces into two buffers, nothing
-// copied; q4h units by one lop3 and one add) instead of key_scores, the same bytes: HKV_ATTN_FASTSC (or
-// set_attn_fast_scores) 1, the default, for fp8; 2 for fp8 and q4h; 0 for neither. Session 20 run 5 (H200, 2026-12-01):
-// attention alone fp8 −9.8% at 8K and −8.2% at 32K (hkv bench --attention-only, two processes); a q4h token +0.13% at
-// 1K, −0.38% at 32K, +0.82% at 262K (hkv bench --variants), so q4h keeps key_scores; run 6: an fp8 token −1.05% at 8K,
-// −1.46% at 32K.
+// The chunk kernels' fp8 scores at head_dim 256 by slim's score loop (unrolled by two pieces into two buffers, nothing
+// copied) instead of key_scores, the same bytes: HKV_ATTN_FASTSC (or set_attn_fast_scores) nonzero, the default; 0
+// key_scores. Session 20 run 5 (H200, 2026-12-01): attention alone fp8 −9.8% at 8K and −8.2% at 32K (hkv bench
+// --attention-only, two processes); run 6: an fp8 token −1.05% at 8K, −1.46% at 32K. (q4h's scores have had one form,
+// q4h_int_scores, since session 30; 2 meant q4h too before.)
 int attn_fast_scores();
 void set_attn_fast_scores(int formats);
 // What the last attention() call launched, so that a test can tell that a shape or switch reached its kernel (the
@@ -344,7 +339,7 @@ void set_attn_fast_scores(int formats);
 struct AttnLaunch {
   AttnShape shape = AttnShape::Auto;  // the shape asked for, or Auto's choice (Slim where narrow-v2's path ran it)
   bool slim_kernel = false, slim_scores = false;
-  bool slim_roll = false;  // the slim kernel's score loop rolled (HKV_ATTN_SLIM_ROLL; fp8: HKV_ATTN_SLIM_FROLL)
+  bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (HKV_ATTN_SLIM_FROLL)
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant (HKV_ATTN_SLIM_KVC)
   int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
 };

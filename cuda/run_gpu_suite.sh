@@ -125,7 +125,7 @@ for s in $stages; do
       for name in "${san_names[@]}"; do cat "$OUT/$name.summary" | tee -a "$summary"; done ;;
     diff)  # the table-driven differential suite (hkv diff), engine against oracle
       t=$SECONDS
-      timeout "${HKV_DIFF_LIMIT:-70}" build-gpu/hkv diff ${HKV_DIFF_ARGS:-} > "$OUT/diff.log" 2>&1
+      timeout "${HKV_DIFF_LIMIT:-150}" build-gpu/hkv diff ${HKV_DIFF_ARGS:-} > "$OUT/diff.log" 2>&1
       echo "diff: rc=$?, $((SECONDS - t)) s: $(grep -E '^[0-9]+ passed' "$OUT/diff.log")" | tee -a "$summary"
       grep -E ": FAIL" "$OUT/diff.log" | head -8 | tee -a "$summary" ;;
     gate)  # the fidelity gate on the engine, trained model

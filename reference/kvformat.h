@@ -46,6 +46,9 @@ struct KvFormat {
   std::string name() const;
   bool is_canonical() const;  // one of the three formats the engine implements
   bool rotated() const { return kind == KvKind::Q4H && rotate; }
+  // Scores taken in integers (ARITHMETIC.md §6): 4-bit codes whose unit values are integers, in groups of 32
+  // (q4h, and its ablations but for the midpoint grid and the other group sizes).
+  bool integer_scores() const { return kind == KvKind::Q4H && group == 32 && grid != Grid::Midpoint; }
 };
 
 size_t kv_row_bytes(const KvFormat& f, int head_dim);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "reference/scalar.h"
+#include "reference/weights.h"
 
 namespace hkv {
 
@@ -85,6 +86,19 @@ static float score_row(const float* q, const float* u, const float* s, int head_
   return acc * scale;
 }
 
+// q4h (f.integer_scores()): score = (Σ_g fma(s_g, p_g, acc)) · scale with p_g = float(P_g) · unit_g, P_g = Σ_j u_j·X_j
+// an exact integer (|P_g| <= 8·32·2^14 = 2^22, so float(P_g) and the product by the power of two unit_g are exact);
+// X, unit: the rotated query in block fixed point (x_chunks with top = 13).
+static float score_row_int(const XChunks& qx, const float* u, const float* s, int head_dim, float scale) {
+  float acc = 0.0f;
+  for (int g = 0; g < head_dim / 32; g++) {
+    int32_t P = 0;
+    for (int j = g * 32; j < g * 32 + 32; j++) P += int32_t(u[j]) * qx.X[size_t(j)];
+    acc = fma_rn(s[g], float(P) * qx.unit[size_t(g)], acc);
+  }
+  return acc * scale;
+}
+
 static void attend_wide(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k_rows,
                         const uint8_t* v_rows, size_t stride, int64_t n, float* out);
 
@@ -95,6 +109,8 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
   const float scale = float(1.0 / std::sqrt(double(head_dim)));
   std::vector<float> q(q_in, q_in + head_dim);
   if (f.rotated()) rotate_groups(q.data(), head_dim, G);  // the query is rotated once
+  const bool int_scores = f.integer_scores();
+  const XChunks qx = int_scores ? x_chunks(q.data(), head_dim, 13) : XChunks{};
 
   std::vector<float> u(static_cast<size_t>(head_dim)), s(static_cast<size_t>(groups)), e(512),
       oc(static_cast<size_t>(head_dim)), pg(static_cast<size_t>(groups));  // pg: score_row's group sums
@@ -106,7 +122,8 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
     float mc = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < len; j++) {
       kv_read_row(f, k_rows + size_t(c0 + j) * stride, head_dim, u.data(), s.data());
-      e[size_t(j)] = score_row(q.data(), u.data(), s.data(), head_dim, G, scale, pg.data());
+      e[size_t(j)] = int_scores ? score_row_int(qx, u.data(), s.data(), head_dim, scale)
+                                : score_row(q.data(), u.data(), s.data(), head_dim, G, scale, pg.data());
       mc = e[size_t(j)] > mc ? e[size_t(j)] : mc;
     }
     // weights, their sum and the weighted values, keys in order

@@ -304,25 +304,26 @@ HKV_HD float f32_from_e4m3(uint8_t c) {
   return (c & 0x80) ? -v : v;
 }
 
-// The MLX4 products' block fixed point (ARITHMETIC.md §2). A 32-element chunk of x with largest magnitude
-// m (bits mb: sign cleared, 0 < mb < 0x7f800000) has exponent e = floor(log2 m), subnormals included; each
-// element becomes the integer X = round_even(x · 2^(21−e)), |X| <= 2^22, and the chunk's unit is 2^(e−21).
+// The block fixed point of the MLX4 products (ARITHMETIC.md §2, top = 21) and of the q4h scores (§6, top = 13).
+// A 32-element chunk of x with largest magnitude m (bits mb: sign cleared, 0 < mb < 0x7f800000) has exponent
+// e = floor(log2 m), subnormals included; each element becomes the integer X = round_even(x · 2^(top−e)),
+// |X| <= 2^(top+1), and the chunk's unit is 2^(e−top).
 HKV_HD int xq_exponent(uint32_t mb) {
   if (mb >= 0x00800000u) return int(mb >> 23) - 127;
   int e = -150;  // subnormal: m = mb · 2^-149
   for (; mb; mb >>= 1) e++;
   return e;
 }
-// x · 2^(21−e) is exact (a power-of-two scaling into [−2^22, 2^22], done in at most two steps of
+// x · 2^(top−e) is exact (a power-of-two scaling into [−2^(top+1), 2^(top+1)], done in at most two steps of
 // representable powers) unless it is below 2^-126, where it rounds, to a value that then rounds to 0.
-HKV_HD int32_t xq_int(float x, int e) {
-  int k = 21 - e;  // -106 .. 170
+HKV_HD int32_t xq_int(float x, int e, int top = 21) {
+  int k = top - e;  // top = 21: -106 .. 170; top = 13: -114 .. 162
   if (k > 127) x = x * exp2i(127), k -= 127;
   return int32_t(round_even_small(x * exp2i(k)));
 }
-// 2^(e−21): subnormal below 2^-126, and 0 below 2^-149.
-HKV_HD float xq_unit(int e) {
-  const int k = e - 21;
+// 2^(e−top): subnormal below 2^-126, and 0 below 2^-149.
+HKV_HD float xq_unit(int e, int top = 21) {
+  const int k = e - top;
   if (k >= -126) return exp2i(k);
   return k >= -149 ? f32_from_bits(1u << (k + 149)) : 0.0f;
 }

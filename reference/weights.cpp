@@ -106,7 +106,7 @@ float lane_tree32(float* a) {
   return a[0];
 }
 
-XChunks x_chunks(const float* x, int64_t n) {
+XChunks x_chunks(const float* x, int64_t n, int top) {
   XChunks xc;
   xc.X.assign(size_t(n), 0);
   for (int64_t c = 0; c * 32 < n; c++) {
@@ -124,8 +124,8 @@ XChunks x_chunks(const float* x, int64_t n) {
       xc.unit.push_back(0.0f);
     } else {
       const int e = xq_exponent(mb);
-      for (int64_t j = j0; j < j1; j++) xc.X[size_t(j)] = xq_int(x[j], e);
-      xc.unit.push_back(xq_unit(e));
+      for (int64_t j = j0; j < j1; j++) xc.X[size_t(j)] = xq_int(x[j], e, top);
+      xc.unit.push_back(xq_unit(e, top));
     }
   }
   return xc;

@@ -45,12 +45,13 @@ struct Matrix {
 //   e       = floor(log2 max_j |x_j|);  X[j] = round_even(x_j · 2^(21−e)), an integer with |X[j]| <= 2^22;
 //   unit[c] = 2^(e−21), so x_j ≈ X[j]·unit[c] to half a unit.
 // A chunk of zeros has X = 0 and unit 0; a chunk holding an inf or NaN has X = 0 and sum and unit the NaN
-// 0x7fc00000. Computed once per x and shared by all rows.
+// 0x7fc00000. Computed once per x and shared by all rows. top = 13 gives the q4h scores' form of a query
+// (ARITHMETIC.md §6): X[j] = round_even(x_j · 2^(13−e)), |X[j]| <= 2^14, unit 2^(e−13).
 struct XChunks {
   std::vector<int32_t> X;
   std::vector<float> unit, sum;
 };
-XChunks x_chunks(const float* x, int64_t n);
+XChunks x_chunks(const float* x, int64_t n, int top = 21);
 
 // y[r] = W[r,:] · x for one row, in the canonical order. xc is x_chunks(x) (MLX4 only).
 float dot_row(const Matrix& W, int64_t r, const float* x, const XChunks* xc);

@@ -882,16 +882,16 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
         // keys in one batch, so the split falls before, inside and past a chunk; the scores by slim's loop
         // (HKV_ATTN_FASTSC, head_dim 256); each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
-        // shapes with one element a thread; the merge's whole batches by the tested path too (HKV_MERGE_FAST=0); and
-        // slim's q4h score loop unrolled (HKV_ATTN_SLIM_ROLL=0); slim's runtime row stride at the 27B's layout
+        // shapes with one element a thread; the merge's whole batches by the tested path too (HKV_MERGE_FAST=0);
+        // slim's runtime row stride at the 27B's layout
         // (HKV_ATTN_SLIM_KVC=0); and fp8's score loop rolled there (HKV_ATTN_SLIM_FROLL=2: its grids here are below
         // the one wave from which the default takes it)
         struct Switches {
           int vu;
-          bool pre, fastsc, dsplit, mfast = true, roll = true, kvc = true;
+          bool pre, fastsc, dsplit, mfast = true, kvc = true;
           int froll = 1;
         };
-        for (auto [vu, pre, fastsc, dsplit, mfast, roll, kvc, froll] :
+        for (auto [vu, pre, fastsc, dsplit, mfast, kvc, froll] :
              std::vector<Switches>{{32, false, false, false},
                                    {4, false, false, false},
                                    {8, false, false, false},
@@ -903,8 +903,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                                    {32, true, true, true},
                                    {32, false, false, false, false},
                                    {32, false, false, false, true, false},
-                                   {32, false, false, false, true, true, false},
-                                   {32, false, false, false, true, true, true, 2}}) {
+                                   {32, false, false, false, true, true, 2}}) {
           out.poison();
           part.poison();
           dxq.poison();
@@ -912,10 +911,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           a.pre_ok = pre;
           cuda::set_attn_value_unroll(vu);
           cuda::set_attn_pre(true);
-          cuda::set_attn_fast_scores(fastsc ? 2 : 0);  // every format, or none
+          cuda::set_attn_fast_scores(fastsc ? 1 : 0);  // fp8's (q4h's scores have one form), or none
           cuda::set_attn_dsplit(dsplit ? 2 : 0);       // always where it applies, or never
           cuda::set_attn_merge_fast(mfast);
-          cuda::set_attn_slim_roll(roll);
           cuda::set_attn_slim_kvc(kvc);
           cuda::set_attn_slim_froll(froll);
           cuda::attention(a, nullptr);
@@ -923,10 +921,10 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
           // the shape and the switch reached their kernels (else a case would run another form twice): slim's kernel
-          // and score loop are for fp8 and q4h at head_dim 256; elsewhere Slim takes narrow-v2's path and fast
-          // scores are off
+          // is for fp8 and q4h at head_dim 256, its score loop for fp8 (q4h's scores have one form); elsewhere Slim
+          // takes narrow-v2's path and fast scores are off
           const cuda::AttnLaunch launched = cuda::attn_last_launch();
-          const bool slim_ok = f.kind != KvKind::BF16 && k.D == 256;
+          const bool slim_ok = f.kind != KvKind::BF16 && k.D == 256, slim_sc = f.kind == KvKind::FP8 && k.D == 256;
           // Auto's choice by its rule over this launch's chunk blocks (KV heads × chunks × rows), the rule's own
           // boundaries being tests/test_attn_policy.cpp's
           const cuda::AttnShape want =
@@ -943,13 +941,12 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
           // wave of 4 slim blocks a multiprocessor: the last case)
           const bool kvc27 = kvc && launched.slim_kernel && k.KV == 4 && k.H == 24;
           const bool wave = int64_t(k.KV) * ((cap + 511) / 512) * N > 4 * int64_t(cuda::sm_count());
-          const bool rolled =
-              f.kind == KvKind::Q4H ? roll && launched.slim_kernel : kvc27 && (froll == 2 || (froll == 1 && wave));
+          const bool rolled = f.kind == KvKind::FP8 && kvc27 && (froll == 2 || (froll == 1 && wave));
           if (d.empty() && launched.slim_roll != rolled)
             d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
           if (d.empty() && launched.slim_kvc != kvc27)
             d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
-          if (d.empty() && launched.slim_scores != (slim_ok && (fastsc || launched.slim_kernel)))
+          if (d.empty() && launched.slim_scores != (slim_sc && (fastsc || launched.slim_kernel)))
             d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
           // the split values: never without the switch, nor in the shapes with two elements a thread or nothing
           // staged; always in the staged shapes with one element a thread at fp8's and q4h's head_dim 256
@@ -959,11 +956,10 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
             d = "the values split over " + std::to_string(launched.dsplit) + " blocks";
           if (d.empty() && dsplit && staged1 && f.kind != KvKind::BF16 && k.D == 256 && launched.dsplit != 2)
             d = "the values not split";
-          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s%s%s%s): %s\n",
+          std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s%s%s): %s\n",
                       f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
                       fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", mfast ? "" : ",merge-tested",
-                      roll ? "" : ",slim-unrolled", kvc ? "" : ",slim-kvc0", froll == 2 ? ",slim-froll2" : "",
-                      d.empty() ? "OK" : d.c_str());
+                      kvc ? "" : ",slim-kvc0", froll == 2 ? ",slim-froll2" : "", d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
