@@ -167,6 +167,34 @@ TEST_CASE("the MLX4 product's block fixed point: integers in range, half a unit 
   CHECK(f32_bits(x_chunks(x.data(), 32).unit[0]) == 0x7fc00000u);
 }
 
+TEST_CASE("the q4h scores' block fixed point (top 13): integers within 2^14, half a unit of error, zeros, non-finite") {
+  // ARITHMETIC.md §6: the rotated query per group of 32, X = round_even(q · 2^(13−e)), unit 2^(e−13)
+  for (float scale : {1e-41f, 1e-38f, 3e-20f, 1.0f, 7.5e5f, 1e30f}) {
+    std::vector<float> x = make_x(64, 23);
+    for (float& v : x) v = v * scale;
+    x[9] = x[9] * 1e-9f;
+    const XChunks xc = x_chunks(x.data(), 64, 13);
+    for (int c = 0; c < 2; c++) {
+      CAPTURE(scale);
+      const double unit = xc.unit[size_t(c)];
+      if (scale >= 1e-38f) CHECK(unit > 0);
+      for (int j = 32 * c; j < 32 * c + 32; j++) {
+        CHECK(std::abs(xc.X[size_t(j)]) <= (1 << 14));
+        if (unit > 0) CHECK(std::fabs(double(xc.X[size_t(j)]) * unit - double(x[size_t(j)])) <= 0.5 * unit);
+      }
+    }
+  }
+  // just under a power of two rounds to 2^14; a group of zeros has unit 0; one non-finite element, the NaN unit
+  std::vector<float> x(32, std::nextafter(4.0f, 0.0f));
+  CHECK(x_chunks(x.data(), 32, 13).X[0] == (1 << 14));
+  CHECK(x_chunks(x.data(), 32, 13).unit[0] == 0x1p-12f);
+  std::fill(x.begin(), x.end(), 0.0f);
+  CHECK(f32_bits(x_chunks(x.data(), 32, 13).unit[0]) == 0u);
+  x[3] = NAN;
+  CHECK(f32_bits(x_chunks(x.data(), 32, 13).unit[0]) == 0x7fc00000u);
+  CHECK(x_chunks(x.data(), 32, 13).X[3] == 0);
+}
+
 TEST_CASE("the MLX4 product is within 2^-20 of the exact product of its weights") {
   // against a float64 sum of the dequantized weights: the block fixed point costs at most half a unit
   // (2^-22 of the chunk's largest |x|) an element; a wrong byte, piece or unit is off by far more
