@@ -176,6 +176,7 @@ __device__ __forceinline__ void q4h_int_scores(const uint8_t* const (&kr)[KP], c
                                                float scale, float (&score)[KP][NG],
                                                const uint16_t* const* skr = nullptr) {
   using Fm = Fmt<KvKind::Q4H>;
+  static_assert(Fm::epp == 32 && Fm::ppg == 1, "a q4h piece (16 code bytes) is one group");
   float acc[KP][NG];
 #pragma unroll
   for (int k = 0; k < KP; k++)
@@ -189,7 +190,7 @@ __device__ __forceinline__ void q4h_int_scores(const uint8_t* const (&kr)[KP], c
   for (int g = 0; g < ngroups; g++) {
     if (g + 1 < ngroups) {
 #pragma unroll
-      for (int k = 0; k < KP; k++) load16<KS>(kr[k] + Fm::code_off(32 * (g + 1)), v16, nxt[k]);
+      for (int k = 0; k < KP; k++) load16<KS>(kr[k] + Fm::code_off(Fm::epp * (g + 1)), v16, nxt[k]);
     }
     uint32_t x[KP][8];
     float sg[KP];
