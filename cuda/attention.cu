@@ -138,24 +138,18 @@ __device__ __forceinline__ float unit(const uint32_t* x, int i) {
 // 2^14), split as X_j = 256·hi_j + lo_j with lo_j, hi_j signed bytes; words 0–7 lo, 8–15 hi, each word the four
 // elements of one register of prep<Q4H> (word 2t: elements 8t, 8t+2, 8t+4, 8t+6; word 2t+1: 8t+1, …, 8t+7); word 16
 // the unit 2^(e−13) (0 for a group of zeros, NaN for one with an inf or NaN, whose X are 0), word 17 −8·Σ_j X_j.
-// The record of one (head, group) from the rotated value v of element `lane` (every lane of the warp), into rec.
+// The record of one (head, group) from the rotated value v of element `lane` (every lane of the warp), into rec: the
+// fixed point by xq_lane<13> (the MLX4 records' xq_lane<21>), the byte planes in xq_chunk's element order.
 __device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
-  const uint32_t mb = __reduce_max_sync(kFull, __float_as_uint(v) & 0x7fffffffu);  // as x_chunks: bits order
-  int X = 0;
-  float unit_g = 0.0f;
-  if (mb >= 0x7f800000u) {
-    unit_g = __uint_as_float(0x7fc00000u);
-  } else if (mb != 0) {
-    const int e = xq_exponent(mb);
-    X = xq_int(v, e, 13), unit_g = xq_unit(e, 13);
-  }
+  uint32_t unit;
+  bool bad;
+  const int X = xq_lane<13>(v, unit, bad);
   const int sum = __reduce_add_sync(kFull, X);  // exact: |Σ X| <= 2^19
   const int lo = int(int8_t(X & 0xff)), hi = (X - lo) >> 8;
   __syncwarp();  // every lane has read its value before the record overwrites the group's floats
-  uint8_t* const b = reinterpret_cast<uint8_t*>(rec);
-  const int w = 2 * (lane / 8) + (lane % 2), byte = (lane % 8) / 2;
-  b[4 * w + byte] = uint8_t(lo), b[32 + 4 * w + byte] = uint8_t(hi);
-  if (lane == 0) rec[16] = __float_as_uint(unit_g), rec[17] = uint32_t(-8 * sum);
+  uint8_t* const b = xq_plane_byte(rec, lane);
+  b[0] = uint8_t(lo), b[32] = uint8_t(hi);
+  if (lane == 0) rec[16] = unit, rec[17] = uint32_t(-8 * sum);
 }
 
 // p_g = float(P) · unit for one key and head: P = Σ_j (c_j − 8)·X_j = 256·Σ c·hi + Σ c·lo − 8·Σ X, exact in int32

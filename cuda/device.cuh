@@ -106,6 +106,32 @@ __device__ __forceinline__ float warp_tree_sum(float v) {
   return v;
 }
 
+// One lane's share of a 32-element chunk's block fixed point (reference/scalar.h, x_chunks), the whole warp together,
+// lane j holding x_j: X_j = xq_int(x_j, e, TOP) and, as bits, the chunk's unit (0 for a chunk of zeros, the NaN
+// 0x7fc00000 for one holding an inf or NaN, whose X are 0: a NaN held in a float register nvcc writes as 0x7fffffff,
+// H200, 2026-11-30). TOP 21: the MLX4 products' records (xq_chunk); 13: the q4h scores' query (attention.cu).
+template <int TOP>
+__device__ __forceinline__ int32_t xq_lane(float v, uint32_t& unit, bool& bad) {
+  const uint32_t mb = __reduce_max_sync(kFull, hkv::f32_bits(v) & 0x7fffffffu);  // finite: ordered as floats
+  int32_t X = 0;
+  unit = 0u;
+  bad = mb >= 0x7f800000u;
+  if (bad) {
+    unit = 0x7fc00000u;  // canonical_nan()
+  } else if (mb != 0) {
+    const int e = hkv::xq_exponent(mb);
+    X = hkv::xq_int(v, e, TOP);
+    unit = hkv::f32_bits(hkv::xq_unit(e, TOP));
+  }
+  return X;
+}
+// The byte of element j (lane j) in a record's first byte plane of 8 words, the planes 32 bytes apart: word
+// 2·(j/8) + j%2, byte (j%8)/2, so that word 2t holds elements 8t, 8t+2, 8t+4, 8t+6 and word 2t+1 elements 8t+1, …,
+// 8t+7: the low and the high nibbles of a 4-bit word t (matvec's MLX4 weights, q4h's codes) as bytes.
+__device__ __forceinline__ uint8_t* xq_plane_byte(uint32_t* rec, int lane) {
+  return reinterpret_cast<uint8_t*>(rec) + 4 * (2 * (lane >> 3) + (lane & 1)) + ((lane & 7) >> 1);
+}
+
 // The MLX4 products' record of one 32-element chunk of x (reference/weights.cpp x_chunks, ARITHMETIC.md
 // §2): kXqWords words (128 bytes). X_j = round_even(x_j · 2^(21−e)) as a two's complement int32 split into
 // three bytes p = 0, 1, 2 (bits 0–7, 8–15, 16–23; the top one signed, −64..64); word 8p + 2k + h holds in
@@ -129,18 +155,10 @@ __device__ __forceinline__ void xq_chunk(float v, const float4* c4, uint32_t* re
     s = s + t.z;
     s = s + t.w;
   }
-  const uint32_t mb = __reduce_max_sync(kFull, hkv::f32_bits(v) & 0x7fffffffu);  // finite: ordered as floats
-  int32_t X = 0;
-  uint32_t unit = 0u;  // as bits: nvcc writes a NaN held in a float register as 0x7fffffff (H200, 2026-11-30)
-  const bool bad = mb >= 0x7f800000u;  // an inf or NaN: the sum and the unit are the one NaN
-  if (bad) {
-    unit = 0x7fc00000u;  // canonical_nan()
-  } else if (mb != 0) {
-    const int e = hkv::xq_exponent(mb);
-    X = hkv::xq_int(v, e);
-    unit = hkv::f32_bits(hkv::xq_unit(e));
-  }
-  uint8_t* bytes = reinterpret_cast<uint8_t*>(rec) + 4 * (2 * (lane >> 3) + (lane & 1)) + ((lane & 7) >> 1);
+  uint32_t unit;
+  bool bad;  // an inf or NaN: the sum and the unit are the one NaN
+  const int32_t X = xq_lane<21>(v, unit, bad);
+  uint8_t* bytes = xq_plane_byte(rec, lane);
 #pragma unroll
   for (int p = 0; p < 3; p++) bytes[32 * p] = uint8_t(uint32_t(X) >> (8 * p));
   if (lane >= 24) rec[lane] = lane == 24 ? (bad ? 0x7fc00000u : hkv::f32_bits(s)) : lane == 25 ? unit : 0u;

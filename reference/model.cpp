@@ -89,7 +89,7 @@ static float score_row(const float* q, const float* u, const float* s, int head_
 // q4h (f.integer_scores()): score = (Σ_g fma(s_g, p_g, acc)) · scale with p_g = float(P_g) · unit_g, P_g = Σ_j u_j·X_j
 // an exact integer (|P_g| <= 8·32·2^14 = 2^22, so float(P_g) and the product by the power of two unit_g are exact);
 // X, unit: the rotated query in block fixed point (x_chunks with top = 13).
-static float score_row_int(const XChunks& qx, const float* u, const float* s, int head_dim, float scale) {
+float q4h_key_score(const XChunks& qx, const float* u, const float* s, int head_dim, float scale) {
   float acc = 0.0f;
   for (int g = 0; g < head_dim / 32; g++) {
     int32_t P = 0;
@@ -122,7 +122,7 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
     float mc = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < len; j++) {
       kv_read_row(f, k_rows + size_t(c0 + j) * stride, head_dim, u.data(), s.data());
-      e[size_t(j)] = int_scores ? score_row_int(qx, u.data(), s.data(), head_dim, scale)
+      e[size_t(j)] = int_scores ? q4h_key_score(qx, u.data(), s.data(), head_dim, scale)
                                 : score_row(q.data(), u.data(), s.data(), head_dim, G, scale, pg.data());
       mc = e[size_t(j)] > mc ? e[size_t(j)] : mc;
     }

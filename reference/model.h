@@ -96,6 +96,9 @@ void rope_apply(float* x, int rd, const float* cos, const float* sin);
 // q: [head_dim], already normed and roped. out: [head_dim]. Follows ARITHMETIC.md §6 (512-key chunks).
 void attend(const KvFormat& f, const float* q, int head_dim, const uint8_t* k_rows, const uint8_t* v_rows,
             size_t stride, int64_t n, float* out);
+// attend()'s score of one key for q4h (ARITHMETIC.md §6, integer sums): qx = x_chunks(the rotated query, head_dim, 13),
+// u and s the key's row as kv_read_row reads it, scale = fp32(1/sqrt(head_dim)).
+float q4h_key_score(const XChunks& qx, const float* u, const float* s, int head_dim, float scale);
 
 // One DeltaNet recurrence step for one value head: S [dk][dv] in place; q,k [dk], v [dv] -> o [dv].
 void deltanet_step(float* S, const float* q, const float* k, const float* v, float beta, float g, int dk, int dv,

@@ -175,12 +175,13 @@ TEST_CASE("a score in rotated space equals the plain dot product of the dequanti
 
 TEST_CASE("q4h scores in integers: within the query's fixed point of the exact score, by its expected size") {
   // ARITHMETIC.md §6: per group P = Σ u_j·X_j exactly, X_j = round_even(q_j·2^(13−e)); score = Σ_g fma(s_g,
-  // float(P)·unit_g, acc). Its error against the float64 score of the stored row and the unquantized query is the
-  // query's rounding, X_j·unit_g − q_j in [−unit_g/2, unit_g/2], weighted by the stored values k_j: at most
-  // Σ_j |k_j|·unit_g/2, and of root mean square σ = sqrt(Σ_j (k_j·unit_g)²/12) over rows, as a uniform rounding
-  // gives; plus the fp32 sum over the 8 groups and the rotation (2^-18 · Σ|q_j k_j|). Over 100 rows the errors'
-  // root mean square in units of σ must be within [0.5, 2]: a unit twice too coarse or too fine, or a wrong X,
-  // falls outside.
+  // float(P)·unit_g, acc), attend()'s q4h_key_score. Its error against the float64 score of the stored row and the
+  // unquantized query is the query's rounding, X_j·unit_g − q_j in [−unit_g/2, unit_g/2], weighted by the stored values
+  // k_j: at most Σ_j |k_j|·unit_g/2, and of root mean square σ = sqrt(Σ_j (k_j·unit_g)²/12) over rows, as a uniform
+  // rounding gives; plus the fp32 sum over the 8 groups and the rotation (2^-18 · Σ|q_j k_j|). Over 100 rows the
+  // errors' root mean square in units of σ must be within [0.5, 2]: a unit twice too coarse or too fine, or a wrong X,
+  // falls outside. And the score is the fp32 sum of the exact group terms s_g·unit_g·P_g (float64 here) within its 8
+  // roundings: one unit off in a group's integer sum is far outside that.
   const int D = 256;
   KvFormat f = KvFormat::q4h();
   double sq = 0;
@@ -192,19 +193,22 @@ TEST_CASE("q4h scores in integers: within the query's fixed point of the exact s
     rotate_groups(qr.data(), D, 32);
     kv_read_row(f, b.data(), D, u.data(), s.data());
     const XChunks qx = x_chunks(qr.data(), D, 13);
-    float score = 0.0f;
-    double plain = 0, mag = 0, bound = 0, var = 0;
+    const float score = q4h_key_score(qx, u.data(), s.data(), D, 1.0f);  // attend()'s, unscaled
+    double plain = 0, mag = 0, bound = 0, var = 0, exact = 0, exact_mag = 0;
     for (int g = 0; g < D / 32; g++) {
-      int32_t P = 0;
+      int64_t P = 0;
       for (int j = 32 * g; j < 32 * g + 32; j++) {
         CHECK(std::abs(qx.X[size_t(j)]) <= (1 << 14));
-        P += int32_t(u[size_t(j)]) * qx.X[size_t(j)];
+        P += int64_t(u[size_t(j)]) * qx.X[size_t(j)];
         const double kj = double(s[size_t(g)]) * u[size_t(j)], ku = kj * qx.unit[size_t(g)];
         plain += double(qr[size_t(j)]) * kj, mag += std::fabs(double(qr[size_t(j)]) * kj);
         bound += std::fabs(ku) * 0.5, var += ku * ku / 12;
       }
-      score = fma_rn(s[size_t(g)], float(P) * qx.unit[size_t(g)], score);
+      const double term = double(s[size_t(g)]) * double(qx.unit[size_t(g)]) * double(P);  // exact in float64
+      exact += term, exact_mag += std::fabs(term);
     }
+    // the group sums exact, so the score is their fp32 sum: 8 roundings of at most 2^-24 of the running magnitude
+    CHECK(std::fabs(double(score) - exact) <= 8 * 0x1p-24 * exact_mag);
     const double err = std::fabs(double(score) - plain);
     CHECK(err <= bound + std::ldexp(mag, -18));
     sq += err * err / var;
