@@ -6,7 +6,9 @@
 //     score = (Σ_g fma(s_g, p_g, acc)) · scale, scale = fp32(1/sqrt(head_dim)); p_g over the group's 32 elements:
 //     bf16, fp8 the fma chain of u_j·q_j from 0; q4h float(P)·unit_g, P = Σ u_j·X_j exact in integers (dp4a, any
 //     order: q4h_group_p); mc = the chunk's maximum;
-//     p = exp_c(score − mc); lc = lc + p (keys in order); oc[d] = fma(p, s_g·u_d, oc[d]) (keys in order).
+//     p = exp_c(score − mc); lc = lc + p (keys in order); bf16, fp8 oc[d] = fma(p, s_g·u_d, oc[d]) (keys in order);
+//     q4h oc in integers per group (q4h_int_values): E = floor(log2 max|s|), W = round_even(p·s·2^(21−E)),
+//     O_d = Σ W·u_d exact (mma.sync s8·u8 on three byte planes of W, any order), oc[d] = float(O_d)·2^(E−21).
 //   Chunks merged in order: mn = max(m, mc), a = exp_c(m − mn), b = exp_c(mc − mn), l = fma(l, a, lc·b),
 //   o[d] = fma(o[d], a, oc[d]·b); out = o/l; then (engine) out · sigmoid_c(gate).
 // The chunks' (mc, lc, oc) do not depend on each other, so each is its own block (split-K over chunks);
@@ -21,16 +23,17 @@
 // Launch: attn_chunk_kernel grid (KV heads × ⌈group/8⌉, chunks, rows), NG (2, 4, 6 or 8 ≥ the heads served;
 // padding heads get q = 0 and are not stored) query heads a block, each K/V row read once for all of them.
 // Scores: a thread takes keys tid and tid + T (then + 2T, …), each key's score one chain in that thread,
-// both keys sharing each 16-byte load of q from shared memory. Weighted values: thread tid owns DPT
-// consecutive d (one group) for all NG heads and runs their chains over the chunk's keys in order (over staged
-// rows the loop unrolled by HKV_ATTN_VU keys, 32 by default, so later keys' loads issue early); lc is kept
-// by threads T−1−h. Two shapes, same arithmetic: T = 64, DPT = 8 (one 4-byte word of q4h codes a key) when
-// there are at least 4 blocks per multiprocessor; else T = 256, DPT = 1 (more threads for few chunks).
-// Bound (arithmetic, not measured): every V element (and every bf16 or fp8 K element) feeds one exact fp32 fma per
-// query head, 6 at 6:1; at depth 262,144 in the 27B shape the q4h values alone are 25.8 G fmas a token, about 0.77 ms
-// at the datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s. q4h's scores
-// take half a dp4a an element and head (16 a group of 32) instead of an fma and a decode (session 30: q4h attention
-// at 262K 4,952 → 4,271 µs a token, RESULTS.md §12).
+// both keys sharing each 16-byte load of q from shared memory. Weighted values: q4h a warp a group (q4h_int_values,
+// every shape); bf16 and fp8 thread tid owns DPT consecutive d (one group) for all NG heads and runs their chains over
+// the chunk's keys in order (over staged rows the loop unrolled by HKV_ATTN_VU keys, 32 by default, so later keys'
+// loads issue early); lc is kept by threads T−1−h. Two shapes, same arithmetic: T = 64, DPT = 8 (one 4-byte word of q4h
+// codes a key) when there are at least 4 blocks per multiprocessor; else T = 256, DPT = 1 (more threads for few
+// chunks). Bound (arithmetic, not measured): every bf16 or fp8 K and V element feeds one exact fp32 fma per query head,
+// 6 at 6:1; at depth 262,144 in the 27B shape that would be 25.8 G fmas a token for the values alone, about 0.77 ms at
+// the datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s. So q4h takes neither
+// in fp32: its scores take half a dp4a an element and head (16 a group of 32; session 30: q4h attention at 262K 4,952 →
+// 4,271 µs a token, RESULTS.md §12), its values 10 mma.sync m16n8k32 a group and 32 keys for up to 8 heads (session
+// 32, ARITHMETIC.md §6 step 3).
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
 // two buffers; HKV_ATTN_FASTSC), and fp8 and q4h beyond one chunk block a multiprocessor take attn_slim_kernel (below;
 // auto_attn_shape).
@@ -656,6 +659,167 @@ __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP
   scaled_scores(acc, scale, score);
 }
 
+// ---- q4h values in integers on the tensor cores (ARITHMETIC.md §6 step 3; reference/model.cpp q4h_chunk_values) ----
+// One warp computes oc[h][32g … 32g + 31] of a chunk for the block's heads h < ng (NG ≤ 8), group g of the V rows:
+//  1. M = the chunk's largest |s_t| of the group, taken on the stored fp16 bits (raw & 0x7fff orders as the
+//     magnitudes do); E = floor(log2 M) from the bits (normal: exponent − 15; subnormal: the top bit's place − 24).
+//     M inf or NaN (raw ≥ 0x7c00): oc = NaN; M = 0: oc = +0 (the warp's lanes agree, so it leaves as one).
+//  2. For each 32 keys k0 … k0 + 31: lane l loads key k0 + l's 16 code bytes of the group (its row clamped to len − 1)
+//     and scale, s' = f32(s)·2^(21−E) (exact: 11 bits times a power of two; 0 past len), into the warp's scratch.
+//     B, k = 32 keys × n = 8 dims, u8 codes c = u + 8: ldmatrix.trans of the scratch's 32 rows of 16 bytes gives lane
+//     (n = lane/4, t = lane%4) in register m the 4 bytes 2n, 2n + 1 of keys 8m + 2t and 8m + 2t + 1, dims 4n … 4n + 3
+//     as nibbles; tile τ (dims 4n + τ) is those nibbles, gathered by byte permutes so that its k slots 4t … 4t + 3 are
+//     keys {2t, 2t+1, 8+2t, 9+2t} and slots 16 + 4t … are keys {16+2t, 17+2t, 24+2t, 25+2t} (a sum over k takes the
+//     keys in any order: the sums are exact).
+//     W = round_even(max(e, 0)·s') = bits(fma(e', s', 1.5·2^23)) − 0x4b400000 (one rounding, to an integer since
+//     |e'·s'| < 2^22; e' = 0 past len, for heads ≥ ng, and for a NaN e), as three signed bytes W = p0 + 2^8·p1 +
+//     2^16·p2: p0 W's low byte, p1 that of (W + 2^7) >> 8, p2 that of (W + 2^7 + 2^15) >> 16 (p0, p1 in [−128, 127], p2
+//     in [−64, 64]). A1, m = 16 rows × the same k, s8: row h head h's p0, row 8 + h its p1; A2: row h its p2, rows 8 …
+//     15 zero. mma.sync m16n8k32 s8·u8 → s32, accumulating over the chunk: the four tiles and a fifth with B = 1 (ΣW),
+//     each with A1 and with A2.
+//  3. O = Σ_i 2^(8i)·D_i − 8·ΣW = Σ_t W_t·u_t exactly, in 64 bits (|O| ≤ 512·2^22·8 = 2^34);
+//     oc = float(O)·2^(E−21) (float() rounds once, to nearest even; the product by a normal power of two is exact).
+// Lane (n, t) ends with head n's dims 8t … 8t + 7 of the group.
+struct Q4hScratch {  // a warp's: the codes of 32 keys of one group, and their scales s'
+  uint4 codes[32];
+  float sp[32];
+};
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(uint32_t(__cvta_generic_to_shared(p)))
+               : "memory");
+}
+// d += a·b: m16n8k32, a 16×32 s8 (4 registers), b 32×8 u8 (2), d 16×8 s32 (4)
+__device__ __forceinline__ void imma_s8u8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// W of key kk of the 32 (step 2), as an int
+template <int NG, int ES>
+__device__ __forceinline__ int q4h_w(const float* e_s, const float* sp, int k0, int kk, int len, int n, bool hv) {
+  const float e = hv && k0 + kk < len ? fmaxf(e_s[(k0 + kk) * ES + n], 0.0f) : 0.0f;
+  return int(__float_as_uint(__fmaf_rn(e, sp[kk], 12582912.0f))) - 0x4b400000;
+}
+// byte B of each of four words, as one word (word i's in byte i)
+template <int B>
+__device__ __forceinline__ uint32_t q4h_bytes(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3) {
+  constexpr uint32_t s = B | (4 + B) << 4;
+  return __byte_perm(__byte_perm(w0, w1, s), __byte_perm(w2, w3, s), 0x5410);
+}
+
+// The group g's oc of a chunk (the comment above). vrows: key 0's row (its codes at 16·g), vstride bytes a key, v16:
+// rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key. Every lane of the warp calls it.
+template <int NG, int ES>
+__device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
+                                               size_t sstride, int g, int len, const float* e_s, int ng, float* part,
+                                               int64_t head_stride, Q4hScratch* scr) {
+  static_assert(NG <= 8, "a head a row of A's 8");
+  const int lane = threadIdx.x & 31, n = lane >> 2, t = lane & 3;
+  const bool hv = n < ng;
+  uint32_t mb = 0;  // 1. the largest |s| as fp16 bits
+  for (int j = lane; j < len; j += 32)
+    mb = max(mb, uint32_t(*reinterpret_cast<const uint16_t*>(srows + size_t(j) * sstride)) & 0x7fffu);
+  mb = __reduce_max_sync(0xffffffffu, mb);
+  float out[8];
+  if (mb == 0 || mb >= 0x7c00u) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) out[i] = mb == 0 ? 0.0f : __uint_as_float(0x7fc00000u);
+  } else {
+    const int E = (mb >> 10) ? int(mb >> 10) - 15 : (31 - __clz(int(mb))) - 24;
+    const float up = __uint_as_float(uint32_t(127 + 21 - E) << 23);  // 2^(21−E)
+    int acc1[5][4], acc2[5][4];
+#pragma unroll
+    for (int i = 0; i < 5; i++)
+#pragma unroll
+      for (int j = 0; j < 4; j++) acc1[i][j] = acc2[i][j] = 0;
+    for (int k0 = 0; k0 < len; k0 += 32) {  // 2.
+      const int key = k0 + lane, kc = min(key, len - 1);
+      const uint8_t* rp = vrows + size_t(kc) * vstride + 16 * g;
+      uint4 cw;
+      if (v16) {
+        cw = *reinterpret_cast<const uint4*>(rp);
+      } else {  // rows 2-byte aligned (even row bytes)
+        const uint16_t* hp = reinterpret_cast<const uint16_t*>(rp);
+        cw.x = uint32_t(hp[0]) | uint32_t(hp[1]) << 16, cw.y = uint32_t(hp[2]) | uint32_t(hp[3]) << 16;
+        cw.z = uint32_t(hp[4]) | uint32_t(hp[5]) << 16, cw.w = uint32_t(hp[6]) | uint32_t(hp[7]) << 16;
+      }
+      const float sp =
+          key < len ? f32_from_f16_hw(*reinterpret_cast<const uint16_t*>(srows + size_t(kc) * sstride)) * up : 0.0f;
+      __syncwarp();  // the last block's reads of the scratch are done
+      scr->codes[lane] = cw;
+      scr->sp[lane] = sp;
+      __syncwarp();
+      uint32_t rm[4];
+      ldsm_x4_trans(rm, &scr->codes[lane]);
+      uint32_t b[4][2];  // tile τ: b[τ][0] keys {2t, 2t+1, 8+2t, 9+2t}, b[τ][1] keys {16+2t, …}
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const uint32_t l0 = rm[2 * h] & 0x0f0f0f0fu, l1 = rm[2 * h + 1] & 0x0f0f0f0fu;
+        const uint32_t h0 = (rm[2 * h] >> 4) & 0x0f0f0f0fu, h1 = (rm[2 * h + 1] >> 4) & 0x0f0f0f0fu;
+        b[0][h] = __byte_perm(l0, l1, 0x6420), b[2][h] = __byte_perm(l0, l1, 0x7531);
+        b[1][h] = __byte_perm(h0, h1, 0x6420), b[3][h] = __byte_perm(h0, h1, 0x7531);
+      }
+      uint32_t A1[4], A2[4];
+      {
+        const int ks[2][4] = {{2 * t, 2 * t + 1, 8 + 2 * t, 9 + 2 * t},
+                              {16 + 2 * t, 17 + 2 * t, 24 + 2 * t, 25 + 2 * t}};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          uint32_t w[4], w1[4], w2[4];
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            const int W = q4h_w<NG, ES>(e_s, scr->sp, k0, ks[h][i], len, n, hv);
+            w[i] = uint32_t(W), w1[i] = uint32_t(W + 128), w2[i] = uint32_t(W + 32896);
+          }
+          A1[2 * h] = q4h_bytes<0>(w[0], w[1], w[2], w[3]);
+          A1[2 * h + 1] = q4h_bytes<1>(w1[0], w1[1], w1[2], w1[3]);
+          A2[2 * h] = q4h_bytes<2>(w2[0], w2[1], w2[2], w2[3]);
+          A2[2 * h + 1] = 0u;
+        }
+      }
+#pragma unroll
+      for (int tau = 0; tau < 4; tau++) {
+        imma_s8u8(acc1[tau], A1, b[tau][0], b[tau][1]);
+        imma_s8u8(acc2[tau], A2, b[tau][0], b[tau][1]);
+      }
+      imma_s8u8(acc1[4], A1, 0x01010101u, 0x01010101u);
+      imma_s8u8(acc2[4], A2, 0x01010101u, 0x01010101u);
+    }
+    // 3. row n of A1 holds p0's sums, row n + 8 p1's (c2, c3), row n of A2 p2's
+    auto whole = [&](int i, int j) {
+      return int64_t(acc2[i][j]) * 65536 + int64_t(acc1[i][j + 2]) * 256 + int64_t(acc1[i][j]);
+    };
+    const int64_t sw = whole(4, 0);                                    // ΣW of head n
+    const float unit = __uint_as_float(uint32_t(127 + E - 21) << 23);  // 2^(E−21)
+#pragma unroll
+    for (int tau = 0; tau < 4; tau++) {
+      out[tau] = __ll2float_rn(whole(tau, 0) - 8 * sw) * unit;      // dim 8t + τ
+      out[4 + tau] = __ll2float_rn(whole(tau, 1) - 8 * sw) * unit;  // dim 8t + 4 + τ
+    }
+  }
+  if (hv) {
+    float* o = part + n * head_stride + 2 + 32 * g + 8 * t;
+#pragma unroll
+    for (int i = 0; i < 8; i++) o[i] = out[i];
+  }
+}
+
+// The block's warps over groups [gb, ge) of the chunk, a group a warp at a time (scr: a Q4hScratch a warp).
+template <int NG, int ES, int T>
+__device__ __forceinline__ void q4h_values_block(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
+                                                 size_t sstride, size_t sgstride, int gb, int ge, int len,
+                                                 const float* e_s, int ng, float* part, int64_t head_stride,
+                                                 Q4hScratch* scr) {
+  const int warp = threadIdx.x >> 5;
+  for (int g = gb + warp; g < ge; g += T / 32)
+    q4h_int_values<NG, ES>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s, ng, part,
+                           head_stride, scr + warp);
+}
+
 // STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes): 1, the chunk's V
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
@@ -676,6 +840,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   __shared__ __align__(16) float e_s[kChunk * kEs];   // [key][head]: scores, then weights
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
+  __shared__ Q4hScratch vq_s[F == KvKind::Q4H ? T / 32 : 1];  // q4h's values: a warp's scratch
   using Fm = Fmt<F>;
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.z;
@@ -765,8 +930,19 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   if constexpr (phases)  // the chunk's maximum and weights (and, in threads T−1−h, lc)
     if (tid == 0) kx = clock64();
 
-  // ---- weighted values: thread tid owns d0 .. d0 + DPT − 1 for all NG heads, keys in order ----
-  if constexpr (DPT == 1) {
+  // ---- weighted values: q4h in integers, a warp a group (q4h_int_values); else thread tid owns d0 .. d0 + DPT − 1
+  // for all NG heads, keys in order ----
+  if constexpr (F == KvKind::Q4H) {
+    if constexpr (STAGE > 0) {  // the V rows are in
+      cp_async_wait<0>();
+      __syncthreads();
+    }
+    const uint8_t* const vr = STAGE > 0 ? vstage : vbase;
+    const size_t vs = STAGE > 0 ? size_t(a.row_bytes) : stride;
+    const int G = D / 32;
+    q4h_values_block<NG, kEs, T>(vr, vs, v16, vr + Fm::scale_off(D, 0), vs, 2, r * G / ds, (r + 1) * G / ds, len, e_s,
+                                 ng, part, head_stride, vq_s);
+  } else if constexpr (DPT == 1) {
     if constexpr (STAGE > 0) {  // the V rows are in
       cp_async_wait<0>();
       __syncthreads();
@@ -896,9 +1072,10 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 //     4 keys; a key's 16-byte pieces are loaded one piece ahead into two buffers (the loop unrolled by two pieces, so
 //     nothing is copied), its group scale with the piece that starts the group; a q4h unit is one lop3 and one add,
 //     from the word where its nibble lies (slim_q4h_unit). The loop holds 1.45 instructions an fma (q4h, NG = 6);
-//   values: thread tid owns elements 2·tid and 2·tid + 1 for all NG heads; the V group scales (16 bytes a row) are
-//     copied into shared memory by cp.async as the block starts (and the K rows' too, below) and converted to fp32
-//     once after the weights, the code bytes read from global memory, U = 16 keys a batch, the next batch's loads
+//   values: q4h a warp two groups on the tensor cores (q4h_int_values, session 32), its scales from the staged
+//     copy below; fp8 thread tid owns elements 2·tid and 2·tid + 1 for all NG heads; the V group scales (16 bytes a
+//     row) are copied into shared memory by cp.async as the block starts (and the K rows' too, below) and converted to
+//     fp32 once after the weights, the code bytes read from global memory, U = 16 keys a batch, the next batch's loads
 //     issued before this batch's fmas; the whole batches in a loop without a test a key, the partial one after it.
 // 21–41 KB of shared memory (q, the weights at NG floats a key, the scales), at most 128 registers: four blocks a
 // multiprocessor. Measured (H200, 2026-12-01, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12
@@ -998,6 +1175,7 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   __shared__ __align__(16) uint16_t sv_s[kChunk * 8];  // [key][group]: the V rows' 8 group scales as stored
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
+  __shared__ Q4hScratch vq_s[F == KvKind::Q4H ? T / 32 : 1];  // q4h's values: a warp's scratch
   float* const q_s = qk_s;
   uint16_t* const sk_s = reinterpret_cast<uint16_t*>(qk_s + NG * D);
   using Fm = Fmt<F>;
@@ -1060,6 +1238,14 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   // the V scales of this thread's own copies (keys tid + T·i) to fp32, transposed, once: in session 24's loop each of
   // a group's 16 threads converted a key's scale itself. After chunk_weights' last barrier no thread reads q_s or
   // sk_s, and the barrier here publishes svf_s
+  float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
+  const int64_t head_stride = int64_t(maxch) * (D + 2);
+  if constexpr (F == KvKind::Q4H) {  // the values in integers, a warp two groups (q4h_int_values), scales from sv_s
+    store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
+    q4h_values_block<NG, ES, T>(vbase, stride, true, reinterpret_cast<const uint8_t*>(sv_s), 16, 2, 0, D / 32, len, e_s,
+                                ng, part, head_stride, vq_s);
+    return;
+  }
   float* const svf_s = qk_s;
   for (int j = tid; j < len; j += T) {
     const uint4 r = *reinterpret_cast<const uint4*>(sv_s + 8 * j);
@@ -1069,8 +1255,6 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   }
   __syncthreads();
 
-  float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
-  const int64_t head_stride = int64_t(maxch) * (D + 2);
   store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
 
   // ---- weighted values: thread tid owns d0 … d0 + DPT − 1 for all NG heads, keys in order ----

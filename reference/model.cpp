@@ -99,6 +99,39 @@ float q4h_key_score(const XChunks& qx, const float* u, const float* s, int head_
   return acc * scale;
 }
 
+// q4h (f.integer_scores()): a chunk's weighted values in integers. For each group g of 32 dims, E_g = floor(log2 M_g)
+// with M_g the chunk's largest |s_{t,g}|; each key's weight held as W_t = round_even(max(e_t, 0)·s_{t,g}·2^(21−E_g)),
+// an integer with |W_t| < 2^22 (three signed bytes on a GPU); O_d = Σ_t W_t·u_d(t), exact in any order;
+// oc[d] = float(O_d)·2^(E_g−21). A group whose scales hold an inf or NaN gives NaN; one of zeros +0.
+// e [len]: the chunk's weights; u [len][D], s [len][D/32]: its V rows as kv_read_row reads them.
+void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t len, int D, float* oc) {
+  const int groups = D / 32;
+  for (int g = 0; g < groups; g++) {
+    float M = 0.0f;
+    bool finite = true;
+    for (int64_t t = 0; t < len; t++) {
+      const float a = std::fabs(s[size_t(t) * size_t(groups) + size_t(g)]);
+      finite = finite && std::isfinite(a);
+      M = a > M ? a : M;
+    }
+    float* o = oc + g * 32;
+    if (!finite || M == 0.0f) {
+      std::fill(o, o + 32, finite ? 0.0f : std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    const int E = std::ilogb(M);
+    std::vector<int64_t> W(static_cast<size_t>(len));
+    for (int64_t t = 0; t < len; t++)  // the product is exact in float64 (24 + 11 bits), rounded once
+      W[size_t(t)] = int64_t(std::nearbyint(
+          double(std::fmax(e[t], 0.0f)) * double(s[size_t(t) * size_t(groups) + size_t(g)]) * std::ldexp(1.0, 21 - E)));
+    for (int d = 0; d < 32; d++) {
+      int64_t O = 0;
+      for (int64_t t = 0; t < len; t++) O += W[size_t(t)] * int64_t(u[size_t(t) * size_t(D) + size_t(g * 32 + d)]);
+      o[d] = float(O) * std::ldexp(1.0f, E - 21);
+    }
+  }
+}
+
 static void attend_wide(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k_rows,
                         const uint8_t* v_rows, size_t stride, int64_t n, float* out);
 
@@ -114,6 +147,8 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
 
   std::vector<float> u(static_cast<size_t>(head_dim)), s(static_cast<size_t>(groups)), e(512),
       oc(static_cast<size_t>(head_dim)), pg(static_cast<size_t>(groups));  // pg: score_row's group sums
+  std::vector<float> vu(int_scores ? size_t(512) * size_t(head_dim) : 0),
+      vs(int_scores ? size_t(512) * size_t(groups) : 0);
   float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
   std::vector<float> o(static_cast<size_t>(head_dim), 0.0f);
   for (int64_t c0 = 0; c0 < n; c0 += 512) {
@@ -132,10 +167,17 @@ void attend(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k
     for (int64_t j = 0; j < len; j++) {
       float p = exp_c(e[size_t(j)] - mc);
       lc = lc + p;
+      if (int_scores) {  // the chunk's V rows, for q4h_chunk_values below
+        e[size_t(j)] = p;
+        kv_read_row(f, v_rows + size_t(c0 + j) * stride, head_dim, vu.data() + size_t(j) * size_t(head_dim),
+                    vs.data() + size_t(j) * size_t(groups));
+        continue;
+      }
       kv_read_row(f, v_rows + size_t(c0 + j) * stride, head_dim, u.data(), s.data());
       for (int g = 0; g < groups; g++)
         for (int d = g * G; d < g * G + G; d++) oc[size_t(d)] = fma_rn(p, s[size_t(g)] * u[size_t(d)], oc[size_t(d)]);
     }
+    if (int_scores) q4h_chunk_values(e.data(), vu.data(), vs.data(), len, head_dim, oc.data());
     // merge into the running (m, l, o)
     float mn = m > mc ? m : mc;
     float a = exp_c(m - mn), b = exp_c(mc - mn);

@@ -99,6 +99,9 @@ void attend(const KvFormat& f, const float* q, int head_dim, const uint8_t* k_ro
 // attend()'s score of one key for q4h (ARITHMETIC.md §6, integer sums): qx = x_chunks(the rotated query, head_dim, 13),
 // u and s the key's row as kv_read_row reads it, scale = fp32(1/sqrt(head_dim)).
 float q4h_key_score(const XChunks& qx, const float* u, const float* s, int head_dim, float scale);
+// attend()'s weighted values of one chunk for q4h (ARITHMETIC.md §6, integer sums): e [len] the chunk's weights,
+// u [len][head_dim] and s [len][head_dim/32] its V rows as kv_read_row reads them; oc [head_dim].
+void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t len, int head_dim, float* oc);
 
 // One DeltaNet recurrence step for one value head: S [dk][dv] in place; q,k [dk], v [dv] -> o [dv].
 void deltanet_step(float* S, const float* q, const float* k, const float* v, float beta, float g, int dk, int dv,

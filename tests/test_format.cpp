@@ -218,6 +218,91 @@ TEST_CASE("q4h scores in integers: within the query's fixed point of the exact s
   CHECK(rms <= 2.0);
 }
 
+TEST_CASE("q4h values in integers: within the weights' fixed point of the exact sum") {
+  // ARITHMETIC.md §6 step 3: per chunk and group W_t = round_even(e_t·s_t·2^(21−E)), E = floor(log2 max_t |s_t|),
+  // oc[d] = float(Σ_t W_t·u_d(t))·2^(E−21), attend()'s q4h_chunk_values. Against the float64 sum Σ_t e_t·s_t·u_d(t) its
+  // error is each weight's rounding, at most half a unit 2^(E−21) a key times |u|, plus float()'s one rounding (2^-24
+  // of |oc|).
+  const int D = 256, G = D / 32;
+  KvFormat f = KvFormat::q4h();
+  const size_t rb = kv_row_bytes(f, D);
+  for (int64_t len : {int64_t(512), int64_t(300), int64_t(7), int64_t(1)}) {
+    std::vector<float> u(size_t(len) * D), s(size_t(len) * G), e(static_cast<size_t>(len)), oc(D);
+    std::vector<uint8_t> b(rb);
+    for (int64_t t = 0; t < len; t++) {
+      kv_pack_row(f, seeded_row(RowKind::Outliers, 300 + uint64_t(t) + uint64_t(len), D).data(), D, b.data());
+      kv_read_row(f, b.data(), D, u.data() + size_t(t) * D, s.data() + size_t(t) * G);
+      e[size_t(t)] = float(std::exp(-double((uint64_t(t) * 2654435761u) % 1000) / 100.0));
+    }
+    e[0] = 1.0f;  // the chunk's maximum
+    q4h_chunk_values(e.data(), u.data(), s.data(), len, D, oc.data());
+    for (int g = 0; g < G; g++) {
+      float M = 0;
+      for (int64_t t = 0; t < len; t++) M = std::max(M, std::fabs(s[size_t(t) * G + size_t(g)]));
+      const double unit = std::ldexp(1.0, std::ilogb(M) - 21);
+      for (int d = 32 * g; d < 32 * g + 32; d++) {
+        double exact = 0, bound = 0;
+        for (int64_t t = 0; t < len; t++) {
+          const double ud = u[size_t(t) * D + size_t(d)];
+          exact += double(e[size_t(t)]) * double(s[size_t(t) * G + size_t(g)]) * ud;
+          bound += 0.5 * unit * std::fabs(ud);
+        }
+        CHECK(std::fabs(double(oc[size_t(d)]) - exact) <= bound + 0x1p-24 * std::fabs(double(oc[size_t(d)])));
+      }
+    }
+  }
+}
+
+TEST_CASE("q4h values in integers: the weights rounded to 2^-21 of the group's scale, half to even") {
+  // Scales 1 (E = 0, so W_t = round_even(e_t·2^21)) and weights e_t = (k_t + 1/2)·2^-21 lying halfway between two
+  // integers: W_t is k_t when k_t is even, k_t + 1 when odd. With the sums below 2^24, float(O) is exact and
+  // oc[d] = Σ_t W_t·u_d(t) · 2^-21 exactly. Weights held with 20 bits, or rounded up or down, give other bytes.
+  const int D = 32, len = 6;
+  const int k[len] = {1000, 1001, 2, 3, 524288, 77};
+  std::vector<float> u(size_t(len) * D), s(len, 1.0f), e(len), oc(D);
+  for (int t = 0; t < len; t++) e[size_t(t)] = float(std::ldexp(double(k[t]) + 0.5, -21));
+  for (size_t i = 0; i < u.size(); i++) u[i] = float(int((i * 7) % 16) - 8);
+  q4h_chunk_values(e.data(), u.data(), s.data(), len, D, oc.data());
+  for (int d = 0; d < D; d++) {
+    int64_t O = 0;
+    for (int t = 0; t < len; t++) O += int64_t(k[t] % 2 == 0 ? k[t] : k[t] + 1) * int64_t(u[size_t(t) * D + size_t(d)]);
+    CHECK(oc[size_t(d)] == float(std::ldexp(double(O), -21)));
+  }
+}
+
+TEST_CASE("q4h values in integers: a NaN or inf scale, a group of zeros, a NaN or negative weight") {
+  const int D = 64, G = 2, len = 5;
+  std::vector<float> u(size_t(len) * D), s(size_t(len) * G, 0.5f), e(len, 1.0f), oc(D), ref(D);
+  for (size_t i = 0; i < u.size(); i++) u[i] = float(int(i % 16) - 8);
+  for (int t = 0; t < len; t++) s[size_t(t) * G + 1] = 0.0f;  // group 1 all zeros
+  q4h_chunk_values(e.data(), u.data(), s.data(), len, D, ref.data());
+  for (int d = 0; d < 32; d++) {  // group 0: Σ_t 1 · 0.5 · u, exact here (W = 2^13 each)
+    double want = 0;
+    for (int t = 0; t < len; t++) want += 0.5 * u[size_t(t) * D + size_t(d)];
+    CHECK(double(ref[size_t(d)]) == want);
+  }
+  for (int d = 32; d < 64; d++) CHECK(std::memcmp(&ref[size_t(d)], "\0\0\0", 4) == 0);  // +0
+  // a weight of NaN, or of −0 or below, counts as 0
+  std::vector<float> e0 = e, ref0(D);
+  e0[2] = 0.0f;
+  q4h_chunk_values(e0.data(), u.data(), s.data(), len, D, ref0.data());
+  CHECK(std::memcmp(ref0.data(), ref.data(), sizeof(float) * D) != 0);
+  for (float bad : {std::nanf(""), -0.0f, -1.0f}) {
+    std::vector<float> eb = e;
+    eb[2] = bad;
+    q4h_chunk_values(eb.data(), u.data(), s.data(), len, D, oc.data());
+    CHECK(std::memcmp(oc.data(), ref0.data(), sizeof(float) * D) == 0);
+  }
+  // an inf or NaN scale makes its group NaN, and only its group
+  for (float bad : {INFINITY, -INFINITY, std::nanf("")}) {
+    std::vector<float> sb = s;
+    sb[size_t(3) * G + 1] = bad;
+    q4h_chunk_values(e.data(), u.data(), sb.data(), len, D, oc.data());
+    for (int d = 0; d < 32; d++) CHECK(oc[size_t(d)] == ref[size_t(d)]);
+    for (int d = 32; d < 64; d++) CHECK(std::isnan(oc[size_t(d)]));
+  }
+}
+
 TEST_CASE("attention in rotated space equals softmax attention over the dequantized rows") {
   // attend() rotates the query once, accumulates V in rotated space and rotates the output back once.
   // Reference: float64 softmax over the dequantized rows in the original space. Bound 1e-5 relative to
