@@ -736,10 +736,11 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
     for (int i = 0; i < 5; i++)
 #pragma unroll
       for (int j = 0; j < 4; j++) acc1[i][j] = acc2[i][j] = 0;
-    for (int k0 = 0; k0 < len; k0 += 32) {  // 2.
-      const int key = k0 + lane, kc = min(key, len - 1);
+    // lane's key k0 + lane: its 16 code bytes and raw scale, loaded two blocks of 32 keys ahead (rows past len clamp to
+    // len − 1, so every load is of a stored row; the scale is zeroed below)
+    auto load = [&](int k0, uint4& cw, uint16_t& sb) {
+      const int kc = min(k0 + lane, len - 1);
       const uint8_t* rp = vrows + size_t(kc) * vstride + 16 * g;
-      uint4 cw;
       if (v16) {
         cw = *reinterpret_cast<const uint4*>(rp);
       } else {  // rows 2-byte aligned (even row bytes)
@@ -747,8 +748,17 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
         cw.x = uint32_t(hp[0]) | uint32_t(hp[1]) << 16, cw.y = uint32_t(hp[2]) | uint32_t(hp[3]) << 16;
         cw.z = uint32_t(hp[4]) | uint32_t(hp[5]) << 16, cw.w = uint32_t(hp[6]) | uint32_t(hp[7]) << 16;
       }
-      const float sp =
-          key < len ? f32_from_f16_hw(*reinterpret_cast<const uint16_t*>(srows + size_t(kc) * sstride)) * up : 0.0f;
+      sb = *reinterpret_cast<const uint16_t*>(srows + size_t(kc) * sstride);
+    };
+    uint4 c0, c1;
+    uint16_t s0, s1;
+    load(0, c0, s0);
+    load(32, c1, s1);
+    for (int k0 = 0; k0 < len; k0 += 32) {  // 2.
+      const uint4 cw = c0;
+      const float sp = k0 + lane < len ? f32_from_f16_hw(s0) * up : 0.0f;
+      c0 = c1, s0 = s1;
+      if (k0 + 64 < len) load(k0 + 64, c1, s1);
       __syncwarp();  // the last block's reads of the scratch are done
       scr->codes[lane] = cw;
       scr->sp[lane] = sp;
