@@ -106,6 +106,7 @@ float q4h_key_score(const XChunks& qx, const float* u, const float* s, int head_
 // e [len]: the chunk's weights; u [len][D], s [len][D/32]: its V rows as kv_read_row reads them.
 void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t len, int D, float* oc) {
   const int groups = D / 32;
+  std::vector<int64_t> W(static_cast<size_t>(len));
   for (int g = 0; g < groups; g++) {
     float M = 0.0f;
     bool finite = true;
@@ -120,7 +121,6 @@ void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t le
       continue;
     }
     const int E = std::ilogb(M);
-    std::vector<int64_t> W(static_cast<size_t>(len));
     for (int64_t t = 0; t < len; t++)  // the product is exact in float64 (24 + 11 bits), rounded once
       W[size_t(t)] = int64_t(std::nearbyint(
           double(std::fmax(e[t], 0.0f)) * double(s[size_t(t) * size_t(groups) + size_t(g)]) * std::ldexp(1.0, 21 - E)));
