@@ -106,29 +106,37 @@ float q4h_key_score(const XChunks& qx, const float* u, const float* s, int head_
 // e [len]: the chunk's weights; u [len][D], s [len][D/32]: its V rows as kv_read_row reads them.
 void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t len, int D, float* oc) {
   const int groups = D / 32;
-  std::vector<int64_t> W(static_cast<size_t>(len));
-  for (int g = 0; g < groups; g++) {
-    float M = 0.0f;
-    bool finite = true;
-    for (int64_t t = 0; t < len; t++) {
+  // 1. M_g, and whether the group's scales are all finite
+  std::vector<float> M(static_cast<size_t>(groups), 0.0f);
+  std::vector<bool> finite(static_cast<size_t>(groups), true);
+  for (int64_t t = 0; t < len; t++)
+    for (int g = 0; g < groups; g++) {
       const float a = std::fabs(s[size_t(t) * size_t(groups) + size_t(g)]);
-      finite = finite && std::isfinite(a);
-      M = a > M ? a : M;
+      finite[size_t(g)] = finite[size_t(g)] && std::isfinite(a);
+      M[size_t(g)] = a > M[size_t(g)] ? a : M[size_t(g)];
     }
-    float* o = oc + g * 32;
-    if (!finite || M == 0.0f) {
-      std::fill(o, o + 32, finite ? 0.0f : std::numeric_limits<float>::quiet_NaN());
-      continue;
+  // 2^(21−E_g); 0 for a group of zeros or with a scale not finite, which step 3 writes without O
+  std::vector<double> up(static_cast<size_t>(groups), 0.0);
+  for (int g = 0; g < groups; g++)
+    if (finite[size_t(g)] && M[size_t(g)] > 0.0f) up[size_t(g)] = std::ldexp(1.0, 21 - std::ilogb(M[size_t(g)]));
+  // 2. O_d = Σ_t W_t·u_d(t), keys in order, though any order gives the same integers: |W·u| ≤ 2^25 and every
+  // partial sum ≤ 2^34, so float64 holds them all exactly.
+  std::vector<double> O(static_cast<size_t>(D), 0.0);
+  for (int64_t t = 0; t < len; t++) {
+    const double p = std::fmax(e[t], 0.0f);
+    for (int g = 0; g < groups; g++) {
+      // W_t: the product is exact in float64 (24 + 11 bits), rounded once
+      const double W = std::nearbyint(p * double(s[size_t(t) * size_t(groups) + size_t(g)]) * up[size_t(g)]);
+      const float* ut = u + size_t(t) * size_t(D) + size_t(g) * 32;
+      double* Og = O.data() + size_t(g) * 32;
+      for (int d = 0; d < 32; d++) Og[d] += W * double(ut[d]);
     }
-    const int E = std::ilogb(M);
-    for (int64_t t = 0; t < len; t++)  // the product is exact in float64 (24 + 11 bits), rounded once
-      W[size_t(t)] = int64_t(std::nearbyint(
-          double(std::fmax(e[t], 0.0f)) * double(s[size_t(t) * size_t(groups) + size_t(g)]) * std::ldexp(1.0, 21 - E)));
-    for (int d = 0; d < 32; d++) {
-      int64_t O = 0;
-      for (int64_t t = 0; t < len; t++) O += W[size_t(t)] * int64_t(u[size_t(t) * size_t(D) + size_t(g * 32 + d)]);
-      o[d] = float(O) * std::ldexp(1.0f, E - 21);
-    }
+  }
+  // 3. oc, a group at a time
+  for (int g = 0; g < groups; g++) {
+    const float unit = up[size_t(g)] > 0.0 ? std::ldexp(1.0f, std::ilogb(M[size_t(g)]) - 21) : 0.0f;
+    for (int d = g * 32; d < g * 32 + 32; d++)
+      oc[d] = !finite[size_t(g)] ? canonical_nan() : float(O[size_t(d)]) * unit;
   }
 }
 
