@@ -115,10 +115,15 @@ void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t le
       finite[size_t(g)] = finite[size_t(g)] && std::isfinite(a);
       M[size_t(g)] = a > M[size_t(g)] ? a : M[size_t(g)];
     }
-  // 2^(21−E_g); 0 for a group of zeros or with a scale not finite, which step 3 writes without O
+  // up = 2^(21−E_g), unit = 2^(E_g−21); both 0 for a group of zeros or with a scale not finite
   std::vector<double> up(static_cast<size_t>(groups), 0.0);
+  std::vector<float> unit(static_cast<size_t>(groups), 0.0f);
   for (int g = 0; g < groups; g++)
-    if (finite[size_t(g)] && M[size_t(g)] > 0.0f) up[size_t(g)] = std::ldexp(1.0, 21 - std::ilogb(M[size_t(g)]));
+    if (finite[size_t(g)] && M[size_t(g)] > 0.0f) {
+      const int E = std::ilogb(M[size_t(g)]);
+      up[size_t(g)] = std::ldexp(1.0, 21 - E);
+      unit[size_t(g)] = std::ldexp(1.0f, E - 21);
+    }
   // 2. O_d = Σ_t W_t·u_d(t), keys in order, though any order gives the same integers: |W·u| ≤ 2^25 and every
   // partial sum ≤ 2^34, so float64 holds them all exactly.
   std::vector<double> O(static_cast<size_t>(D), 0.0);
@@ -133,11 +138,9 @@ void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t le
     }
   }
   // 3. oc, a group at a time
-  for (int g = 0; g < groups; g++) {
-    const float unit = up[size_t(g)] > 0.0 ? std::ldexp(1.0f, std::ilogb(M[size_t(g)]) - 21) : 0.0f;
+  for (int g = 0; g < groups; g++)
     for (int d = g * 32; d < g * 32 + 32; d++)
-      oc[d] = !finite[size_t(g)] ? canonical_nan() : float(O[size_t(d)]) * unit;
-  }
+      oc[d] = !finite[size_t(g)] ? canonical_nan() : float(O[size_t(d)]) * unit[size_t(g)];
 }
 
 static void attend_wide(const KvFormat& f, const float* q_in, int head_dim, const uint8_t* k_rows,
