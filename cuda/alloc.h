@@ -1,5 +1,5 @@
 // Every device allocation of the engine goes through device_alloc(): one place that names what failed, with
-// the numbers, and one place where a failure can be injected to test the engine's clean-up paths (issue #7).
+// the numbers, and one place where a failure can be injected to test the engine's clean-up paths (tests/gpu_alloc.cpp).
 //
 // Fault injection: the n-th device_alloc() call fails as cudaMalloc does when the device is out of memory
 // (nothing is allocated, the error is cudaErrorMemoryAllocation), and only that one; the calls after it

@@ -31,9 +31,9 @@
 // chunks). Bound (arithmetic, not measured): every bf16 or fp8 K and V element feeds one exact fp32 fma per query head,
 // 6 at 6:1; at depth 262,144 in the 27B shape that would be 25.8 G fmas a token for the values alone, about 0.77 ms at
 // the datasheet fp32 rate (67 TFLOP/s), against 1.2 ms for the 4.83 GB of q4h cache at 4.0 TB/s. So q4h takes neither
-// in fp32: its scores take half a dp4a an element and head (16 a group of 32; session 30: q4h attention at 262K 4,952 →
-// 4,271 µs a token, RESULTS.md §12), its values 10 mma.sync m16n8k32 a group and 32 keys for up to 8 heads (session
-// 32, ARITHMETIC.md §6 step 3).
+// in fp32: its scores take half a dp4a an element and head (16 a group of 32), its values 10 mma.sync m16n8k32 a group
+// and 32 keys for up to 8 heads (ARITHMETIC.md §6 step 3). Measured (H200, docs/RESULTS.md §12): q4h attention at
+// 262K, the 16 layers of a 27B token with the merge, 4,275 µs for 4.83 GB, 27% of copy bandwidth.
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
 // two buffers; HKV_ATTN_FASTSC), and fp8 and q4h beyond one chunk block a multiprocessor take attn_slim_kernel (below;
 // auto_attn_shape).
@@ -42,12 +42,11 @@
 // narrow-h1, narrow-h2, narrow-v) may take each chunk and head block over two blocks (a.dsplit, HKV_ATTN_DSPLIT: by
 // default where the doubled grid still fits one wave, q4h and fp8 to 8K at batch 1): both compute every score, the
 // maximum and the weights; block r the value chains of elements [r·D/2, (r+1)·D/2), block 0 also lc. Few chunks leave
-// most multiprocessors idle, and the value phase, one chain of a chunk's keys a thread, was half a block's cycles
-// (H200, session 21: q4h attention −10% at 1K and −13% at 8K, docs/RESULTS.md §12).
+// most multiprocessors idle, and the value phase, one chain of a chunk's keys a thread, is half a block's cycles.
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
 // warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d), its oc
-// values loaded 32 chunks at a time into two buffers taken in turn, a whole batch without a test a chunk (64 gave the
-// same token time: sessions 10, 13 and 22, docs/RESULTS.md §12).
+// values loaded 32 chunks at a time into two buffers taken in turn, a whole batch without a test a chunk (64 at a
+// time gives the same token time).
 #include <cmath>
 #include <initializer_list>
 #include <iterator>
@@ -586,21 +585,15 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 }
 
 // slim_scores with its loops rolled (ROLL: attn_slim_kernel's fp8 form at the 27B's layout beyond one wave,
-// HKV_ATTN_SLIM_FROLL), for a loop body of a word instead of two pieces. Made for q4h's fp32 scores before session 30:
-// in the H200 build at NG = 6, 296 instructions (4.7 KB) in the inner loop and 416 in the outer, against 2,335 (37 KB)
-// in slim_scores' loop. ncu at 262K had the q4h slim kernel's warps waiting on instruction fetch
-// (no_instruction 1.52–1.62 warps an issue, its largest stall; session 24 runs 3 and 4). One piece an iteration, the
-// next piece's loads issued into a second buffer and copied in; the piece one 4-byte word an inner iteration (4
-// elements), the words moved down after each. The group scales from skr[k] (the K scales staged). The same
-// chains in the same order: each (key, head) chain takes its elements in order and ends its groups where slim_scores
-// does. Session 24 run 4 (H200, 2026-12-01): the q4h slim kernel at 262K 346.5 → 314.8 µs, issue active 62 → 71%,
-// no_instruction out of its top four stalls (ncu, cuda/profile_stalls.sh); a q4h token −0.24% at 64K, −2.45% at 128K,
-// −4.46% at 262K; fp8 +2.36%, +0.58%, −1.42% (the switch then rolled both), so fp8 kept slim_scores (hkv bench
-// --variants). With session 25's value loop, fp8 rolled at the 27B's layout: +1.20% at 64K, −0.90% at 128K, −3.38%
-// at 262K (run 4), so fp8 takes it where the grid is more than one wave (HKV_ATTN_SLIM_FROLL). (Its element loop
-// repeats slim_piece's with a word's unit. One helper for both, tried in session 24, left the arithmetic as it is but
-// rescheduled 7 kernels' SASS, the 27B's q4h slim kernel among them, after the card had run these: to be made where a
-// card can time it.)
+// HKV_ATTN_SLIM_FROLL), for a loop body of a word instead of two pieces, so that the slim kernel's warps do not wait on
+// instruction fetch: in the H200 build at NG = 6, 296 instructions (4.7 KB) in the inner loop and 416 in the outer,
+// against 2,335 (37 KB) in slim_scores' loop. One piece an iteration, the next piece's loads issued into a second
+// buffer and copied in; the piece one 4-byte word an inner iteration (4 elements), the words moved down after each.
+// The group scales from skr[k] (the K scales staged). The same chains in the same order: each (key, head) chain takes
+// its elements in order and ends its groups where slim_scores does. Within one wave of blocks the unrolled loop is
+// faster for fp8, so fp8 takes this one only where the grid is more than one wave (HKV_ATTN_SLIM_FROLL). Its element
+// loop repeats slim_piece's with a word's unit: one helper for both keeps the arithmetic but reschedules 7 kernels'
+// SASS, the 27B's q4h slim kernel among them, so it waits for a card to time it.
 template <KvKind F, int NG, int KP, int D>
 __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
                                                    float (&score)[KP][NG], const uint16_t* const* skr) {
@@ -838,8 +831,8 @@ __device__ __forceinline__ void q4h_values_block(const uint8_t* vrows, size_t vs
 // phase (attn_phases_begin): the wait (the block's start, the early copies, pdl_wait), q, the scores, the weights (the
 // chunk's maximum, exp_c, and lc by threads T−1−h), the values (until every thread of the block has ended).
 template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, bool PH = false>
-// (__launch_bounds__(T) alone: with a min-blocks hint of 1 added, ptxas gave the narrow-v2 shape 160 registers
-// instead of 112, one block a multiprocessor instead of two, and q4h at 262K took 8.6 ms instead of 6.3; RESULTS §12.)
+// (__launch_bounds__(T) alone: a min-blocks hint of 1 lets ptxas give the narrow-v2 shape 160 registers instead of
+// 112, so one block fits a multiprocessor instead of two.)
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr bool phases = PH;  // a diagnostic (attn_phases_begin): thread 0's cycles a phase
   long long k0 = 0, kw = 0, k1 = 0, k2 = 0, kx = 0;
@@ -981,9 +974,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
           });
         } else if constexpr (F == KvKind::BF16) {
           // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
-          // the keys in order. Measured (H200, 2026-11-29, hkv bench --attention-only): bf16 1.38 → 1.02 ms
-          // a token at 1K, 1.81 → 1.49 ms at 32K. q4h was slower with it (2.34 → 3.58 ms at 1K), so fp8 and
-          // q4h keep one key at a time (and, in the narrow shape, their rows staged in shared memory).
+          // the keys in order. fp8 and q4h keep one key at a time (and, in the narrow shape, their rows staged
+          // in shared memory): with 32 keys in flight q4h is slower.
           value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
         } else {
           value_loop<F, NG, false>(vbase, stride, D, d, len, e_s, oc);
@@ -1082,20 +1074,15 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
 //     4 keys; a key's 16-byte pieces are loaded one piece ahead into two buffers (the loop unrolled by two pieces, so
 //     nothing is copied), its group scale with the piece that starts the group; a q4h unit is one lop3 and one add,
 //     from the word where its nibble lies (slim_q4h_unit). The loop holds 1.45 instructions an fma (q4h, NG = 6);
-//   values: q4h a warp two groups on the tensor cores (q4h_int_values, session 32), its scales from the staged
+//   values: q4h a warp two groups on the tensor cores (q4h_int_values), its scales from the staged
 //     copy below; fp8 thread tid owns elements 2·tid and 2·tid + 1 for all NG heads; the V group scales (16 bytes a
 //     row) are copied into shared memory by cp.async as the block starts (and the K rows' too, below) and converted to
 //     fp32 once after the weights, the code bytes read from global memory, U = 16 keys a batch, the next batch's loads
 //     issued before this batch's fmas; the whole batches in a loop without a test a key, the partial one after it.
 // 21–41 KB of shared memory (q, the weights at NG floats a key, the scales), at most 128 registers: four blocks a
-// multiprocessor. Measured (H200, 2026-12-01, hkv bench --attention-only, 27B shape, batch 1; docs/RESULTS.md §12
-// session 20, run 4): fp8 faster than narrow-v2 from 64K (2,095 against 2,409 µs a token at 65,536, 7,272 against
-// 9,345 at 262,144), equal at 32K (1,248 against 1,242); q4h slower at every depth (6,202 against 6,010 µs at
-// 262,144), so Auto took it for fp8 alone. With the K scales staged (session 24) q4h is faster under slim from 64K
-// too, and Auto took it for both; with session 25's value loop, from 17K (auto_attn_shape). A 64-thread form (4
-// elements a thread in the values) was slower still: at 168 registers, 2.6 waves of blocks at 262K; at 128, spills,
-// instruction-cache misses (ncu no_instruction 1.13) and shared-memory queue stalls (short_scoreboard 2.11): q4h 8,154
-// µs at 262K.
+// multiprocessor. Auto takes it for fp8 and q4h beyond one chunk block a multiprocessor (auto_attn_shape says where and
+// why). A 64-thread form (4 elements a thread in the values) is slower: at 168 registers, 2.6 waves of blocks at 262K;
+// at 128, spills, instruction-cache misses and shared-memory queue stalls.
 constexpr int kSlimT = 128, kSlimD = 256;  // threads a block; the head_dim it is written for
 constexpr int kSlimKP = kChunk / kSlimT;   // keys a thread in the scores, one pass
 constexpr int kSlimB = 4;                  // blocks a multiprocessor (__launch_bounds__: at most 128 registers)
@@ -1151,26 +1138,19 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
   }
 }
 
-// (__launch_bounds__(128, 4): at most 128 registers a thread, four blocks a multiprocessor. With a min-blocks hint of 1
-// instead, q4h took 8,052 µs a token at 262K against 6,238 at 128 registers (session 20 run 2).)
+// (__launch_bounds__(128, 4): at most 128 registers a thread, four blocks a multiprocessor; with a min-blocks hint of 1
+// instead (more registers, fewer blocks) q4h at 262K is about 30% slower.)
 // The K rows' group scales are staged in shared memory by cp.async too, each thread its own keys' rows (so no barrier:
-// its own copies, waited for), and the score loop reads a row's codes alone from global memory. Before (session 23's
-// kernel, then HKV_ATTN_SLIM_KS=0) an fp8 row took 24 L2 sector requests (16 pieces, 8 scale loads), and the scale
-// sector, touched once a group over the whole score loop, came again from DRAM when the grid's 73 MB of K rows in
-// flight had evicted it. ncu at 262K (session 24 run 2, docs/RESULTS.md §12): fp8 825-833 → 713-714 MB from DRAM (the
-// rows are 570 MB), 438-443 → 386-395 µs a launch; q4h 366-372 → 354-367 µs, and its 16-byte spill gone. A token: fp8
-// −5.6% at 64K, −7.3% at 128K, −6.9% at 262K; q4h, with Auto's slim for it, −0.50%, −0.66%, −1.24% (hkv bench
-// --variants). ES, the floats a key's weights take in e_s: q4h 8 where NG > 4, so that the value loop loads them as two
-// 16-byte pieces (at NG = 6, against three 8-byte ones: a q4h token −0.58% at 64K, −0.78% at 128K, −1.32% at 262K; fp8
-// +0.39 to +0.51%, so fp8 keeps NG rounded up to even; session 24 run 3, hkv bench --variants). The scores: q4h's by
-// q4h_int_scores (session 30); fp8's by slim_scores, or with ROLL (at the 27B's layout beyond one wave,
-// HKV_ATTN_SLIM_FROLL) by slim_scores_rolled. The value loop (session 25): the V scales in fp32 once, whole batches
-// without a test (sm_90a SASS of the q4h NG = 6 loop 1,900 → 711 instructions, 22 a key, 384 of them the fmas; fp8
-// 2,021 → 757), against session 24's loop (a scale converted in each of its 16 threads, every batch tested): a q4h
-// token −0.63% at 64K, −0.69% at 128K, −1.09% at 262K; fp8 −0.20%, −0.98%, −2.83%. KVC: the KV heads as a constant (4,
-// the 27B's; HKV_ATTN_SLIM_KVC=0 turns it off), so that a row's stride is one and a batch's loads take immediate
-// offsets: a further q4h −0.84%, −1.11%, −1.71%; fp8 −0.35%, −0.84%, −1.45%. (Session 25 run 2, hkv bench --variants,
-// interleaved rounds.)
+// its own copies, waited for), and the score loop reads a row's codes alone from global memory. Loaded once a group in
+// the score loop instead, an fp8 row takes 24 L2 sector requests (16 pieces, 8 scale loads), and the scale sector,
+// touched once a group over the whole score loop, comes again from DRAM when the grid's 73 MB of K rows in flight have
+// evicted it. ES, the floats a key's weights take in e_s: q4h 8 where NG > 4, so that the value loop loads them as two
+// 16-byte pieces (at NG = 6, against three 8-byte ones); fp8 keeps NG rounded up to even, for which the two pieces are
+// slower. The scores: q4h's by q4h_int_scores; fp8's by slim_scores, or with ROLL (at the 27B's layout beyond one
+// wave, HKV_ATTN_SLIM_FROLL) by slim_scores_rolled. The value loop: the V scales converted to fp32 once, into shared
+// memory, and the whole batches without a test a key (sm_90a SASS of the q4h NG = 6 loop: 711 instructions, 22 a key,
+// 384 of them the fmas; fp8 757). KVC: the KV heads as a constant (4, the 27B's; HKV_ATTN_SLIM_KVC=0 turns it off), so
+// that a row's stride is one and a batch's loads take immediate offsets.
 template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
@@ -1245,9 +1225,9 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   }
   cp_async_wait<0>();  // this thread's scale copies; chunk_weights' barriers publish them
   chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
-  // the V scales of this thread's own copies (keys tid + T·i) to fp32, transposed, once: in session 24's loop each of
-  // a group's 16 threads converted a key's scale itself. After chunk_weights' last barrier no thread reads q_s or
-  // sk_s, and the barrier here publishes svf_s
+  // the V scales of this thread's own copies (keys tid + T·i) to fp32, transposed, once, rather than by each of a
+  // group's 16 threads for every key. After chunk_weights' last barrier no thread reads q_s or sk_s, and the barrier
+  // here publishes svf_s
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
   if constexpr (F == KvKind::Q4H) {  // the values in integers, a warp two groups (q4h_int_values), scales from sv_s
@@ -1332,7 +1312,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
     const int tn = min(kMergeTile, nch - t0);
     __syncthreads();
     // every chunk's (mc, lc) of the tile into shared memory at once: the chains below then wait on no
-    // global load (thread 0's l chain had one load's latency a chunk: 512 at depth 262,144)
+    // global load (loaded in the chain, each chunk costs thread 0's l chain one load's latency: 512 at depth 262,144)
     for (int i = d; i < tn; i += blockDim.x) {
       const float* p = part + int64_t(t0 + i) * (D + 2);
       mc_s[i] = p[0];
@@ -1341,7 +1321,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
     __syncthreads();
     if (d < 32) {  // the running maximum m_i = max(m_{i-1}, mc_i), chunks in order, as a scan by warp 0:
       // a maximum is exact and does not depend on the order it is taken in (NaN aside), so 32 chunks at a
-      // time, each lane's prefix by five shuffles, give the sequential loop's values (a loop in one thread took
+      // time, each lane's prefix by five shuffles, give the sequential loop's values (a loop in one thread takes
       // tens of cycles a chunk: 512 chunks at depth 262,144)
       for (int i0 = 0; i0 < tn; i0 += 32) {
         const int i = i0 + lane;
@@ -1372,14 +1352,12 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
       for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
     }
     // o's chain, kMergeLoads chunks at a time, the next batch's oc values loaded while this batch's run through
-    // the chain, so that a batch's loads are in flight together whatever order the compiler gives them. (With the
-    // loop only unrolled, "#pragma unroll 64", each load sat next to its use and about one was in flight: 65.6 µs
-    // a layer at depth 262,144, 254 cycles a chunk; H200, 2026-11-30, hkv bench --timeline.)
+    // the chain, so that a batch's loads are in flight together whatever order the compiler gives them (with the
+    // loop only unrolled, "#pragma unroll 64", each load sits next to its use and about one is in flight).
     // A whole batch (all kMergeLoads chunks below tn) takes a path without a test a chunk: its loads from one base at
-    // k·(D + 2) floats (immediate offsets where D is the constant DC) and its factors as 16-byte shared loads. (With a
-    // test a chunk, the loop held 19 instructions a chunk, scalar shared loads and predicates among them; ncu had the
-    // merge at 42% issue at 262K, 28.1 µs a layer: docs/RESULTS.md §12 session 13.) The batches load into two buffers
-    // in turn, so that no batch is copied from one to the other.
+    // k·(D + 2) floats (immediate offsets where D is the constant DC) and its factors as 16-byte shared loads (with a
+    // test a chunk, the loop holds 19 instructions a chunk, scalar shared loads and predicates among them). The batches
+    // load into two buffers in turn, so that no batch is copied from one to the other.
     float va[kMergeLoads], vb[kMergeLoads];
     auto load = [&](float(&v)[kMergeLoads], int i0) {
       const float* p = part + int64_t(t0 + i0) * (D + 2) + 2 + d;
@@ -1472,9 +1450,9 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
         // The 27B's 4 KV heads (6 query heads each) as a constant
         // (HKV_ATTN_SLIM_KVC), and there fp8's score loop rolled where the grid is more than one wave of blocks
-        // (HKV_ATTN_SLIM_FROLL: 1; 0 never, 2 always; session 25 run 4: an fp8 token +1.20% at 64K, one wave at batch
-        // 1, −0.90% at 128K, −3.38% at 262K). The constant-stride forms are compiled for 6 heads a block alone, the
-        // only count kvc admits, and fp8's rolled form for them alone.
+        // (HKV_ATTN_SLIM_FROLL: 1; 0 never, 2 always; within one wave the unrolled loop is faster). The
+        // constant-stride forms are compiled for 6 heads a block alone, the only count kvc admits, and fp8's rolled
+        // form for them alone.
         const bool kvc = NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_slim_kvc();
         const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
         const bool roll = F == KvKind::FP8 && kvc &&
@@ -1602,24 +1580,14 @@ void forget_attn_switches() {
 }
 
 // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
-// the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave (session 9: q4h 1K 358
-// against NarrowH2's 382 µs, run 1), NarrowH2 while its blocks (b · ⌈qpk/2⌉) fit one wave, then Narrow while b < P,
-// then NarrowV2 or Slim; bf16: Narrow while b < 4P, then Wide. Measured (H200, 2026-11-30, hkv bench
-// --attention-only, 27B shape, batch 1, depths 1K–262K; docs/RESULTS.md §12): Auto within 1% of the fastest shape at
-// every depth of q4h and fp8 and 2% of bf16 in session 4 (q4h 1K NarrowH2 428 µs against Narrow 583; 8K and 16K
-// Narrow; 32K NarrowV 1097 against Narrow 1235; 262K NarrowV 7843 against Wide 10347; fp8 NarrowH2 539 against
-// Narrow 668 at 1K), then NarrowV2 against NarrowV (session 5 run 1: q4h 976 against 1053 µs at 32K, 6740 against
-// 7347 at 262K; fp8 1396 against 1463 at 32K). From b ≥ P, NarrowV2 (V alone staged, two blocks a multiprocessor,
-// two elements a thread in the values) took every depth until fp8 (session 20) and q4h (session 24) took Slim from b ≥
-// 3P (HKV_ATTN_SLIM_FROM=30, that rule). Session 26 (runs 1–4, hkv bench --variants, a token against that rule, batch
-// 1): NarrowV2's grid is two waves past b = 2P, where Slim is faster by 4.6–7.3% (q4h) and 5.5–6.3% (fp8) at 2.06P–2.7P
-// (34K–45K) and 3.0–3.2% and 2.4–2.6% at 2.91P (48K). Below, fp8 under Slim is faster by 2.3–3.0% at 1.21P–1.88P
-// (20K–31K), the same within 0.4% at 1.94P–2P, and slower by 3.9% at b = P (one slim block of 4 warps a
-// multiprocessor); q4h the same within 0.4% from P to 1.82P, slower by 0.35% at 1.88P and 2.9–3.2% at 1.94P–2P, where
-// Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave. Run 5: fp8 under Slim faster
-// by 2.5–3.0% from 1.03P (b = 136), q4h by 0.15–0.30% from P. So Slim for b > P (HKV_ATTN_SLIM_FROM=10, in tenths of P:
-// 12, 15, 20 for measuring), but q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P. HKV_ATTN_SLIM (attn_auto_slim): 0 NarrowV2
-// instead of Slim, 2 Slim for fp8 alone.
+// the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave, NarrowH2 while its blocks
+// (b · ⌈qpk/2⌉) fit one wave, then Narrow while b < P, then NarrowV2 (V alone staged, two blocks a multiprocessor, two
+// elements a thread in the values) or Slim; bf16: Narrow while b < 4P, then Wide. Each is the fastest shape, or within
+// 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B shape, batch 1, depths 1K–262K).
+// Slim for b > P (HKV_ATTN_SLIM_FROM=10, in tenths of P: 12, 15, 20 and 30 for measuring): past b = 2P NarrowV2's grid
+// is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P,
+// where Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave. HKV_ATTN_SLIM
+// (attn_auto_slim): 0 NarrowV2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the measurements.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
   if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
   if (b * qpk <= P) return AttnShape::NarrowH1;

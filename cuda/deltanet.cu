@@ -235,7 +235,7 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     const float* cv = a.conv_out + row * a.C;
     // a.preload (HKV_DN_PRELOAD): the row's b, a and (the column's storing thread) z, outputs of the in-projections
     // like qkv, are loaded with it here, so that their round trip overlaps the conv and the norms instead of following
-    // them; the operations on them are the same, where they were
+    // them; the operations on them are the same, in the same places
     float b_in = 0.0f, a_in = 0.0f, z_in = 0.0f;
     if (a.preload) {
       b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];

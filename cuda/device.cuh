@@ -81,7 +81,7 @@ __device__ __forceinline__ uint8_t load_u8(const uint8_t* p) {
 // q4h u = c − 8, exactly, in one lop3 and one add: the nibble masked where it lies in its byte (0x0f for even
 // d, 0xf0 for odd), under an exponent that makes the nibble's low bit worth 1 (2^23 for bit 0, 2^19 for bit 4),
 // so as_float((b & mask) | exponent) = 2^e + c; minus 2^e + 8. Mask, exponent and offset depend on d alone and
-// leave a key loop (shifting the odd nibble down first took a SHF and a second LOP3).
+// leave a key loop (shifting the odd nibble down first takes a SHF and a second LOP3).
 template <KvKind F, bool SMEM = false>
 __device__ __forceinline__ float value_at(const uint8_t* row, int D, int d) {
   if constexpr (F == KvKind::BF16) {

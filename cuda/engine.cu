@@ -797,7 +797,7 @@ void Engine::run_rounds(const std::vector<Sequence*>& seqs, const std::vector<st
   std::vector<std::vector<float>> logits(seqs.size());
   std::vector<std::vector<int32_t>> ids(seqs.size());
   std::vector<size_t> done(seqs.size(), 0);
-  for (size_t i = 0; i < seqs.size(); i++)  // issue #6: long prompts through the fast prefill path
+  for (size_t i = 0; i < seqs.size(); i++)  // long prompts through the fast prefill path
     if (uses_fast_prefill(int64_t(tokens[i].size()), opt)) {
       logits[i] = forward_fast(*seqs[i], tokens[i], opt);
       done[i] = tokens[i].size();

@@ -1,5 +1,6 @@
 // Launchers of the engine's kernels, callable from plain C++ (the engine and the GPU tests). Pointers are
-// device pointers; every launch is checked. Each kernel file says what it computes and in which order.
+// device pointers; every launch is checked. Each kernel file says what it computes and in which order. Each switch
+// below has its measured effect on a token in docs/PERFORMANCE.md ("What has been tried").
 #pragma once
 
 #include <cuda_runtime.h>
@@ -93,9 +94,9 @@ struct DnPhases {
 };
 void dn_phases_begin();
 DnPhases dn_phases_end();
-// On by default (HKV_PACK_GROUPS=0 gives the warp a row; H200, 2026-11-30: =0 +0.90–1.02% a q4h token at 1K and
-// 32K): kv_pack with a warp a group of 32 (the 27B shape: 8 warps a row instead of one warp looping over 8 groups).
-// The same bytes; a row with a non-finite element or an overflowing scale is not written at all.
+// On by default (HKV_PACK_GROUPS=0 gives the warp a row): kv_pack with a warp a group of 32 (the 27B shape: 8 warps a
+// row instead of one warp looping over 8 groups). The same bytes; a row with a non-finite element or an overflowing
+// scale is not written at all.
 bool pack_groups_enabled();
 void set_pack_groups(bool on);
 void forget_pack_switches();  // HKV_PACK_GROUPS and HKV_PREP_PACK read from the environment again
@@ -122,41 +123,35 @@ std::vector<MatvecStamps> mlx4_stamps_end();
 // The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
 // set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
 // or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that
-// kernel. The same bytes. Measured (H200, 2026-11-30, RESULTS §11): a 27B token's matvecs 8.68 against
-// 9.04 ms, decode at 1K 11.31 against 11.51 ms.
+// kernel. The same bytes.
 void set_pdl(bool on);
 // On by default (HKV_MV_OCC3=0 turns it off): the decode MLX4 matvec of shapes under 16K rows with 2 rows a
 // warp, 2 chunks a round and 3 blocks a multiprocessor (off: 4 chunks a round, 2 blocks). The same bytes.
 void set_mlx4_occ3(bool on);
-// On by default (HKV_MV_BIG=0 turns it off; H200, 2026-11-30: q4h decode 7.58 against 7.91 ms a 1K token): those
-// launches as one block of 24 warps a multiprocessor instead of three of 8 (x's records staged once a
-// multiprocessor). The same bytes.
+// On by default (HKV_MV_BIG=0 turns it off): those launches as one block of 24 warps a multiprocessor instead of three
+// of 8 (x's records staged once a multiprocessor). The same bytes.
 void set_mlx4_big_blocks(bool on);
-// On by default (HKV_MV_U3=0 or set_mlx4_u3(false) gives the 24-warp block of 2 chunks a round above; H200,
-// 2026-11-30: a token's matvecs 5.80 against 5.89 ms): those launches with 3 chunks a round in one block of 20 warps
-// a multiprocessor. The same bytes.
+// On by default (HKV_MV_U3=0 or set_mlx4_u3(false) gives the 24-warp block of 2 chunks a round above): those launches
+// with 3 chunks a round in one block of 20 warps a multiprocessor. The same bytes.
 void set_mlx4_u3(bool on);
-// On by default (HKV_MV_BALANCE=0 turns it off; H200, 2026-11-30, same process: =0 +0.65–0.91% a q4h token at 1K,
-// 32K and 128K, RESULTS §2): launches of 16K rows or more take that 3-chunk launch where it leaves each warp fewer
-// rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
+// On by default (HKV_MV_BALANCE=0 turns it off): launches of 16K rows or more take that 3-chunk launch where it leaves
+// each warp fewer rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
 void set_mlx4_balance(bool on);
-// On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off; H200, 2026-11-30: both off +2.7–3.0% a q4h token):
-// the decode MLX4 kernel stages x's records from xq with 8 loads a thread in flight (the down_proj's 70 KB had taken
-// one round trip per load), and reads its norm's weights (read-only) into registers before pdl_wait, while the kernel
-// ahead finishes. The same bytes.
+// On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off): the decode MLX4 kernel stages x's records from xq
+// with 8 loads a thread in flight (one load at a time, the down_proj's 70 KB take a round trip each), and reads its
+// norm's weights (read-only) into registers before pdl_wait, while the kernel ahead finishes. The same bytes.
 void set_mlx4_prologue(bool stage, bool normw);
 // On by default (HKV_MV_TRIGGER=0 or set_mlx4_trigger(false) turns it off): the decode MLX4 launch lets its dependent
 // launch at its start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
 void set_mlx4_trigger(bool on);
-// On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off; H200, 2026-11-30, session 13 run 3: =0
-// +0.42 to +0.47% a q4h token at 1K and 32K, +0.49% at 128K, +0.36 to +0.40% at 262K): the attention merge and the
-// split DeltaNet recurrence let their dependent launch (the o and out products) right after their own pdl_wait, so
-// that its blocks read their norm weights and prefetch before waiting, as the matvecs' trigger lets the next kernel.
+// On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off): the attention merge and the split DeltaNet
+// recurrence let their dependent launch (the o and out products) right after their own pdl_wait, so that its blocks
+// read their norm weights and prefetch before waiting, as the matvecs' trigger lets the next kernel.
 bool out_trigger_enabled();
 void set_out_trigger(bool on);
-// On by default (HKV_PDL_ALL=0 turns it off; H200, 2026-11-30: 9.93 -> 9.70 ms a 1K token, RESULTS §2): the decode
-// path's other kernels (attention, DeltaNet conv and recurrence, cache packing, norms, SwiGLU, records, embedding) as
-// programmatic dependent launches too; each waits for the kernel ahead before touching memory. The same bytes.
+// On by default (HKV_PDL_ALL=0 turns it off): the decode path's other kernels (attention, DeltaNet conv and recurrence,
+// cache packing, norms, SwiGLU, records, embedding) as programmatic dependent launches too; each waits for the kernel
+// ahead before touching memory. The same bytes.
 void set_pdl_all(bool on);
 // On by default (HKV_DECODE_FUSE=0 or set_decode_fusion(false) turns it off): the engine's decode fusion of
 // rounds of 1 or 2 rows (Engine::launch_layers): the residual adds in the o, out and down launches' stores, and
@@ -206,9 +201,8 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
 bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
                     const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
                     KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st);
-// On by default (HKV_PREP_PACK=0 or set_prep_pack(false) turns it off; H200, 2026-11-30, session 13 run 1: =0 +0.36 to
-// +0.41% a q4h token at 1K, 32K and 128K): the decode's attn_prep and kv_pack as one launch (attn_prep_pack).
-// forget_pack_switches reads it from the environment again too.
+// On by default (HKV_PREP_PACK=0 or set_prep_pack(false) turns it off): the decode's attn_prep and kv_pack as one
+// launch (attn_prep_pack). forget_pack_switches reads it from the environment again too.
 bool prep_pack_enabled();
 void set_prep_pack(bool on);
 // Valid random rows for positions [0, npos) of a [capacity][KV] cache (benchmarks: a cache at depth d
@@ -222,8 +216,8 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 // (72 KB each against 144 KB with K staged too); NarrowH2, Narrow with two query heads a block instead of
 // all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×). Auto picks by block count (attention()).
 // NarrowV2: NarrowV with two elements a thread in the value phase (128 threads), so that each key's weights,
-// scale and q4h code byte serve two elements; bf16 takes Narrow. Auto's choice where it took NarrowV (faster
-// at every depth in q4h and fp8, session 5 run 1, RESULTS §12).
+// scale and q4h code byte serve two elements; bf16 takes Narrow. Auto takes it rather than NarrowV (faster at every
+// depth in q4h and fp8).
 // NarrowH1: NarrowH2 with one query head a block (6× the blocks at 6:1, each K/V row decoded 6×), Auto's choice
 // while its blocks fit one wave (depths up to 2K at batch 1 in the 27B shape).
 // Slim (fp8 and q4h at head_dim 256; other formats and widths take the path NarrowV2 takes): 128 threads, V read from
@@ -236,10 +230,9 @@ enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1
 // and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
 const char* attn_shape_name(AttnShape s);
 AttnShape parse_attn_shape(const std::string& name);
-// On by default (HKV_REC_PRODUCER=0 turns it off; session 12 run 1: off +0.35 to +0.56% a token): the attention
-// merge and the split DeltaNet recurrence write the records of their output (xq_out), so that the o and out products
-// stage them from memory as down does instead of making them in their prologue. The same bytes (xq_chunk's records
-// are make_records').
+// On by default (HKV_REC_PRODUCER=0 turns it off): the attention merge and the split DeltaNet recurrence write the
+// records of their output (xq_out), so that the o and out products stage them from memory as down does instead of
+// making them in their prologue. The same bytes (xq_chunk's records are make_records').
 bool records_by_producer_enabled();
 
 struct AttnArgs {
@@ -274,32 +267,27 @@ size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st);
 // The keys the chunk kernel's value loop over staged V rows (narrow, narrow-h1/h2, narrow-v2) unrolls: 32 by default,
 // HKV_ATTN_VU=4, 8 or 16 (set_attn_value_unroll; forget_… reads the environment again). More unrolled keys let later
-// keys' shared-memory loads issue before earlier keys' fmas; the operations and their order are the same. Session 12
-// (H200, hkv bench --variants, q4h, 5 rounds, a token): run 3, 4 instead of 8 +0.42% at 32K, +1.11% at 128K, +1.39% at
-// 262K; run 4, 16 against 8 -0.20 to -0.28% at 1K, -0.05 to -0.13% at 8K and 32K, -1.26% at 262K; run 5, 32 against
-// 16 -0.04 to -0.05% at 1K, -0.23 to -0.27% at 32K, -0.55 to -0.62% at 128K, -0.11 to -0.19% at 262K.
+// keys' shared-memory loads issue before earlier keys' fmas; the operations and their order are the same. 32 is the
+// fastest of the four for q4h at every depth measured.
 int attn_value_unroll();
 void set_attn_value_unroll(int keys);
 // HKV_ATTN_SLIM: 1 (the default), Auto takes Slim for fp8 and q4h; 0 keeps NarrowV2 there; 2 takes Slim for fp8
-// alone (session 20's rule). Session 24 run 2 (H200, 2026-12-01, hkv bench --variants, with slim's K scales staged): a
-// q4h token under Slim −0.52% at 64K, −0.69% at 128K, −1.23% at 262K. HKV_ATTN_SLIM_FROM: Slim beyond that many tenths
-// of a chunk block a multiprocessor: 10 (the default), 30 (about the rule before session 26), 12, 15 or 20 (measuring).
+// alone. HKV_ATTN_SLIM_FROM: Slim beyond that many tenths of a chunk block a multiprocessor: 10 (the default), 30
+// (Slim from three chunk blocks a multiprocessor), 12, 15 or 20 (measuring).
 int attn_auto_slim();
 int attn_slim_from();
-// Auto's shape (attention.cu says why, with the measurements) for b chunk blocks of all a KV head's query heads
-// (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under HKV_ATTN_SLIM = slim and
-// HKV_ATTN_SLIM_FROM = from.
+// Auto's shape (attention.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of all a KV head's
+// query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under HKV_ATTN_SLIM = slim
+// and HKV_ATTN_SLIM_FROM = from.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from);
 // HKV_ATTN_SLIM_FROLL (or set_attn_slim_froll): fp8's score loop rolled at the 27B's layout (with HKV_ATTN_SLIM_KVC)
 // where the grid is more than one wave of slim blocks (1, the default: from 128K at batch 1), never (0) or always (2);
-// elsewhere fp8 takes the unrolled loop. Session 25 run 4, rolled always: an fp8 token +1.20% at 64K, −0.90% at 128K,
-// −3.38% at 262K.
+// elsewhere fp8 takes the unrolled loop, which is faster within one wave.
 int attn_slim_froll();
 void set_attn_slim_froll(int mode);
 // HKV_ATTN_SLIM_KVC (or set_attn_slim_kvc): on by default, the 27B's layout (4 KV heads of 6 query heads) takes a
 // slim kernel with the row stride as a constant, so that a value batch's 16 code loads take immediate offsets from
-// one address; 0, the stride from the arguments. The same operations in the same order. Session 25 run 2: off costs
-// a q4h token +0.84% at 64K, +1.74% at 262K; fp8 +0.36%, +1.47% (hkv bench --variants).
+// one address; 0, the stride from the arguments. The same operations in the same order.
 bool attn_slim_kvc();
 void set_attn_slim_kvc(bool on);
 // HKV_ATTN_VU, _PRE, _SLIM, _SLIM_FROLL, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the
@@ -309,28 +297,22 @@ void forget_attn_switches();
 // fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
 // values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits
 // one wave of a block a multiprocessor (q4h and fp8 to 8K at batch 1), 2 always (the tests). The operations and their
-// order are unchanged. Session 21 run 5 (H200, 2026-12-01, hkv bench --variants): =0 +0.68% a q4h token at 1K, +1.35%
-// at 8K; fp8 +0.50%, +1.08%.
+// order are unchanged. Few chunks leave most multiprocessors idle, and the value phase is half a block's cycles.
 int attn_dsplit();
 void set_attn_dsplit(int mode);
 // HKV_MERGE_FAST (or set_attn_merge_fast): on by default, the merge's whole batches of 32 chunks take a path without a
 // test a chunk (their loads at a constant stride, their factors as 16-byte shared loads); 0, every batch the tested
-// path. The same operations in the same order. Session 22 run 4 (H200, 2026-12-01): the merge 18.2 against 19.7 µs a
-// layer at 262K (hkv bench --timeline), a q4h token −0.38% at 262K and −0.09% at 128K, fp8 −0.37% and −0.14% (hkv bench
-// --variants).
+// path. The same operations in the same order.
 bool attn_merge_fast();
 void set_attn_merge_fast(bool on);
-// On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off; H200, 2026-11-30, session 13 run 3: =0 +0.68 to
-// +0.76% a q4h token at 1K, 32K and 262K, +0.27 to +0.29% at 128K): where the caller allows it (pre_ok),
-// the staged shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
+// On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off): where the caller allows it (pre_ok), the staged
+// shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
 // attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
 bool attn_pre_enabled();
 void set_attn_pre(bool on);
 // The chunk kernels' fp8 scores at head_dim 256 by slim's score loop (unrolled by two pieces into two buffers, nothing
 // copied) instead of key_scores, the same bytes: HKV_ATTN_FASTSC (or set_attn_fast_scores) nonzero, the default; 0
-// key_scores. Session 20 run 5 (H200, 2026-12-01): attention alone fp8 −9.8% at 8K and −8.2% at 32K (hkv bench
-// --attention-only, two processes); run 6: an fp8 token −1.05% at 8K, −1.46% at 32K. (q4h's scores have had one form,
-// q4h_int_scores, since session 30; 2 meant q4h too before.)
+// key_scores. (q4h's scores have one form, q4h_int_scores, whatever the switch says.)
 int attn_fast_scores();
 void set_attn_fast_scores(int formats);
 // What the last attention() call launched, so that a test can tell that a shape or switch reached its kernel (the
@@ -379,35 +361,29 @@ bool deltanet(const DeltaArgs& a, cudaStream_t st);
 // columns (HKV_DN_SPLIT=1|2|4); and threads a column of S: 2 (the default) or 1 (HKV_DN_TPC=1). set_recurrence_split
 // sets both. Shapes the split kernel does not take (dk other than 64 or 128, dv > 128, dv/blocks·threads not a
 // multiple of 32) and cards without thread-block clusters (before sm_90) run the one-block kernel, as do
-// blocks = threads = 1. The same bytes (gpu_ops). Measured (H200,
-// 2026-11-30, hkv bench --variants, docs/RESULTS.md §2): q4h decode 0.78% and 0.85% faster than the one-block
-// kernel at 32K and 128K, 0.13% at 1K (inside the noise): 48 blocks of one head each left 84 multiprocessors idle,
-// and the one-block kernel<128> spilled 236 bytes a thread.
+// blocks = threads = 1. The same bytes (gpu_ops). The one-block kernel's 48 blocks of one head each leave 84
+// multiprocessors idle, and its <128> form spills 236 bytes a thread.
 int recurrence_split();
-// On by default (HKV_DN_FUSED=0 or set_deltanet_fused(false) turns it off; H200, 2026-11-30, same process: q4h
-// 1.2–1.6% faster a token at 1K, 32K and 128K, RESULTS §2): for rounds of at most 8 rows, the conv, the q/k l2norm
-// and the split recurrence in one launch (recurrence_split_kernel's FUSED form: a cluster holds a key head's value
-// heads), where the shape allows (conv size 4, dv/blocks·threads = dk, nv/nk·blocks ≤ 8, clusters); other shapes
-// and rounds take the three launches. The same bytes, conv_out included.
+// On by default (HKV_DN_FUSED=0 or set_deltanet_fused(false) turns it off): for rounds of at most 8 rows, the conv,
+// the q/k l2norm and the split recurrence in one launch (recurrence_split_kernel's FUSED form: a cluster holds a key
+// head's value heads), where the shape allows (conv size 4, dv/blocks·threads = dk, nv/nk·blocks ≤ 8, clusters); other
+// shapes and rounds take the three launches. The same bytes, conv_out included.
 bool deltanet_fused();
 void set_deltanet_fused(bool on);
-// On by default (HKV_DN_EARLY=0 or set_deltanet_early(false) turns it off; H200, 2026-11-30, session 13 run 1: =0 +1.04
-// to +1.41% a q4h token at 1K, 32K and 128K): the split recurrence reads S, the conv state and its parameters before
-// its pdl_wait. forget_deltanet_switches rereads it too.
+// On by default (HKV_DN_EARLY=0 or set_deltanet_early(false) turns it off): the split recurrence reads S, the conv
+// state and its parameters before its pdl_wait. forget_deltanet_switches rereads it too.
 bool deltanet_early_enabled();
 void set_deltanet_early(bool on);
-// On by default (HKV_DN_PRELOAD=0 or set_deltanet_preload(false) turns it off; H200, 2026-11-30, session 13 run 5: =0
-// +0.04 to +0.24% a q4h token at 1K, 32K and 128K, slower in each of six comparisons, within the rounds' spread): the
-// split recurrence loads each row's b, a and z together with its qkv instead of after the norms (b, a) and at the store
-// (z). forget_deltanet_switches rereads it too.
+// On by default (HKV_DN_PRELOAD=0 or set_deltanet_preload(false) turns it off): the split recurrence loads each row's
+// b, a and z together with its qkv instead of after the norms (b, a) and at the store (z). forget_deltanet_switches
+// rereads it too.
 bool deltanet_preload_enabled();
 void set_deltanet_preload(bool on);
-// On by default (HKV_DN_SEARLY=0 or set_dn_searly(false) turns it off; H200, 2026-11-30, session 15 runs 6–8: off
-// +0.37 to +0.78% a q4h token at 1K, +0.41 to +0.73% at 32K, +0.26 and +0.28% at 128K; docs/RESULTS.md §2): the 27B
-// decode form of the fused split recurrence stores the state as soon as the last row has updated it, before that
-// row's o chain, whose fma latency the stores then fill (the state's store after everything took 0.90 µs of a block's
-// 6.7 after pdl_wait, hkv bench --phases); the v conv window after the last row's conv, the q and k windows after its
-// first cluster sync. The same bytes.
+// On by default (HKV_DN_SEARLY=0 or set_dn_searly(false) turns it off): the 27B decode form of the fused split
+// recurrence stores the state as soon as the last row has updated it, before that row's o chain, whose fma latency the
+// stores then fill (the state's store after everything takes 0.90 µs of a block's 6.7 after pdl_wait, hkv bench
+// --phases); the v conv window after the last row's conv, the q and k windows after its first cluster sync. The same
+// bytes.
 bool dn_searly_enabled();
 void set_dn_searly(bool on);
 // The MODE bits the 27B decode form of the fused split recurrence launches with now: 1 its phases counted

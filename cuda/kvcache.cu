@@ -118,13 +118,11 @@ __device__ __forceinline__ void pack_row_groups(KvKind kind, float val, uint8_t*
   store_group(kind, out, D, g, lane, val, bits);
 }
 
-// kv_pack_kernel with one warp a group instead of a warp a row (HKV_PACK_GROUPS, on by default; measured on the
-// H200, 2026-11-30, session 11 run 1, docs/RESULTS.md §2: =0 made a q4h token 0.90-1.02% slower at 1K and 32K,
-// two A-B pairs in one process, the 16 launches a token 30.6 against 95 us): block
+// kv_pack_kernel with one warp a group instead of a warp a row (HKV_PACK_GROUPS, on by default): block
 // (token, kv head, K or V) of 32·(D/32) threads, warp g taking group g as the loop above takes it, the same
 // operations in the same order. The row's finiteness is checked by the block first, and every group's scale before
 // any byte is written, so a row with a non-finite element or a scale overflowing fp16 is not written at all (the
-// loop above had written the groups before an overflowing one).
+// loop above writes the groups before an overflowing one).
 __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
                                       uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
                                       size_t row_bytes, int* err) {

@@ -24,13 +24,14 @@
 // multiply by the unit and the two closing fmas. The record (7 of its 8 16-byte units) is loaded once a
 // chunk and shared by the RW rows a warp carries. Each lane issues the 16-byte loads of U chunks for its
 // RW rows before computing any (U·RW loads in flight a lane), then computes them in chunk order. SASS of
-// the H200 build (session 5): 549 instructions for a round of 2 rows × 4 chunks, 2.1 a weight with the
-// loads, addresses and closing steps (192 IDP.4A).
+// the H200 build: 549 instructions for a round of 2 rows × 4 chunks, 2.1 a weight with the loads, addresses
+// and closing steps (192 IDP.4A). An fp32 fma chain of float(q)·x takes 3 instructions a weight at best (4.1–5.0
+// as compiled), more than the issue budget; docs/PERFORMANCE.md has the two contracts' token times.
 // Kernels: matvec_mlx4_smem_kernel (N ≤ 2, decode: the records in shared memory, persistent blocks), and
 // matvec_mlx4_kernel (N of 4 or 8, or x too wide for shared memory: records through L1: the prefill's
 // exact path).
-// Before this contract (an fp32 fma chain of float(q)·x, 3 instructions a weight at best, 4.1–5.0 as
-// compiled) the MLX4 matvecs of a 27B token took 8.68 ms (H200, 2026-11-30, docs/RESULTS.md §11).
+// Measured: a 27B token's MLX4 matvecs take 5,030 µs at 1K against a floor of 3,420 at copy bandwidth (H200,
+// docs/PERFORMANCE.md).
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -79,31 +80,24 @@ constexpr int kNormPreload = 5120;
 constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
-// On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off; H200, 2026-11-30, session 11 run 4: both off +2.99% a
-// q4h token at 1K, +2.73% at 32K; NORMW alone +2.29 / +2.10%, STAGE +0.78 / +0.69%): the decode kernel's staging of x's
-// records from xq 8 loads a thread at a time, and its norm weights read before pdl_wait.
+// On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off): the decode kernel's staging of x's records from xq 8
+// loads a thread at a time, and its norm weights read before pdl_wait.
 int g_stage = -1, g_normw = -1;
 bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
 bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
 // HKV_MV_PF: what a lane prefetches into L2 for each row of its first row group before pdl_wait: 3 (the default: its
 // first round, U chunks; 8 MB a 20-warp launch), 6 or 9 (two or three rounds), 1 (one chunk) or 0 (none).
-// Measured (H200, 2026-11-30, A-B pairs in one process, q4h tokens): session 11 run 6, before the trigger
-// (HKV_MV_TRIGGER), a round was 0.09-0.11% slower than one chunk at 1K and 0.18-0.23% at 32K, none 0.7-0.9% slower.
-// With the trigger the next launch's blocks start as this one's blocks end, so their prefetch overlaps its tail:
-// session 14 run 2, a round 1.06-1.11% faster than one chunk at 1K and 0.90-0.91% at 128K (the two default rows 0.08
-// and 0.01% apart); run 4, one chunk +1.13% (1K) and +1.11% (128K), two rounds +1.56 / +1.22%, three +1.76 / +1.54%;
-// run 6, one chunk +1.09 to +1.17% at 1K and 32K, +0.71 to +0.78% at 128K (docs/RESULTS.md §2).
+// With the trigger (HKV_MV_TRIGGER) the next launch's blocks start as this one's blocks end, so their prefetch overlaps
+// its tail: a whole round is then the fastest setting (docs/PERFORMANCE.md has the A-B figures).
 int g_pf = -2;
 int prefetch_setting() {
   if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3, 6, 9}, 3);
   return g_pf;
 }
-// On by default (HKV_MV_TRIGGER=0 turns it off; session 12 run 1, with the row-group queue then on: off +1.23 to
-// +1.92% at 1K, 32K and 128K; session 11 run 8: on -1.29 and -1.42% at 128K, -0.09 to -0.22% at 1K and 32K): the
-// dependent decode launch lets its own dependent launch at its start (griddepcontrol.launch_dependents), so that the
-// next kernel's blocks take each multiprocessor as this launch's block there ends and read their norm weights and
-// prefetch before their pdl_wait. The next kernel reads nothing this one writes before its own pdl_wait, which waits
-// for this whole grid.
+// On by default (HKV_MV_TRIGGER=0 turns it off): the dependent decode launch lets its own dependent launch at its start
+// (griddepcontrol.launch_dependents), so that the next kernel's blocks take each multiprocessor as this launch's block
+// there ends and read their norm weights and prefetch before their pdl_wait. The next kernel reads nothing this one
+// writes before its own pdl_wait, which waits for this whole grid.
 int g_trigger = -1;
 bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", true); }
 int g_out_trigger = -1;                  // HKV_OUT_TRIGGER (kernels.h)
@@ -358,10 +352,8 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
 // A warp loads a round (the 16-byte chunks lane, lane + 32, … of U chunks for its RW rows), then computes
-// it in chunk order; occupancy (2 or 3 blocks of 8 warps an SM, see occ3_enabled) hides what it can. A
-// register double buffer (the next round loaded while this one computes) measured slower, 10.9 and 12.4
-// against 9.4 ms a token (docs/RESULTS.md §11), and was removed; so was a cp.async pipeline of the weights through
-// shared memory (rings of 4 or 8 stages a warp: 13.2–15.8 against 9.0 ms, H200, 2026-11-30, RESULTS §11).
+// it in chunk order; occupancy (2 or 3 blocks of 8 warps an SM, see occ3_enabled) hides what it can, with no
+// register double buffer and no cp.async pipeline of the weights, both slower (docs/PERFORMANCE.md).
 
 // The records of chunk c (32 values, element j at v[j·vstride]) into its 7 used 16-byte units (unit u at
 // dst[u ^ sw]), the bytes xq_chunk writes (device.cuh): the sum in index order, the largest |v| as bits
@@ -598,36 +590,29 @@ int64_t persistent_grid(const void* kernel, int warps, size_t smem, size_t max_s
 
 // The decode shapes under 16K rows (q|k|v, o, DeltaNet out, down) take 2 rows a warp, 2 chunks a round and
 // at most 80 registers, so that 3 blocks (24 warps) fit a multiprocessor: 3,168 warps, one row group each for
-// the 5,120-row launches (2,560 groups), where 2 rows, 4 chunks at 114 registers and 2 blocks had 2,112 warps,
-// 448 of them taking a second group while the rest idled. Measured (H200, 2026-11-30, session 5 run 5,
-// RESULTS §11): a token's matvecs 5.96 against 6.07 ms; q4h decode 8.34 against 8.60 ms at 32K. HKV_MV_OCC3=0
-// or set_mlx4_occ3(false) gives the 2-block launch (the same bytes).
+// the 5,120-row launches (2,560 groups), where 2 rows, 4 chunks at 114 registers and 2 blocks give 2,112 warps,
+// 448 of them taking a second group while the rest idle. HKV_MV_OCC3=0 or set_mlx4_occ3(false) gives the 2-block
+// launch (the same bytes).
 int g_occ3 = -1;
 bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
 // On by default (HKV_MV_BIG=0 or set_mlx4_big_blocks(false) turns it off): those 24 warps of a multiprocessor
 // as one block of 768 threads instead of three of 256, so that x's records are staged into shared memory once a
 // multiprocessor instead of three times (the down_proj's are 70 KB: 209 KB of L2 reads a multiprocessor before
-// any weight is used), by three times the threads. Measured (H200, 2026-11-30, session 6 run 2, RESULTS §11):
-// a token's matvecs 5.93 against 6.04 ms (down 22.7 against 24.6 us, q|k|v 22.4 against 20.1 us); q4h decode
-// at 1K 7.58 against 7.91 ms, at 32K 8.15 against 8.48 ms.
+// any weight is used), by three times the threads.
 int g_big = -1;
 bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
 // On by default (HKV_MV_U3=0 or set_mlx4_u3(false) gives the 24-warp launch above): those shapes with 3 chunks a
 // round (2 rounds for 6144 columns instead of 3; the down_proj's 17 chunks a lane in 6 rounds instead of 9) in one
 // block of 20 warps a multiprocessor (the 2,560 row groups of a 5120-row launch on 128 multiprocessors, one group a
-// warp, where the 24-warp blocks left 25 of 132 idle), 96 registers. Measured (H200, 2026-11-30, session 8 run 5,
-// RESULTS §11): a token's matvecs 5.80 against 5.89 ms (q|k|v 20.1 against 21.6 us, down 21.3 against 22.4); q4h
-// decode 7.63 against 7.67 ms at 1K, 8.20 against 8.27 at 32K.
+// warp, where the 24-warp blocks leave 25 of 132 idle), 96 registers.
 int g_u3 = -1;
 bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
 
 // On by default (HKV_MV_BALANCE=0 or set_mlx4_balance(false) turns it off): a launch of 16K rows or more takes the
 // 3-chunk launch of 20 warps (u3_enabled) instead of 4 rows a warp in 2 blocks of 8 warps where that leaves its
-// warps less to carry (u3_fits_better): the 27B gate|up launch's 8,704 groups of 4 rows on 2,112 warps gave 256
+// warps less to carry (u3_fits_better): the 27B gate|up launch's 8,704 groups of 4 rows on 2,112 warps give 256
 // warps (32 of 264 blocks) a fifth group, the rest of the card idle meanwhile; 17,408 groups of 2 rows on 2,640
 // warps give at most 7 where the mean is 6.6. The same bytes (a row's bytes do not depend on the grouping).
-// Measured (H200, 2026-11-30, session 10 run 3, RESULTS §2): with it off a token took 0.65–0.91% longer (q4h)
-// and 0.38–1.37% (bf16), two A–B pairs in one process; the chain of matvecs alone (bench-ops --chain) did not move.
 int g_balance = -1;
 bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
 
@@ -875,8 +860,8 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
   }
 }
 
-// The stamps' device buffer, from mlx4_stamps_begin to mlx4_stamps_end (which frees it: memcheck's leak check saw the
-// buffer kept for the process, session 11 run 7).
+// The stamps' device buffer, from mlx4_stamps_begin to mlx4_stamps_end (which frees it, so that memcheck's leak check
+// finds no buffer kept for the process).
 static unsigned long long* g_stamp_host_buf = nullptr;
 
 void mlx4_stamps_begin(int max_launches) {

@@ -24,8 +24,6 @@ namespace {
 //      memory); each warp then makes the records of the chunks it holds (no barrier but the warp's own).
 // Rows h[r·ldh …], y[r·ldh …], out[r·ldo …]; h is written only when y is given; out must not alias h.
 // plain: out = rmsnorm_plain(h; w) instead. rmsnorm_rows is this kernel with no y and no records.
-// Before (session 4): warp 0's sum read padded shared memory a float at a time and the records were made
-// from shared memory after another barrier: 13.4 µs a 5120-wide row under ncu (H200, 2026-11-30, run 3).
 __global__ void __launch_bounds__(1024)
     add_rmsnorm_kernel(float* __restrict__ H, const float* __restrict__ Y, int64_t ldh, const float* __restrict__ w,
                        bool plain, int n, float eps, float* __restrict__ Out, int64_t ldo, uint32_t* __restrict__ xq) {
@@ -143,8 +141,8 @@ __global__ void attn_prep_kernel(const float* qg, float* q, float* k, const floa
 
 // h[row] = row tokens[row] of E, each element as dmat_at converts it. A bf16 row of 16-byte pieces (the 27B shape:
 // 640) is read a piece a thread, every piece's load issued before any is stored: the table may live in pinned
-// host memory (Engine::embedding_to_host), where the loop below, one element a thread at a time, waited one bus
-// round trip an iteration (H200, 2026-11-30: 25.8 µs a token, 20 round trips; hkv bench --timeline).
+// host memory (Engine::embedding_to_host), where the loop below, one element a thread at a time, waits one bus
+// round trip an iteration (20 round trips a token).
 constexpr int kEmbedPieces = 4;  // 16-byte pieces a thread at most (256 threads: rows to 8192 bf16 values)
 __global__ void embed_kernel(DMat E, const int32_t* tokens, float* h) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed

@@ -32,7 +32,7 @@ __global__ void dequant_kernel(DMat W, int64_t r0, int64_t n, uint16_t* out) {
     out[i] = hkv::bf16_from_f32(dmat_at(W, r, c));
 }
 
-// MLX4 rows r0 … r0 + gridDim.y − 1 (the default since session 5; gpu_prefill checks its bytes): one thread a 32-bit
+// MLX4 rows r0 … r0 + gridDim.y − 1 (the default; gpu_prefill checks its bytes): one thread a 32-bit
 // code word, its 8 elements (one group: the group is a multiple of 8) each fma(scale, q, bias) in fp32 as
 // dmat_at, then bf16_from_f32, stored as one 16-byte write. No 64-bit division an element (dequant_kernel has
 // three), and one scale and bias load for 8 elements.

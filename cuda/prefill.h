@@ -1,4 +1,4 @@
-// The engine's fast prefill path (issue #6): long prompts through tensor-core matrix products, a
+// The engine's fast prefill path: long prompts through tensor-core matrix products, a
 // tensor-core attention over decoded cache rows and the chunked (WY) form of the gated delta rule.
 //
 // NOT EXACT. Everything here computes the model's function with other rounding than the oracle

@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
         cp_async16(kd, f.kb + (k0 + j) * D + c);
         cp_async16(vd, f.vb + (k0 + j) * D + c);
       } else {  // (keys past the tile's last visible one: zeros; a branch costs the loop less than cp.async's
-                // zero-fill form, which took 81 more instructions a tile and 7 registers)
+                // zero-fill form, which takes 81 more instructions a tile and 7 registers)
         *reinterpret_cast<uint4*>(kd) = make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4*>(vd) = make_uint4(0, 0, 0, 0);
       }
@@ -553,8 +553,8 @@ __global__ void __launch_bounds__(256, 1) flash_attn_wg2_kernel(FlashArgs f) {
     wg::wait<0>();
   }
   // every warpgroup's last P·V is done before finish_tile stages O over the tiles' shared memory (without
-  // this barrier one warpgroup's staging overwrote V while the other's product still read it: a race that
-  // gpu_prefill showed under racecheck's timing, H200, 2026-11-30)
+  // this barrier one warpgroup's staging can overwrite V while the other's product still reads it: a race that
+  // gpu_prefill shows under racecheck's timing)
   __syncthreads();
   finish_tile<D, ROT, BM>(f, w.item, r0, smem, o, m0, m1, l0, l1, warp, lane);
 }
@@ -690,8 +690,8 @@ ScratchLayout scratch_layout(int64_t max_keys, int D) {
 
 // Ranges a tile's keys are cut in: the fewest, from 1 to 16, for which tiles·n blocks fill at least 90% of
 // their waves of per_sm blocks a multiprocessor (else the fullest); at most the heaviest tile's key tiles and
-// max_items blocks. (H200, 2026-11-30: 192 tiles of the 4,096-row passes of the 27B shape on 132 SMs ran
-// 1.45 waves, the SMs active 71% of the launch; 2 ranges make 384 blocks, 97% of 3 waves.)
+// max_items blocks. (On the H200, 192 tiles of the 4,096-row passes of the 27B shape on 132 SMs make 1.45 waves,
+// the SMs active 71% of the launch; 2 ranges make 384 blocks, 97% of 3 waves.)
 int choose_splits(int64_t tiles, int64_t key_tiles, int per_sm, int64_t max_items) {
   const int64_t sms = int64_t(sm_count()) * per_sm,
                 cap = std::max<int64_t>(1, std::min<int64_t>(key_tiles, max_items / tiles));

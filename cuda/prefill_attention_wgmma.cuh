@@ -6,8 +6,8 @@
 //   qk_step: S[64][64] += Q·Kᵀ over 16 of d, m64n64k16, A and B from shared memory, both K-major.
 //   pv_step: O[64][D] += P·V over 16 keys, m64nDk16, A = P from registers (bf16 pairs in the m16n8k16
 //   A-fragment layout), B = V MN-major (trans-b).
-//   Descriptors: the constants below, settled on the H200 by tests/probe_wgmma.cu (session 7, run 1: both QK
-//   candidates and the first PV candidate match a float64 product; the swapped PV encoding does not).
+//   Descriptors: the constants below, settled on the H200 by tests/probe_wgmma.cu (both QK candidates and the
+//   first PV candidate match a float64 product; the swapped PV encoding does not).
 // Also the mbarrier and bulk-copy (cp.async.bulk) helpers of the wg2 form.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The engine's fast prefill path (issue #6; kernels in cuda/prefill.h): NOT EXACT (docs/ARITHMETIC.md §10).
+// The engine's fast prefill path for long prompts (kernels in cuda/prefill.h): NOT EXACT (docs/ARITHMETIC.md §10).
 //
 // A prompt goes through the layers in passes of at most kFastMaxRows rows (fewer when the scratch would not
 // fit; refused with the numbers below kFastMinRows). A pass:
@@ -140,7 +140,7 @@ void Engine::fast_gemm(const DMat& W, int64_t r0, int64_t r1, const uint16_t* X,
   }
   // Rows a tile: as many as the tile holds, spread evenly over the tiles and rounded up to a multiple of 128
   // (within the tile), so that every tile's output offset is 16-byte aligned: an unaligned offset (3855 rows
-  // of the 27B down projection) sent cuBLAS to an sm75 align-1 kernel 12x slower (H200, RESULTS §13).
+  // of the 27B down projection) sends cuBLAS to an sm75 align-1 kernel 12x slower (H200, RESULTS §13).
   const int64_t fit = std::max<int64_t>(1, int64_t(fast_->wt_elems) / cols), total = r1 - r0;
   const int64_t tiles = (total + fit - 1) / fit;
   int64_t rt = (total + tiles - 1) / tiles;

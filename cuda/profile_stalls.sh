@@ -13,8 +13,8 @@ out=${OUT:-/tmp}
 metrics="gpu__time_duration.sum,smsp__issue_active.avg.pct_of_peak_sustained_active"
 metrics+=",sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed"
 metrics+=",regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
-# HKV_STALLS_PARTS: which parts run, "matvec attn small" by default (the small kernels' part alone took under a minute
-# on the H200, session 15 run 3)
+# HKV_STALLS_PARTS: which parts run, "matvec attn small" by default (the small kernels' part alone takes under a minute
+# on the H200)
 parts=" ${HKV_STALLS_PARTS:-matvec attn small} "
 # --clock-control none: the clocks the benches run at
 if [[ $parts == *" matvec "* ]]; then
@@ -34,9 +34,8 @@ fi
 # the small kernels of a decode token (1K, q4h) that the fused default path launches: the DeltaNet recurrence (conv
 # and norms inside), SwiGLU and its records, the attention's prep-and-pack (each 2–9 µs a launch, about 0.7 ms of a
 # token together; docs/RESULTS.md §2); 30 launches past the first 200. With these metrics (several replay passes a
-# launch) 120 launches past 400 wrote nothing before the limit in session 13 run 2 (the suite's 240 s) and session 14
-# run 7 (120 s); 30 past 200 finished in session 15 run 3. Its own limit (HKV_STALLS_SMALL_LIMIT, 150 s); ncu writes
-# the CSV only at the end.
+# launch) 120 launches past 400 write nothing within 240 s, while 30 past 200 finish. Its own limit
+# (HKV_STALLS_SMALL_LIMIT, 150 s); ncu writes the CSV only at the end.
 if [[ $parts != *" small "* ]]; then
   :
 elif timeout "${HKV_STALLS_SMALL_LIMIT:-150}" ncu --clock-control none --metrics "$metrics" --csv \

@@ -4,7 +4,7 @@
 # [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [probe-imma]
 # [probe-q4h-int] [probe-q4h-int-values] [probe-mlx4-imma] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
-#   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn (issue #7)
+#   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn
 #   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
 #             gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's log is
 #             $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default all
@@ -14,7 +14,7 @@
 #             all of them takes minutes)
 #   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=0" runs each under those variables (HKV_PDL=0: no PDL)
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
-#             card, against its copy bandwidth (issue #6); $OUT/peer.json
+#             card, against its copy bandwidth; $OUT/peer.json
 # Headers missing there (doctest, xxhash, nlohmann-json) travel as .deb files in .deps (shared/device.md).
 set -uo pipefail
 OUT=${OUT:-/tmp/hkv-out}
@@ -135,7 +135,7 @@ for s in $stages; do
         > "$OUT/gate.log" 2>&1
       echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
       grep -E "^(fp8|q4h) " "$OUT/gate.log" | tee -a "$summary" ;;
-    generate)  # hkv generate on the engine (issue #4): plain, --draft and --batch against the oracle's output
+    generate)  # hkv generate on the engine: plain, --draft and --batch against the oracle's output
       t=$SECONDS
       gen_fail=0
       gen_n=0
@@ -202,7 +202,7 @@ for s in $stages; do
         --json "$OUT/attn.json" > "$OUT/attn.log" 2>&1
       echo "attn: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
       grep -E "copy bandwidth|attention alone|^\||phases|error|exception" "$OUT/attn.log" | tee -a "$summary" ;;
-    peer)  # PyTorch on the same card (issue #6): decode attention and the 27B matrix-vector shapes
+    peer)  # PyTorch on the same card: decode attention and the 27B matrix-vector shapes
       t=$SECONDS
       timeout "${HKV_PEER_LIMIT:-240}" python3 scripts/peer_torch.py --json "$OUT/peer.json" ${HKV_PEER_ARGS:-} \
         > "$OUT/peer.log" 2>&1
@@ -218,7 +218,7 @@ for s in $stages; do
         echo "bench-ops [$v]: rc=$?" | tee -a "$summary"
         grep -E "^\||all matvecs" "$OUT/bench-ops$sfx.log" | tee -a "$summary"
       done ;;
-    profile-prefill)  # ncu: the fast prefill's kernel time by kernel (issue #6's 262K in 60 s)
+    profile-prefill)  # ncu: the fast prefill's kernel time by kernel (the goal: a 262K prompt in 60 s)
       timeout "${HKV_PROFILE_LIMIT:-300}" cuda/profile_prefill.sh build-gpu/hkv "${HKV_PROFILE_TOKENS:-4096}" \
         > "$OUT/profile-prefill.log" 2>&1
       echo "profile-prefill: rc=$?" | tee -a "$summary"
@@ -274,7 +274,7 @@ for s in $stages; do
       timeout "${HKV_PROFILE_LIMIT:-200}" cuda/profile_token.sh build-gpu/hkv > "$OUT/profile.log" 2>&1
       echo "profile: rc=$?" | tee -a "$summary"
       head -24 "$OUT/profile.log" | tee -a "$summary" ;;
-    prefill)  # issue #6, the fast prefill path: its GPU tests, its diff cases (KL against the oracle), time and memory
+    prefill)  # the fast prefill path: its GPU tests, its diff cases (KL against the oracle), time and memory
       run gpu_prefill 120 $bin --source-file='*gpu_prefill*'
       t=$SECONDS
       timeout "${HKV_PREFILL_DIFF_LIMIT:-120}" build-gpu/hkv diff --op fast_prefill ${HKV_PREFILL_DIFF_ARGS:-} \
