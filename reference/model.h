@@ -47,7 +47,7 @@ SequenceState load_state(const Config& c, const std::string& path, int64_t capac
 using Tap = std::function<void(int layer, const char* name, int64_t t, const float* data, int64_t n)>;
 
 // Which path the engine (cuda/) takes for a call's tokens; the oracle has only the exact one and ignores it.
-// Fast: tensor-core products, attention and a chunked DeltaNet (issue #6), not exact (ARITHMETIC.md §10).
+// Fast: tensor-core products, attention and a chunked DeltaNet, for long prompts; not exact (ARITHMETIC.md §10).
 // Auto: fast for kAutoFastPrefillTokens tokens or more (and no tap), exact below.
 enum class Prefill { Exact, Fast, Auto };
 // The Auto threshold. Measured on the H200 (2026-11-29, hkv bench-prefill --exact, 27B MLX4 shape, q4h):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch peer (issue #6): what PyTorch does on the same card, for the engine's two memory-bound parts.
+"""The PyTorch peer: what PyTorch does on the same card, for the engine's two memory-bound parts.
 
 On one CUDA device it measures
   (a) F.scaled_dot_product_attention for one decode query (batch 1, 24 query heads, 4 KV heads, head_dim

@@ -1,4 +1,4 @@
-// Issue #7: a failed device allocation in the middle of a run releases everything and reports.
+// A failed device allocation in the middle of a run releases everything and reports.
 //
 // Fault injection (cuda/alloc.h) fails the n-th device allocation. On the builtin tiny model, for every n
 // from 1 to the number of allocations that an engine construction, new_sequence, a forward and a snapshot
@@ -109,7 +109,7 @@ std::vector<float> fresh_logits(const Model& m, const std::vector<int32_t>& toks
 
 }  // namespace
 
-TEST_CASE("issue #7: every device allocation of construct + new_sequence + forward + snapshot can fail cleanly") {
+TEST_CASE("device allocation failure: every allocation of construct, new_sequence, forward, snapshot fails cleanly") {
   const Model m = load_any_model("builtin:tiny");
   const std::vector<int32_t> toks = random_tokens(40, m.config.vocab_size, 71);
 
@@ -277,7 +277,7 @@ std::pair<int, std::string> run_hkv(const std::string& env, const std::vector<st
 
 }  // namespace
 
-TEST_CASE("issue #7: HKV_FAIL_ALLOC_AT=N hkv logits --backend cuda fails with the message and leaves no output") {
+TEST_CASE("device allocation failure: HKV_FAIL_ALLOC_AT=N hkv logits --backend cuda fails with a message, no output") {
   std::random_device rd;
   const fs::path dir = fs::temp_directory_path() / ("hkv_gpu_alloc_" + std::to_string(rd()) + std::to_string(rd()));
   fs::create_directories(dir);

@@ -1,4 +1,4 @@
-// The fast prefill path (issue #6; cuda/prefill.h): NOT exact, so compared within stated tolerances, each
+// The fast prefill path (cuda/prefill.h): NOT exact, so compared within stated tolerances, each
 // with its reason next to it:
 //   dequant_rows_bf16 against the oracle's Matrix::at rounded to bf16: exact (byte for byte);
 //   the chunked gated delta rule against deltanet_step, step by step, in and out of a carried state;

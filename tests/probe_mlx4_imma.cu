@@ -22,8 +22,8 @@
 // copying whole tiles by cp.async.bulk, below).
 // Checked: every row of every shape equal to the oracle's hkv::matvec as bytes, and the engine's decode kernel too.
 // Timed: µs a launch (median of 20, alone) against the weight bytes over the card's copy bandwidth (a 1 GiB copy).
-// Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe). Measured (H200, 2026-12-01, session 19):
-// docs/RESULTS.md §11; the bulk form built into the engine's decode launches was 9–10% slower a token, and left.
+// Build: cuda/run_gpu_suite.sh probe-mlx4-imma (target hkv_mlx4_imma_probe). Its timings are in docs/RESULTS.md §11;
+// docs/PERFORMANCE.md says what the bulk form does inside the engine's decode launches (slower a token).
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // A probe for a proposed contract (not a test of hkv, not built into hkv): the score phase of q4h decode attention
-// with integer products on the tensor cores. The contract measured on the CPU in session 18 (docs/RESULTS.md §12):
+// with integer products on the tensor cores. The contract measured on the CPU (docs/RESULTS.md §12):
 // q, rotated, becomes per group g of 32 its block fixed point Q_j = xq_int(q_j, e_g) (the MLX4 records' rule,
 // reference/scalar.h), unit_g = xq_unit(e_g), SQ_g = Σ_j Q_j; a key's score is
 //   acc = 0;  for g in 0..7:  P = Σ_j c_j·Q_j − 8·SQ_g (exact; c the stored codes, u = c − 8),

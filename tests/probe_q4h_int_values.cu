@@ -1,6 +1,6 @@
 // A probe for a proposed contract (not a test of hkv, not built into hkv): the value phase of q4h decode attention with
 // integer products on the tensor cores, the other half of tests/probe_q4h_int_scores.cu. The contract measured on the
-// CPU in session 18 (docs/RESULTS.md §12), for a 512-key chunk, a query head h and a group g of 32 dims:
+// CPU (docs/RESULTS.md §12), for a 512-key chunk, a query head h and a group g of 32 dims:
 //   w_t = e_t · s_{t,g} (one fp32 multiplication: the key's weight exp_c(score_t − m_c) times its fp16 scale);
 //   e = xq_exponent of the chunk's largest |w_t|;  W_t = xq_int(w_t, e) (|W| ≤ 2^22, reference/scalar.h);
 //   o_c[d] = float(Σ_t W_t·(c_{t,d} − 8)) · xq_unit(e)   (the sum exact, in 64 bits; float() rounds once).

@@ -1,7 +1,6 @@
 // A probe of Hopper's warpgroup MMA (wgmma) for the fast prefill attention's wg forms (not a test of hkv's
 // results, and not built into hkv): which shared-memory descriptor encodings give the right products. On the
-// H200 (session 7) both QK candidates and the first PV candidate matched: the constants in
-// cuda/prefill_attention_wgmma.cuh.
+// H200 both QK candidates and the first PV candidate match: the constants in cuda/prefill_attention_wgmma.cuh.
 // Built for sm_90a only (wgmma needs it), as its own executable: build-gpu/tests/hkv_wgmma_probe.
 //
 // Two products, each the attention's shape, each against a float64 reference on the host:
@@ -188,7 +187,7 @@ int main() {
   // the attention's own constants (cuda/prefill_attention_wgmma.cuh): the exit status
   const bool qk_ok = check(qk_name, wg::kKMajorLbo, wg::kKMajorSbo, ds, sref, 16.0, qk);
   const bool pv_ok = check(pv_name, wg::kMnMajorLbo, wg::kMnMajorSbo, dout, oref, 8.0, pv);
-  // the other candidates, for the record (session 7 on the H200: LBO 0 for QK matches too; the swapped PV does not)
+  // the other candidates, for the record (on the H200 LBO 0 for QK matches too; the swapped PV does not)
   check(qk_name, 0, 1024, ds, sref, 16.0, qk);
   check(pv_name, 1024, 8192, dout, oref, 8.0, pv);
   std::printf("the attention's encodings: QK %s, PV %s\n", qk_ok ? "MATCH" : "WRONG", pv_ok ? "MATCH" : "WRONG");

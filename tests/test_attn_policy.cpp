@@ -44,7 +44,7 @@ TEST_CASE("attention shape: q4h keeps narrow-v2 where its grid still fits one wa
 TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and bf16") {
   for (KvKind k : {KvKind::FP8, KvKind::Q4H}) {
     CHECK(auto_attn_shape(k, 600, qpk, P, 0, 10) == AttnShape::NarrowV2);    // never slim
-    CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 30) == AttnShape::NarrowV2);  // the rule before session 26
+    CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 30) == AttnShape::NarrowV2);  // 30: Slim only past 3P
     CHECK(auto_attn_shape(k, 3 * P + 1, qpk, P, 1, 30) == AttnShape::Slim);
     CHECK(auto_attn_shape(k, 158, qpk, P, 1, 12) == AttnShape::NarrowV2);  // 1.197 P
     CHECK(auto_attn_shape(k, 159, qpk, P, 1, 12) == AttnShape::Slim);

@@ -382,7 +382,7 @@ std::vector<Case> refused_cases() {
                 },
                 {"20", "max_position_embeddings 16"}});
 
-  // ---- the prefill path (issue #6): the oracle has only the exact one ----
+  // ---- the prefill path: the oracle has only the exact one ----
   cs.push_back({"prefill_unknown_path",
                 [](const fs::path&) {},
                 {"--prefill is exact, fast or auto", "'sideways'"},
