@@ -14,6 +14,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <set>
 #include <stdexcept>
 
 #include "compare/diff.h"
@@ -23,67 +27,12 @@
 #include "compare/gate.h"
 #include "compare/report.h"
 #include "compare/stats.h"
+#include "hkv_version.h"
 #include "reference/model.h"
 #include "reference/synthetic.h"
 #include "reference/tokens.h"
 
 namespace hkv {
-
-static const char* kHelp = R"(hkv: a CPU oracle and a CUDA engine for a Qwen3.5-style hybrid model, and the layer that
-compares them bit for bit.
-
-usage: hkv <command> [options]
-
-commands:
-  format     pack a seeded cache row and show its bytes, its values and its error
-               --format bf16|fp8|q4h   (default q4h; ablations: q4h-norot, q4h-sym, q4h-mid, q4h-g64 ...)
-               --seed N  --head-dim N (default 256)  --row gaussian|outliers|near-duplicate
-               --grids   print the grid study of docs/FORMAT.md instead
-  logits     run the model over a token file and write fp32 logits [tokens][vocab], little-endian
-               --model PATH  --tokens FILE  --out FILE  [--kv-cache bf16|fp8|q4h]  [--backend cpu|cuda]
-               [--threads N]  [--prefill exact|fast|auto]  (cuda only; fast = tensor cores, NOT exact; auto =
-               fast from 64 tokens on; default exact)
-  score      teacher-forced scoring: log p of every next token, streamed (chunk x vocab logits at a time)
-               --model PATH  --tokens FILE  [--out FILE (fp32 [tokens-1])]  [--kv-cache F]  [--chunk N]
-  generate   greedy decode from a prompt
-               --model PATH  (--prompt TEXT | --tokens FILE)  [--n N]  [--kv-cache F]  [--backend cpu|cuda]
-               [--draft K]  (K tokens drafted by prompt lookup, verified in one pass: the same output)
-               [--batch B]  (B sequences, the prompt less its last 0..B-1 tokens, decoded together)
-               [--prefill exact|fast|auto]  (cuda only: the prompt's path; decode is always exact)
-  gate       the fidelity gate: each cache format against bf16, teacher-forced, at each depth
-               --fixture FILE (default fixtures/trained-gate.json)  [--backend cpu|cuda]
-               [--formats fp8,q4h]  [--depths 1024,8192]  [--rows N]  [--no-floor]  [--prefill exact|fast|auto]
-               [--json FILE] [--md FILE] [--html FILE]   exit 0 when every depth passes, 1 when not
-  diff       the differential suite: the engine against the oracle, one line a case, then "N passed, M failed"
-               [--op NAME] [--filter REGEX] [--long] [--list] [--require-gpu (exit 77 without one)]
-               exit 1 when a case fails
-  bench      decode speed of the 27B shape (MLX 4-bit weights) against its bandwidth floor (GPU only): a table
-               (depth x cache: tokens/s, ms/token, floor ms, % of floor, peak device memory)
-               [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16] [--json FILE (schema hkv-bench-1)]
-               [--embed host|device (the embedding table's home, default host)]
-               [--attention (then the attention kernels alone) | --attention-only]
-               [--phases (a token's DeltaNet recurrence phases a row; with --attention, the chunk kernels' too)]
-               [--attn-shape auto,narrow,wide,narrow-v,narrow-h2,narrow-v2,narrow-h1,slim]
-               [--variants "default;HKV_DN_SPLIT=1,HKV_DN_TPC=1" (engine switches timed in one process,
-                their tokens interleaved) [--rounds 4]]
-               [--timeline (then, a row, each kernel of a token as the card timed it: CUPTI)]
-               [--greedy device|host (each token's argmax on the card, the default, or its logits copied back)]
-  bench-ops  the exact MLX4 matrix-vector products of a 27B decode token, each against copy bandwidth (GPU only)
-               [--reps 50] [--chain (then a token's 257 launches in one graph, each with its own matrices)
-               [--variants "default;HKV_MV_U3=0" [--rounds 4]] [--phases (each launch's phases, %globaltimer)]
-               [--as-token (the launches as a decode token makes them: norms and records in their prologues)]]
-  bench-prefill  the fast prefill path's time and peak memory; --attention-only: its attention alone (GPU only)
-               [--model builtin:27b-mlx4]  [--tokens 4096,32768]  [--kv-cache q4h]  [--decode N]  [--exact]
-               [--embed host|device]  [--limit-gib G (ballast: the card limited to G GiB)]
-  hash       print the xxh64 and size of files (for fixtures)   hkv hash FILE...
-
-models (--model): builtin:tiny (fast exactness tests), builtin:tiny-mlx4, builtin:100m, builtin:27b, builtin:27b-mlx4,
-  a synthetic spec (JSON with a "synthetic" key), or a checkpoint folder (config.json + safetensors),
-  e.g. fixtures/trained/hf (the small trained model).
-token files: a JSON array of integers, or raw little-endian uint32 (name ending in .u32).
-
-exit codes: 0 done, 1 a check failed, 2 bad usage or bad input (the message names the file and field).
-)";
 
 std::string Args::get(const std::string& k, const std::string& def) const {
   auto it = opts.find(k);
@@ -94,12 +43,38 @@ std::string Args::need(const std::string& k) const {
   if (it == opts.end() || it->second.empty()) throw UsageError("hkv " + command + ": --" + k + " is required");
   return it->second;
 }
+bool parse_count(const std::string& s, long long* out) {
+  size_t i = 0;
+  const bool neg = !s.empty() && (s[0] == '-' || s[0] == '+');
+  if (neg) i = 1;
+  if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+  unsigned long long v = 0;
+  for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); i++) {
+    v = v * 10 + unsigned(s[i] - '0');
+    if (v > (1ULL << 62)) return false;
+  }
+  unsigned long long mult = 1;
+  if (i < s.size()) {
+    const char c = s[i++];
+    if (c == 'K' || c == 'k')
+      mult = 1ULL << 10;
+    else if (c == 'M' || c == 'm')
+      mult = 1ULL << 20;
+    else
+      return false;
+  }
+  if (i != s.size() || v > (1ULL << 62) / mult) return false;
+  const long long x = static_cast<long long>(v * mult);
+  *out = s[0] == '-' ? -x : x;
+  return true;
+}
+
 long long Args::get_int(const std::string& k, long long def) const {
   if (!has(k)) return def;
-  std::string v = get(k);
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0') throw UsageError("hkv " + command + ": --" + k + " wants an integer, got '" + v + "'");
+  const std::string v = get(k);
+  long long x = 0;
+  if (!parse_count(v, &x))
+    throw UsageError("hkv " + command + ": --" + k + " wants a number like 1024, 8K or 1M, got '" + v + "'");
   return x;
 }
 
@@ -107,36 +82,14 @@ std::vector<long long> Args::get_int_list(const std::string& k, const std::strin
   const std::string v = get(k, def);
   std::vector<long long> out;
   for (const std::string& item : split_list(v)) {
-    char* end = nullptr;
-    const long long x = std::strtoll(item.c_str(), &end, 10);
-    if (*end != '\0')
-      throw UsageError("hkv " + command + ": --" + k + " wants comma-separated integers, got '" + v + "'");
+    long long x = 0;
+    if (!parse_count(item, &x))
+      throw UsageError("hkv " + command + ": --" + k + " wants numbers like 1024, 8K or 1M, got '" + v + "'");
     out.push_back(x);
   }
-  if (out.empty()) throw UsageError("hkv " + command + ": --" + k + " wants comma-separated integers, got '" + v + "'");
+  if (out.empty())
+    throw UsageError("hkv " + command + ": --" + k + " wants numbers like 1024, 8K or 1M, got '" + v + "'");
   return out;
-}
-
-static Args parse_args(int argc, char** argv) {
-  Args a;
-  a.command = argv[1];
-  for (int i = 2; i < argc; i++) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) == 0) {
-      std::string key = s.substr(2), val;
-      size_t eq = key.find('=');
-      if (eq != std::string::npos) {
-        val = key.substr(eq + 1);
-        key = key.substr(0, eq);
-      } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
-        val = argv[++i];
-      }
-      a.opts[key] = val;
-    } else {
-      a.positional.push_back(s);
-    }
-  }
-  return a;
 }
 
 // ---- hkv format ---------------------------------------------------------------------------------
@@ -197,6 +150,45 @@ int cmd_format(const Args& a) {
   return 0;
 }
 
+// ---- models and outputs -----------------------------------------------------------------------------
+
+void check_model_arg(const std::string& model) {
+  namespace fs = std::filesystem;
+  if (model.rfind("builtin:", 0) == 0) return;  // builtin_spec names the builtins when the name is not one
+  std::error_code ec;
+  if (!fs::exists(model, ec))
+    throw std::runtime_error(model +
+                             ": no such file or folder (--model takes builtin:NAME, a synthetic spec or a "
+                             "checkpoint folder; `hkv --help` lists them)");
+  if (!fs::is_directory(model, ec) || fs::exists(fs::path(model) / "config.json", ec)) return;
+  std::vector<std::string> near;  // folders below it that hold a config.json, two levels deep
+  for (auto it = fs::recursive_directory_iterator(model, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it.depth() > 1) it.disable_recursion_pending();
+    if (it->is_directory(ec) && fs::exists(it->path() / "config.json", ec)) near.push_back(it->path().string());
+  }
+  std::sort(near.begin(), near.end());
+  std::string hint;
+  for (size_t i = 0; i < near.size() && i < 3; i++) hint += (i ? " or " : "") + near[i];
+  throw std::runtime_error(model + ": no config.json here" + (hint.empty() ? "" : "; did you mean " + hint + "?"));
+}
+
+Model load_model_arg(const std::string& model) {
+  check_model_arg(model);
+  return load_any_model(model);
+}
+
+std::string generated_text(const std::vector<int32_t>& tokens, int64_t vocab, bool ids) {
+  std::string s;
+  if (ids || vocab != 256) {
+    s = "[";
+    for (size_t i = 0; i < tokens.size(); i++) s += (i ? ", " : "") + std::to_string(tokens[i]);
+    return s + "]\n";
+  }
+  for (int32_t t : tokens) s += char(static_cast<unsigned char>(t));
+  return s + "\n";
+}
+
 // ---- hkv logits / generate ----------------------------------------------------------------------
 
 void check_logits_finite(const std::vector<float>& logits, int64_t vocab, const std::string& model) {
@@ -238,7 +230,7 @@ int cmd_logits(const Args& a) {
   if (a.get("backend", "cpu") == "cuda") return cmd_logits_cuda(a);
   if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv logits: --backend is cpu or cuda");
   prefill_arg(a, "cpu");
-  Model m = load_any_model(a.need("model"));
+  Model m = load_model_arg(a.need("model"));
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   const std::string out = a.need("out");
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
@@ -257,9 +249,7 @@ int cmd_logits(const Args& a) {
 // chunk × vocab logits are held at once, written as fp32 [tokens − 1] (little-endian).
 int cmd_score(const Args& a) {
   set_threads(a);
-  prefill_arg(a, a.get("backend", "cpu"));  // the oracle's command: exact only
-  if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv score: runs on the oracle only (--backend cpu)");
-  Model m = load_any_model(a.need("model"));
+  Model m = load_model_arg(a.need("model"));
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   if (tokens.size() < 2) throw std::runtime_error(a.get("tokens") + ": scoring needs at least 2 tokens");
   check_context(a.get("tokens"), int64_t(tokens.size()), m);
@@ -297,7 +287,7 @@ int cmd_generate(const Args& a) {
   if (a.get("backend", "cpu") == "cuda") return cmd_generate_cuda(a);
   if (a.get("backend", "cpu") != "cpu") throw UsageError("hkv generate: --backend is cpu or cuda");
   prefill_arg(a, "cpu");
-  Model m = load_any_model(a.need("model"));
+  Model m = load_model_arg(a.need("model"));
   std::vector<int32_t> prompt;
   if (a.has("tokens"))
     prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
@@ -323,9 +313,8 @@ int cmd_generate(const Args& a) {
       std::vector<int32_t> p(prompt.begin(), prompt.end() - i);
       SequenceState si = new_sequence(m.config, f, int64_t(p.size()) + n);
       std::vector<int32_t> out = generate_greedy(m, si, p, n);
-      std::printf("[");
-      for (size_t j = 0; j < out.size(); j++) std::printf("%s%d", j ? ", " : "", out[j]);
-      std::printf("]\n");
+      if (!a.has("ids")) std::printf("--- sequence %d (the prompt less its last %d tokens)\n", i, i);
+      std::fputs(generated_text(out, m.config.vocab_size, a.has("ids")).c_str(), stdout);
     }
     return 0;
   }
@@ -337,9 +326,7 @@ int cmd_generate(const Args& a) {
     std::fprintf(stderr, "drafted decode: %lld rounds, %lld of %lld drafted tokens accepted\n",
                  static_cast<long long>(st.rounds), static_cast<long long>(st.accepted),
                  static_cast<long long>(st.drafted));
-    std::printf("[");
-    for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
-    std::printf("]\n");
+    std::fputs(generated_text(out, m.config.vocab_size, a.has("ids")).c_str(), stdout);
     return 0;
   }
   // the prompt in one call, then one token a call (generate_greedy's steps), timed separately
@@ -359,9 +346,7 @@ int cmd_generate(const Args& a) {
       stderr,
       "oracle, %d threads: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %d tokens in %.3f s (%.2f tokens/s)\n",
       omp_get_max_threads(), prompt.size(), tp, double(prompt.size()) / tp, n - 1, td, double(n - 1) / td);
-  std::printf("[");
-  for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
-  std::printf("]\n");
+  std::fputs(generated_text(out, m.config.vocab_size, a.has("ids")).c_str(), stdout);
   return 0;
 }
 
@@ -379,19 +364,102 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-static int64_t parse_depth(const std::string& s) {
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (end && (*end == 'K' || *end == 'k')) v *= 1024, end++;
-  if (s.empty() || !end || *end != '\0' || v < 2)
-    throw UsageError("hkv gate: --depths wants numbers like 1024 or 8K, got '" + s + "'");
-  return v;
-}
-
 static void write_text(const std::string& path, const std::string& text) {
   write_file_atomic(path, text.data(), text.size());
   std::fprintf(stderr, "wrote %s\n", path.c_str());
 }
+
+// "8K" for multiples of 1024, else the number.
+static std::string depth_text(int64_t d) { return d % 1024 == 0 ? std::to_string(d / 1024) + "K" : std::to_string(d); }
+
+static std::string minutes_text(double seconds) {
+  char b[32];
+  if (seconds < 90)
+    std::snprintf(b, sizeof b, "%.0f s", seconds);
+  else if (seconds < 5400)
+    std::snprintf(b, sizeof b, "%.0f min", seconds / 60);
+  else
+    std::snprintf(b, sizeof b, "%.1f h", seconds / 3600);
+  return b;
+}
+
+// Where the gate runs, for its reports: the card, or the CPU's model name and the oracle's threads.
+static std::string machine_name(const std::string& backend) {
+#ifdef HKV_HAVE_CUDA
+  if (backend == "cuda") {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) return prop.name;
+  }
+#endif
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, cpu = "CPU";
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  return cpu + ", " + std::to_string(omp_get_max_threads()) + " threads";
+}
+
+// The CPU gate's depths when none are asked for: the fixture's depths in order while their estimated total
+// stays within the budget; the rest are left out, listed as skipped with their estimate.
+static void plan_cpu_depths(const Fixture& f, const Model& m, const std::vector<std::string>& formats, int64_t rows,
+                            bool floor, double budget_s, GateOptions* opt) {
+  const int sides = 1 + int(formats.size()) + (floor ? 1 : 0);
+  double total = 0;
+  std::string kept, left;
+  for (int64_t d : f.depths) {
+    const int64_t run_d = std::min(d, m.config.max_position_embeddings - rows + 1);
+    const double est = oracle_gate_seconds(m.config, std::max<int64_t>(run_d, 2), rows, sides, omp_get_max_threads());
+    if (total + est <= budget_s && left.empty()) {
+      total += est;
+      opt->depths.push_back(d);
+      kept += (kept.empty() ? "" : ", ") + depth_text(d) + " (~" + minutes_text(est) + ")";
+    } else {
+      opt->depths.push_back(d);
+      opt->left_out.push_back(
+          {d, "left out on the CPU: ~" + minutes_text(est) + " estimated (--depths " + depth_text(d) + " runs it)"});
+      left += (left.empty() ? "" : ",") + depth_text(d);
+    }
+  }
+  std::fprintf(stderr, "gate: on the CPU, the depths estimated to fit %s: %s, ~%s in all\n",
+               minutes_text(budget_s).c_str(), kept.empty() ? "none" : kept.c_str(), minutes_text(total).c_str());
+  if (!left.empty())
+    std::fprintf(stderr, "gate: left out: %s (ask for them with --depths %s, or raise --budget)\n", left.c_str(),
+                 left.c_str());
+}
+
+// Progress on stderr: on a terminal one line rewritten in place; in a pipe or a log a line every 10 seconds and
+// at the end of each depth. Each says the tokens fed (over every side), the rate, and the depth's time left.
+class GateProgress {
+ public:
+  explicit GateProgress(bool tty) : tty_(tty) {}
+  void operator()(int64_t depth, int64_t done, int64_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (depth != depth_) depth_ = depth, start_ = now, last_ = now;
+    if (done == 0) return;  // the depth starts
+    const double el = std::chrono::duration<double>(now - start_).count();
+    const bool end = done == total;
+    if (!tty_ && !end && std::chrono::duration<double>(now - last_).count() < 10) return;
+    last_ = now;
+    const double rate = el > 0 ? double(done) / el : 0;
+    char line[256];
+    std::snprintf(line, sizeof line, "gate: depth %s: %lld/%lld tokens fed, %.0f tokens/s, %s",
+                  depth_text(depth).c_str(), static_cast<long long>(done), static_cast<long long>(total), rate,
+                  end        ? ("done in " + minutes_text(el)).c_str()
+                  : rate > 0 ? ("~" + minutes_text(double(total - done) / rate) + " left").c_str()
+                             : "");
+    if (tty_)
+      std::fprintf(stderr, "\r\033[K%s%s", line, end ? "\n" : "");
+    else
+      std::fprintf(stderr, "%s\n", line);
+  }
+
+ private:
+  bool tty_;
+  int64_t depth_ = -1;
+  std::chrono::steady_clock::time_point start_, last_;
+};
 
 int cmd_gate(const Args& a) {
   set_threads(a);
@@ -399,33 +467,39 @@ int cmd_gate(const Args& a) {
   Fixture f = load_fixture(fixture_path);
   GateOptions opt;
   if (a.has("depths"))
-    for (const std::string& d : split_list(a.get("depths"))) opt.depths.push_back(parse_depth(d));
+    for (long long d : a.get_int_list("depths", "")) opt.depths.push_back(d);
   if (a.has("formats")) opt.formats = split_list(a.get("formats"));
   for (const std::string& fm : opt.formats) KvFormat::parse(fm);
   opt.rows = a.get_int("rows", 0);
   opt.noise_floor = !a.has("no-floor");
-  const bool tty = isatty(2);
-  // On a terminal, one line rewritten in place; in a log, a line when each depth starts its scored rows.
-  opt.progress = [tty](const std::string& msg) {
-    if (tty)
-      std::fprintf(stderr, "\r\033[K%s", msg.c_str());
-    else if (msg.find(": rows 0/") != std::string::npos)
-      std::fprintf(stderr, "%s\n", msg.c_str());
-  };
+  auto progress = std::make_shared<GateProgress>(isatty(2));
+  opt.progress = [progress](int64_t depth, int64_t done, int64_t total) { (*progress)(depth, done, total); };
   const std::string backend = a.get("backend", "cpu");
-  if (backend != "cpu" && backend != "cuda") throw UsageError("hkv gate: --backend is cpu or cuda");
   const Prefill prefill = prefill_arg(a, backend);
-  Model m = load_any_model(f.model);
+  if (a.has("budget") && (backend != "cpu" || a.has("depths")))
+    throw UsageError("hkv gate: --budget bounds the CPU gate's default depths (without --depths, --backend cpu)");
+  Model m = load_model_arg(f.model);
   std::vector<int32_t> text = load_fixture_tokens(f, m.config.vocab_size);
   RunnerFactory runners;
   if (backend == "cpu")
     runners = oracle_runners(m);
   else
     runners = engine_runners(m, prefill);  // throws when the engine is not built or no GPU is present
-  std::fprintf(stderr, "gate: fixture %s (%s), backend %s\n", f.name.c_str(), f.path.c_str(), backend.c_str());
+  std::error_code ec;
+  std::string shown = std::filesystem::relative(f.path, ec).string();
+  if (ec || shown.empty() || shown.rfind("../../", 0) == 0) shown = f.path;
+  std::fprintf(stderr, "gate: fixture %s (%s), backend %s\n", f.name.c_str(), shown.c_str(), backend.c_str());
+  if (backend == "cpu" && opt.depths.empty())
+    plan_cpu_depths(f, m, opt.formats.empty() ? f.formats : opt.formats, opt.rows ? opt.rows : f.rows, opt.noise_floor,
+                    double(a.get_int("budget", 10)) * 60, &opt);
   GateReport g = run_gate(f, m, text, runners, backend == "cpu" ? "oracle (CPU)" : "engine (CUDA)", opt);
-  if (tty) std::fprintf(stderr, "\r\033[K");
+  g.commit = kHkvCommit;
+  g.machine = machine_name(backend);
   std::fputs(gate_table(g).c_str(), stdout);
+  if (gate_scored_skipped(g).first == 0)
+    throw std::runtime_error(
+        "hkv gate: no format-depth result was scored, so there is no verdict: every depth was "
+        "skipped (the reasons are listed above)");
   if (a.has("json")) write_text(a.get("json"), gate_json(g));
   if (a.has("md")) write_text(a.get("md"), gate_markdown(g));
   if (a.has("html")) write_text(a.get("html"), gate_html(g));
@@ -455,7 +529,23 @@ int cmd_diff(const Args& a) {
   const bool engine = false;
   std::printf("hkv diff: built without the CUDA engine: only the self-tests run\n");
 #endif
-  return run_diff(diff_cases(engine), opt) ? 1 : 0;
+  const std::vector<DiffCase> cases = diff_cases(engine);
+  std::vector<const DiffCase*> chosen;
+  try {
+    chosen = select_cases(cases, opt);
+  } catch (const std::regex_error& e) {
+    throw UsageError("hkv diff: --filter '" + opt.filter + "' is not a regular expression (" + e.what() + ")");
+  }
+  if (chosen.empty()) {  // a verdict needs evidence: a filter that selects nothing is a mistake, not a pass
+    std::set<std::string> ops;
+    for (const DiffCase& c : cases) ops.insert(c.op);
+    std::string all;
+    for (const std::string& o : ops) all += (all.empty() ? "" : ", ") + o;
+    throw UsageError("hkv diff: no case matches" + (opt.op.empty() ? "" : " --op " + opt.op) +
+                     (opt.filter.empty() ? "" : " --filter '" + opt.filter + "'") +
+                     (opt.long_context ? "" : " (without --long)") + "; the ops here are " + all);
+  }
+  return run_diff(cases, opt) ? 1 : 0;
 }
 
 int cmd_hash(const Args& a) {
@@ -479,35 +569,5 @@ int cmd_bench(const Args&) { return no_engine("hkv bench"); }
 int cmd_bench_ops(const Args&) { return no_engine("hkv bench-ops"); }
 int cmd_bench_prefill(const Args&) { return no_engine("hkv bench-prefill"); }
 #endif
-
-// ---- dispatch -----------------------------------------------------------------------------------
-
-int run_cli(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
-    std::fputs(kHelp, stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  try {
-    Args a = parse_args(argc, argv);
-    if (a.has("help")) {
-      std::fputs(kHelp, stdout);
-      return 0;
-    }
-    if (a.command == "format") return cmd_format(a);
-    if (a.command == "logits") return cmd_logits(a);
-    if (a.command == "generate") return cmd_generate(a);
-    if (a.command == "gate") return cmd_gate(a);
-    if (a.command == "score") return cmd_score(a);
-    if (a.command == "hash") return cmd_hash(a);
-    if (a.command == "diff") return cmd_diff(a);
-    if (a.command == "bench") return cmd_bench(a);
-    if (a.command == "bench-ops") return cmd_bench_ops(a);
-    if (a.command == "bench-prefill") return cmd_bench_prefill(a);
-    throw UsageError("unknown command '" + a.command + "' (hkv --help lists them)");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "hkv: error: %s\n", e.what());
-    return 2;
-  }
-}
 
 }  // namespace hkv

@@ -148,13 +148,22 @@ std::vector<DiffCase> diff_cases(bool with_engine) {
   return cases;
 }
 
-int run_diff(const std::vector<DiffCase>& cases, const DiffOptions& opt) {
-  std::regex re(opt.filter.empty() ? ".*" : opt.filter);
-  int passed = 0, failed = 0, skipped = 0;
+std::vector<const DiffCase*> select_cases(const std::vector<DiffCase>& cases, const DiffOptions& opt) {
+  const std::regex re(opt.filter.empty() ? ".*" : opt.filter);
+  std::vector<const DiffCase*> out;
   for (const DiffCase& c : cases) {
     if (!opt.op.empty() && c.op != opt.op) continue;
     if (!opt.filter.empty() && !std::regex_search(c.name(), re)) continue;
     if (c.long_context && !opt.long_context) continue;
+    out.push_back(&c);
+  }
+  return out;
+}
+
+int run_diff(const std::vector<DiffCase>& cases, const DiffOptions& opt) {
+  int passed = 0, failed = 0, skipped = 0;
+  for (const DiffCase* cp : select_cases(cases, opt)) {
+    const DiffCase& c = *cp;
     if (opt.list_only) {
       std::printf("%s\n", c.name().c_str());
       continue;

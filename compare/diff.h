@@ -71,6 +71,9 @@ struct DiffOptions {
   bool list_only = false;
 };
 
+// The cases of the table that the options select (--op, --filter, --long), in order. std::regex_error for a bad filter.
+std::vector<const DiffCase*> select_cases(const std::vector<DiffCase>& cases, const DiffOptions& opt);
+
 // Runs the table, prints one line a case and the summary; returns the number of failures.
 int run_diff(const std::vector<DiffCase>& cases, const DiffOptions& opt);
 

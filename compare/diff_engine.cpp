@@ -256,7 +256,7 @@ CaseResult model_case(const std::string& source, const KvFormat& f, int64_t ctx,
   return {CaseResult::Fail, "first divergence at " + d};
 }
 
-// ---- the fast prefill path (issue #6): not exact, compared by KL ----------------------------------------
+// ---- the fast prefill path: not exact, compared by KL ----------------------------------------
 // Bars, and why: the fast path must cost at most a tenth of the fidelity gate's q4h bar (mean KL 0.01,
 // worst 0.1; design.md), so that a gate run on a fast-prefilled cache still measures the cache format, not
 // the prefill: mean KL <= 1e-3, worst <= 1e-2. Top-1 agreement >= 0.97: bf16 operands move logits by about

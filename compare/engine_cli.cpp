@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -56,14 +57,24 @@ class EngineRunner : public SequenceRunner {
 void require_gpu(const std::string& what) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0)
-    throw std::runtime_error(what + " needs a CUDA GPU, and none can be used here (" +
-                             (e != cudaSuccess ? std::string(cudaGetErrorString(e)) : std::string("no device found")) +
-                             ")");
+  if (e == cudaSuccess && n > 0) return;
+  // Without a driver CUDA says its driver is "insufficient", which reads as "upgrade it": say what is missing.
+  std::error_code ec;
+  const bool driver = std::filesystem::exists("/proc/driver/nvidia", ec);
+  const std::string reason =
+      e == cudaSuccess ? "no device found"
+      : !driver && (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
+          ? std::string("no NVIDIA driver is loaded on this machine; CUDA: ") + cudaGetErrorName(e)
+          : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+  const size_t at = what.find(" --backend cuda");
+  const std::string cpu = at != std::string::npos
+                              ? "; the oracle runs it on the CPU: " + what.substr(0, at) + " --backend cpu"
+                              : "; " + what + " measures the engine and has no CPU form";
+  throw std::runtime_error(what + ": no CUDA device is usable here (" + reason + ")" + cpu);
 }
 
 RunnerFactory engine_runners(const Model& m, Prefill prefill) {
-  require_gpu("the CUDA engine (--backend cuda)");
+  require_gpu("hkv gate --backend cuda");
   auto eng = std::make_shared<cuda::Engine>(m);
   return [eng, prefill](const KvFormat& f, int64_t capacity) -> std::unique_ptr<SequenceRunner> {
     return std::make_unique<EngineRunner>(eng, f, capacity, prefill);
@@ -72,7 +83,7 @@ RunnerFactory engine_runners(const Model& m, Prefill prefill) {
 
 // hkv logits --backend cuda: as cmd_logits, on the engine (same bytes as the oracle on the exact path).
 int cmd_logits_cuda(const Args& a) {
-  Model m = load_any_model(a.need("model"));
+  Model m = load_model_arg(a.need("model"));
   std::vector<int32_t> tokens = read_tokens(a.need("tokens"), m.config.vocab_size);
   const std::string out = a.need("out");
   KvFormat f = KvFormat::parse(a.get("kv-cache", "bf16"));
@@ -109,7 +120,7 @@ class EngineDraftTarget : public DraftTarget {
 };
 
 int cmd_generate_cuda(const Args& a) {
-  Model m = load_any_model(a.need("model"));
+  Model m = load_model_arg(a.need("model"));
   std::vector<int32_t> prompt;
   if (a.has("tokens"))
     prompt = read_tokens(a.get("tokens"), m.config.vocab_size);
@@ -147,10 +158,9 @@ int cmd_generate_cuda(const Args& a) {
         feed[size_t(i)] = {outs[size_t(i)].back()};
       }
     }
-    for (const auto& out : outs) {
-      std::printf("[");
-      for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
-      std::printf("]\n");
+    for (size_t i = 0; i < outs.size(); i++) {
+      if (!a.has("ids")) std::printf("--- sequence %zu (the prompt less its last %zu tokens)\n", i, i);
+      std::fputs(generated_text(outs[i], m.config.vocab_size, a.has("ids")).c_str(), stdout);
     }
     return 0;
   }
@@ -175,9 +185,7 @@ int cmd_generate_cuda(const Args& a) {
       if (i + 1 < n) next = eng.forward_argmax(*s, {next}, o).at(0);
     }
   }
-  std::printf("[");
-  for (size_t i = 0; i < out.size(); i++) std::printf("%s%d", i ? ", " : "", out[i]);
-  std::printf("]\n");
+  std::fputs(generated_text(out, m.config.vocab_size, a.has("ids")).c_str(), stdout);
   return 0;
 }
 
@@ -214,7 +222,7 @@ VariantsOption variants_option(const Args& a, const std::string& cmd) {
 
 std::unique_ptr<cuda::Engine> make_engine(const std::string& model) {
   if (model.rfind("builtin:", 0) == 0) return std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
-  return std::make_unique<cuda::Engine>(load_any_model(model));
+  return std::make_unique<cuda::Engine>(load_model_arg(model));
 }
 
 namespace {
@@ -415,7 +423,8 @@ int cmd_bench(const Args& a) {
   // under the trace, left out), each kernel's start and end as the card stamped them (compare/timeline.h)
   const bool timeline = a.has("timeline");
   // --greedy device (the default): each token's argmax taken on the card, 4 bytes back (Engine::forward_argmax);
-  // host: its logits (1 MB at the 27B vocabulary) copied back and the argmax taken here, as before session 10
+  // host: its logits (1 MB at the 27B vocabulary) copied back and the argmax taken here (what the argmax on the card
+  // saves)
   const std::string greedy = a.get("greedy", "device");
   if (greedy != "device" && greedy != "host") throw UsageError("hkv bench: --greedy is device or host");
   constexpr int kTraced = 5;
@@ -477,7 +486,7 @@ int cmd_bench(const Args& a) {
 
   if (attn_only) {
     const Config cfg =
-        model.rfind("builtin:", 0) == 0 ? builtin_spec(model.substr(8)).config : load_any_model(model).config;
+        model.rfind("builtin:", 0) == 0 ? builtin_spec(model.substr(8)).config : load_model_arg(model).config;
     bench_attention(a, cfg, depths, formats, bw, js);
   } else {
     const auto t0 = std::chrono::steady_clock::now();

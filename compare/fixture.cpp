@@ -54,6 +54,7 @@ Fixture parse_fixture(const std::string& text, const std::string& path) {
   f.description = j.value("description", "");
   if (!need("model").is_string()) throw field_error(path, "model", "expected a string");
   f.model = j["model"].get<std::string>();
+  f.model_field = f.model;
   if (f.model.rfind("builtin:", 0) != 0) f.model = resolve(f.model);
 
   const json& t = need("tokens");

@@ -28,6 +28,7 @@ struct Fixture {
   std::string path;  // the fixture file
   std::string name, description;
   std::string model;        // resolved: "builtin:NAME" or an absolute/relative path usable by load_any_model
+  std::string model_field;  // as the fixture names it (a path relative to the fixture's folder, or builtin:NAME)
   std::string tokens_path;  // resolved
   std::string tokens_xxh64, tokens_sha256;
   std::vector<int64_t> depths;

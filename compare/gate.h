@@ -63,6 +63,8 @@ struct DepthResult {
 
 struct GateReport {
   std::string fixture, model, backend, date;
+  std::string commit;   // the hkv commit that ran it (git describe)
+  std::string machine;  // the card, or the CPU and its threads
   double bar_kl_mean = 0.01, bar_kl_max = 0.1;
   std::vector<DepthResult> results;  // format × depth
   std::vector<DepthResult> floor;    // the fp32 arithmetic's own noise: bf16 cache, fp32 vs float64 accumulation
@@ -75,8 +77,18 @@ struct GateOptions {
   int64_t rows = 0;                  // 0: the fixture's
   int64_t chunk = 64;                // rows of logits held at once
   bool noise_floor = true;
-  std::function<void(const std::string&)> progress;  // one-line progress messages
+  // Depths listed as skipped with their reason and not run (the CPU gate's depths past its time budget).
+  std::vector<std::pair<int64_t, std::string>> left_out;
+  // Called after each side has been fed a piece of a depth's context: `done` of `total` tokens fed, summed over
+  // the sides (every side is fed the whole context).
+  std::function<void(int64_t depth, int64_t done, int64_t total)> progress;
 };
+
+// The oracle's estimated seconds for one gate depth on this machine with `threads` OpenMP threads: `sides`
+// sequences (bf16, each format, the noise floor) each fed depth − 1 + rows tokens. Each token costs its weight
+// products and its attention over the positions before it, at rates measured on a 2-core machine of the kind
+// CI runs on (the trained fixture at 1K and 8K), scaled by the threads.
+double oracle_gate_seconds(const Config& c, int64_t depth, int64_t rows, int sides, int threads);
 
 // The context for depth d: the text with the passphrase planted and asked. Throws if it does not fit.
 std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows);

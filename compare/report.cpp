@@ -31,8 +31,21 @@ static std::string fitted_note(const GateReport& g) {
   return s;
 }
 
+std::pair<int64_t, int64_t> gate_scored_skipped(const GateReport& g) {
+  int64_t scored = 0, skipped = 0;
+  for (const auto& r : g.results) (r.skipped ? skipped : scored)++;
+  return {scored, skipped};
+}
+
+std::string gate_counts(const GateReport& g) {
+  const auto [scored, skipped] = gate_scored_skipped(g);
+  return std::to_string(scored) + " format-depth result" + (scored == 1 ? "" : "s") + " scored, " +
+         std::to_string(skipped) + " skipped";
+}
+
 std::string gate_table(const GateReport& g) {
-  std::string s = "gate: fixture " + g.fixture + ", model " + g.model + ", backend " + g.backend + "\n";
+  std::string s = "gate: fixture " + g.fixture + ", model " + g.model + ", backend " + g.backend + " on " + g.machine +
+                  ", hkv " + g.commit + "\n";
   s += "bar: KL mean <= " + fmt("%g", g.bar_kl_mean) + " and worst <= " + fmt("%g", g.bar_kl_max) +
        " at every depth (KL of the bf16 cache's next-token distribution to the format's)\n\n";
   char line[512];
@@ -72,7 +85,8 @@ std::string gate_table(const GateReport& g) {
         s += line;
       }
   }
-  s += std::string("\ngate: ") + (g.pass ? "PASS" : "FAIL") + "\n";
+  const char* verdict = gate_scored_skipped(g).first == 0 ? "NO VERDICT" : g.pass ? "PASS" : "FAIL";
+  s += std::string("\ngate: ") + verdict + " (" + gate_counts(g) + ")\n";
   return s;
 }
 
@@ -112,20 +126,26 @@ std::string gate_json(const GateReport& g) {
   j["fixture"] = g.fixture;
   j["model"] = g.model;
   j["backend"] = g.backend;
+  j["machine"] = g.machine;
+  j["commit"] = g.commit;
   j["date"] = g.date;
   j["bars"] = {{"kl_mean", g.bar_kl_mean}, {"kl_max", g.bar_kl_max}};
   j["results"] = nlohmann::json::array();
   for (const auto& r : g.results) j["results"].push_back(depth_json(r));
   j["noise_floor"] = nlohmann::json::array();
   for (const auto& r : g.floor) j["noise_floor"].push_back(depth_json(r));
+  const auto [scored, skipped] = gate_scored_skipped(g);
+  j["rows_scored"] = scored;
+  j["rows_skipped"] = skipped;
   j["pass"] = g.pass;
   return j.dump(2) + "\n";
 }
 
 std::string gate_markdown(const GateReport& g) {
   std::string s = "### hkv gate: " + std::string(g.pass ? "PASS" : "FAIL") + "\n\n";
-  s += "Fixture `" + g.fixture + "`, model `" + g.model + "`, backend " + g.backend + ", " + g.date +
-       ". Bar: KL mean ≤ " + fmt("%g", g.bar_kl_mean) + ", worst ≤ " + fmt("%g", g.bar_kl_max) + ".\n\n";
+  s += "Fixture `" + g.fixture + "`, model `" + g.model + "`, backend " + g.backend + " on " + g.machine + ", hkv " +
+       g.commit + ", " + g.date + ". Bar: KL mean ≤ " + fmt("%g", g.bar_kl_mean) + ", worst ≤ " +
+       fmt("%g", g.bar_kl_max) + ".\n\n";
   s += "| format | depth | rows | KL mean | KL max | p99.9 | p99 | p90 | median | top-1 agree | ppl bf16 | ppl fmt | "
        "passphrase bf16/fmt | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   auto row = [&](const DepthResult& r, const std::string& name, bool floor) {
@@ -362,7 +382,8 @@ std::string gate_html(const GateReport& g) {
          "small{font-weight:normal;color:#666}"
          "</style></head><body><h1>hkv gate: " +
          (g.pass ? "<span class='pass'>PASS</span>" : "<span class='fail'>FAIL</span>") + " <small>" + g.fixture +
-         "</small></h1>" + "<p>Model <code>" + g.model + "</code>, backend " + g.backend + ", " + g.date +
+         "</small></h1>" + "<p>Model <code>" + g.model + "</code>, backend " + g.backend + " on " + g.machine +
+         ", hkv " + g.commit + ", " + g.date +
          ". Each cache format against the bf16 cache, teacher-forced; rows scored from each depth. Bar: KL mean &le; " +
          fmt("%g", g.bar_kl_mean) + " and worst row &le; " + fmt("%g", g.bar_kl_max) +
          ". The noise floor is the bf16 cache with the contract's fp32 arithmetic against float64 accumulation: KL "

@@ -385,7 +385,7 @@ std::vector<Case> refused_cases() {
   // ---- the prefill path: the oracle has only the exact one ----
   cs.push_back({"prefill_unknown_path",
                 [](const fs::path&) {},
-                {"--prefill is exact, fast or auto", "'sideways'"},
+                {"--prefill: 'sideways' is not one of exact, fast, auto"},
                 "tokens.json",
                 "out.f32",
                 true,
@@ -508,8 +508,8 @@ TEST_CASE("the GPU benches refuse a malformed option before anything runs, with 
        "hkv bench-prefill: --tokens 262144 with --decode 4 needs positions 0..262147, past max_position_embeddings "
        "262144 of builtin:27b-mlx4 (use --tokens up to 262140)"},
       {{"bench-prefill", "--tokens", "4096,abc"},
-       "hkv bench-prefill: --tokens wants comma-separated integers, got '4096,abc'"},
-      {{"bench", "--depths", "1024,,x"}, "hkv bench: --depths wants comma-separated integers, got '1024,,x'"},
+       "hkv bench-prefill: --tokens: wants numbers like 1024, 8K or 1M, got '4096,abc'"},
+      {{"bench", "--depths", "1024,,x"}, "hkv bench: --depths: wants numbers like 1024, 8K or 1M, got '1024,,x'"},
       {{"bench", "--attention", "--attn-shape", "auto,sideways"},
        "hkv bench: --attn-shape: attention shape 'sideways': the shapes are auto, narrow, wide, narrow-v, narrow-h2, "
        "narrow-v2"},
@@ -528,7 +528,7 @@ TEST_CASE("the GPU benches refuse a malformed option before anything runs, with 
     }
     CHECK(r.code == 2);
     CHECK(r.err.find(want) != std::string::npos);
-    CHECK(r.err.find("needs a CUDA GPU") == std::string::npos);  // refused before the GPU check
+    CHECK(r.err.find("no CUDA device is usable here") == std::string::npos);  // refused before the GPU check
   }
 }
 
@@ -573,7 +573,11 @@ TEST_CASE("no GPU: the engine's commands refuse with CUDA's reason, exit 2, and 
     const Run r = run_hkv(args, root.path / "nogpu.stderr");
     INFO("stderr: ", r.err);
     CHECK(r.code == 2);
-    CHECK(r.err.find(what + " needs a CUDA GPU, and none can be used here (") != std::string::npos);
+    CHECK(r.err.find(what + ": no CUDA device is usable here (") != std::string::npos);
+    // and says what runs on the CPU instead, where something does
+    CHECK(r.err.find(what.find("--backend cuda") != std::string::npos
+                         ? "the oracle runs it on the CPU: "
+                         : " measures the engine and has no CPU form") != std::string::npos);
     CHECK_FALSE(fs::exists(out));
     CHECK_FALSE(fs::exists(out + ".tmp"));
   }
