@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24 run 1 (H200): the landing tree's suites, then slim's K scales staged (HKV_ATTN_SLIM_KS) and slim for q4h
+# 2026-12-01-g run 1 (H200): the landing tree's suites, then slim's K scales staged (HKV_ATTN_SLIM_KS) and slim for q4h
 # (HKV_ATTN_SLIM=2) against the defaults: tokens interleaved in one process, the attention alone, ncu's bytes.
 set -u
 OUT=${OUT:-/tmp/hkv-out}

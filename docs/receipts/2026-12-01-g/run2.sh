@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 24 run 2 (H200): the landing tree (slim's K scales staged, Auto's slim for q4h too): its suites, its defaults
-# against session 23's in one process, the bench table, ncu's bytes of the slim kernel, the sanitizers over the
+# 2026-12-01-g run 2 (H200): the landing tree (slim's K scales staged, Auto's slim for q4h too): its suites, its defaults
+# against 2026-12-01-f's in one process, the bench table, ncu's bytes of the slim kernel, the sanitizers over the
 # attention case in the slim shape.
 set -u
 OUT=${OUT:-/tmp/hkv-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24 run 3 (H200): slim's weights 8 floats a key (HKV_ATTN_SLIM_E8, an experiment) byte for byte and timed;
+# 2026-12-01-g run 3 (H200): slim's weights 8 floats a key (HKV_ATTN_SLIM_E8, an experiment) byte for byte and timed;
 # ncu's stall reasons of the chunk and merge kernels at 262K (q4h, fp8: slim now); a token's timeline at 1K and 262K.
 set -u
 OUT=${OUT:-/tmp/hkv-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 24 run 4 (H200): the landing tree (q4h's slim weights 8 floats a key) and the rolled slim score loop
+# 2026-12-01-g run 4 (H200): the landing tree (q4h's slim weights 8 floats a key) and the rolled slim score loop
 # (HKV_ATTN_SLIM_ROLL, an experiment): the suites, the rolled loop timed, ncu's stalls with and without it, the table.
 set -u
 OUT=${OUT:-/tmp/hkv-out}

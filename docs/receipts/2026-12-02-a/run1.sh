@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 25 run 1 (H200): slim's V scales in fp32 and its value loop of whole batches (HKV_ATTN_SLIM_SVF), the 27B's
-# constant row stride (HKV_ATTN_SLIM_KVC): the suites, the A-B against session 24's value loop, the sanitizers over
-# the slim case (session 24's runs 3-4 and this run's kernels), the bench table.
+# 2026-12-02-a run 1 (H200): slim's V scales in fp32 and its value loop of whole batches (HKV_ATTN_SLIM_SVF), the 27B's
+# constant row stride (HKV_ATTN_SLIM_KVC): the suites, the A-B against 2026-12-01-g's value loop, the sanitizers over
+# the slim case (2026-12-01-g's runs 3-4 and this run's kernels), the bench table.
 set -u
 OUT=${OUT:-/tmp/hkv-out}
 export OUT

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 25 run 2 (H200): run 1's logs did not come back to a later checkout; the suites again with the attention
-# case's lines that are not OK printed, the A-B against session 24's value loop (HKV_ATTN_SLIM_SVF=0) and the
+# 2026-12-02-a run 2 (H200): run 1's logs did not come back to a later checkout; the suites again with the attention
+# case's lines that are not OK printed, the A-B against 2026-12-01-g's value loop (HKV_ATTN_SLIM_SVF=0) and the
 # runtime row stride (HKV_ATTN_SLIM_KVC=0).
 set -u
 OUT=${OUT:-/tmp/hkv-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 25 run 3 (H200): the landing tree (the slim kernel's fp32 V scales and whole-batch value loop the only form,
+# 2026-12-02-a run 3 (H200): the landing tree (the slim kernel's fp32 V scales and whole-batch value loop the only form,
 # the attention launch record filled by name): the suites, the bench table, the sanitizers over the slim case, ncu's
 # stalls of the attention kernels at 262K, the card's SASS.
 set -u

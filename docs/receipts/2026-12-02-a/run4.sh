@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 25 run 4 (H200): two experiments on the slim kernel at the 27B's layout, each byte for byte before it is
+# 2026-12-02-a run 4 (H200): two experiments on the slim kernel at the 27B's layout, each byte for byte before it is
 # timed: five blocks a multiprocessor (HKV_ATTN_SLIM_B5=1: __launch_bounds__(128, 5), 96 registers, some spills in
 # the score loop), and fp8's score loop rolled (HKV_ATTN_SLIM_FROLL=1). The suites on the defaults first (the
 # dispatcher's constant-stride forms now compiled for 6 heads alone).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 25 run 5 (H200): the landing tree with fp8's score loop rolled at the 27B's layout where the grid is more
+# 2026-12-02-a run 5 (H200): the landing tree with fp8's score loop rolled at the 27B's layout where the grid is more
 # than one wave (HKV_ATTN_SLIM_FROLL=1, the default; run 4 had it always under =1, now =2): gpu_ops (the attention
 # case with fp8 rolled always, one more switch setting), the A-B against never (0) and always (2), gpu_engine, and
 # the sanitizers over the slim case.

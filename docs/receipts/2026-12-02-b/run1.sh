@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 26 run 1 (H200): the suites on the tree with two experiments behind switches, each byte for byte before it
-# is timed: the rolled slim score loop two words an inner iteration (HKV_ATTN_SLIM_W2=1, session 25's patch), and
+# 2026-12-02-b run 1 (H200): the suites on the tree with two experiments behind switches, each byte for byte before it
+# is timed: the rolled slim score loop two words an inner iteration (HKV_ATTN_SLIM_W2=1, 2026-12-02-a's patch), and
 # Auto's slim shape from fewer chunk blocks (HKV_ATTN_SLIM_MIN=1|2: b >= 1 or 2 waves, against 3). gpu_ops first: its
-# attention case gained, after session 25's last run, the 27B shape over one row more than the multiprocessors.
+# attention case gained, after 2026-12-02-a's last run, the 27B shape over one row more than the multiprocessors.
 # (HKV_ATTN_SLIM_MIN changes Auto's choice alone; the slim kernel's bytes at these shapes are the case's Slim rows.)
 set -u
 OUT=${OUT:-/tmp/hkv-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 26 run 4 (H200): the tree with Auto's new slim rule (slim from one chunk block a multiprocessor, q4h keeping
+# 2026-12-02-b run 4 (H200): the tree with Auto's new slim rule (slim from one chunk block a multiprocessor, q4h keeping
 # narrow-v2 for 1.85P <= b <= 2P; HKV_ATTN_SLIM_FROM=3 the rule before) and the record of the shape taken, checked by
 # gpu_ops' attention case for every Auto row. The suites; the A-B of the rule against the old one, against slim below
 # one wave too (HKV_ATTN_SLIM_FROM=0, an experiment) and against fp8's rolled loop (FROLL=2) where slim is new; the

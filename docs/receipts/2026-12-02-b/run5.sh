@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 26 run 5 (H200): the landing tree: Auto's slim from 1.2 chunk blocks a multiprocessor (HKV_ATTN_SLIM_FROM=12;
+# 2026-12-02-b run 5 (H200): the landing tree: Auto's slim from 1.2 chunk blocks a multiprocessor (HKV_ATTN_SLIM_FROM=12;
 # run 4 had fp8 3.9% slower under slim at exactly one block a multiprocessor). The suites, then the A-B at the lower
 # boundary (b = 132 to 160 at batch 1) against slim from one block (10) and the rule before (30).
 set -u

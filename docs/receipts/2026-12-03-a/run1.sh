@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 27 run 1 (H200): the decode matvec's last row groups shared between a block's warps (HKV_MV_STEAL, an
+# 2026-12-03-a run 1 (H200): the decode matvec's last row groups shared between a block's warps (HKV_MV_STEAL, an
 # experiment, off by default). The suites (gpu_ops runs the steal launch in its matvec cases and checks that rounds
 # changed warps); gpu_engine under HKV_MV_STEAL=1; memcheck and racecheck over the matvec_multi case under it; the
 # chain's phases under each; the token A-B.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 27 run 2 (H200): the phase stamps with each multiprocessor's earliest warp end as well, so that bench-ops
+# 2026-12-03-a run 2 (H200): the phase stamps with each multiprocessor's earliest warp end as well, so that bench-ops
 # --phases splits the tail into the part within a multiprocessor and the part across them. gpu_ops (its stamps case
 # checks the new word), then the chain's phases, default settings.
 set -u

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 27 run 3 (H200): the decode matvec prefetching its first row group's second round into L2 once x has been
-# read in its prologue (HKV_MV_PF2, an experiment, off by default; session 15's HKV_MV_PFPRO issued such prefetches
+# 2026-12-03-a run 3 (H200): the decode matvec prefetching its first row group's second round into L2 once x has been
+# read in its prologue (HKV_MV_PF2, an experiment, off by default; 2026-11-30-m's HKV_MV_PFPRO issued such prefetches
 # right after pdl_wait, ahead of x's loads, and lost). The suites under it (a prefetch moves no byte), then the token
 # A-B and the chain's phases under each setting.
 set -u

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 28 run 1 (H200): the GPU runner's path as the README gives it, on a fresh machine that reaches no
+# 2026-12-03-b run 1 (H200): the GPU runner's path as the README gives it, on a fresh machine that reaches no
 # package registry: the header packages unpacked from .deps, then scripts/gpu-ci --deps (build, every CTest test
 # over the machine's GPUs through CTest's resource spec, JUnit report, then `hkv diff --long --filter long`, the
 # long-context cases against the oracle, with the oracle's attention of this session).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 28 run 3 (H200): scripts/run, the main job, on a fresh machine with the headers from .deps: the gate on the
+# 2026-12-03-b run 3 (H200): scripts/run, the main job, on a fresh machine with the headers from .deps: the gate on the
 # oracle at 1K and on the engine at every depth of the default fixture (1K to 261,889), exact prefill. The engine's
-# rows should equal session 9's (RESULTS §3) to every digit: the engine is exact, and its kernels have changed since.
+# rows should equal 2026-11-30-g's (RESULTS §3) to every digit: the engine is exact, and its kernels have changed since.
 set -u
 OUT=${OUT:-/tmp/hkv-out}
 mkdir -p "$OUT" /tmp/deps

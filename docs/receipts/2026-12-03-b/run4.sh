@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Session 28 runs 4 and 5 (H200, not run: see README.md) and run 6 (`run4.sh 65536`, run): the engine's gate at one depth, with this session's engine
+# 2026-12-03-b runs 4 and 5 (H200, not run: see README.md) and run 6 (`run4.sh 65536`, run): the engine's gate at one depth, with this session's engine
 # (main's kernels): only the hkv target built, then the GPU half of scripts/run at that depth. usage: run4.sh [DEPTH]
-# (default 262144, the window's end, run at 261,889; run 5 was 131072). Its rows should equal session 9's (RESULTS §3).
+# (default 262144, the window's end, run at 261,889; run 5 was 131072). Its rows should equal 2026-11-30-g's (RESULTS §3).
 set -u
 depth=${1:-262144}
 OUT=${OUT:-/tmp/hkv-out}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 29 run 1 (H200): scripts/run, the main job, on a fresh machine with the headers from .deps: the gate on the
+# 2026-12-03-c run 1 (H200): scripts/run, the main job, on a fresh machine with the headers from .deps: the gate on the
 # oracle at 1K and on the engine at every depth of the default fixture (1K to 261,889), exact prefill. The engine's
-# rows should equal session 9's (RESULTS §3) to every digit: the engine is exact, and its attention kernels have changed
-# since (sessions 10-26; 128K and 261,889 run the slim kernel for fp8 and q4h).
-# (Session 28's run3.sh, not run there, with the time limit 570 s instead of 440.)
+# rows should equal 2026-11-30-g's (RESULTS §3) to every digit: the engine is exact, and its attention kernels have changed
+# since (2026-11-30-h to 2026-12-02-b; 128K and 261,889 run the slim kernel for fp8 and q4h).
+# (2026-12-03-b's run3.sh, not run there, with the time limit 570 s instead of 440.)
 set -u
 OUT=${OUT:-/tmp/hkv-out}
 mkdir -p "$OUT" /tmp/deps

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 29 run 2 (H200): issue #6's 262K prefill goal (under 60 s) on main's engine, last measured in session 7
+# 2026-12-03-c run 2 (H200): issue #6's 262K prefill goal (under 60 s) on main's engine, last measured in 2026-11-30-e
 # (RESULTS §13: 45.82 s on the whole card, 56.82 s in 20 GiB): only the hkv target built, then the fast prefill of a
 # 262,140-token prompt with the q4h cache and 4 exact decode tokens after it, on the whole card and, in a process of
 # its own, within 20 GiB (the rest of the card held as ballast).

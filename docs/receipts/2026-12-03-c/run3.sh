@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 29 run 3 (H200): SwiGLU and its records made by the MLP's gate|up launch (HKV_MV_SWIGLU, an experiment, off
+# 2026-12-03-c run 3 (H200): SwiGLU and its records made by the MLP's gate|up launch (HKV_MV_SWIGLU, an experiment, off
 # by default), so that silu_mul_xq's 64 launches a token go: gpu_engine (the whole model against the oracle, byte for
 # byte) under the switch, then the token A-B in one process.
 set -u

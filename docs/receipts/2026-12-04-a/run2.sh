@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30 run 2 (H200, after run 1 on the same machine): a q4h token before and after the integer scores. hkv bench
+# 2026-12-04-a run 2 (H200, after run 1 on the same machine): a q4h token before and after the integer scores. hkv bench
 # of main before the patch (build-old/src, run 1) and after it (build-gpu) in turn, two rounds each, q4h at 1K–262K;
 # then the attention kernels alone (--attention-only) at 128K and 262K. Then hkv diff whole (run 1's stopped at its
 # 70 s limit after 132 cases, all OK) and the exact path's long q4h cases (8K and 32K, byte for byte).

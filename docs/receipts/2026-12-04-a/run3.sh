@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30 run 3 (H200): the landing tree, with slim's q4h scores on the tensor cores (q4h_imma_scores, the default;
+# 2026-12-04-a run 3 (H200): the landing tree, with slim's q4h scores on the tensor cores (q4h_imma_scores, the default;
 # HKV_ATTN_Q4H_IMMA=0 the dp4a scores of runs 1-2).
 # 1. gpu_ops (every attention shape and switch, the dp4a rows among them) and gpu_engine, byte for byte.
 # 2. The token, IMMA against dp4a in one process (interleaved rounds), q4h from 64K, where Auto takes slim.

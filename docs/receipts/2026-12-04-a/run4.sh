@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30 run 4 (H200): the landing tree as it is (q4h's integer scores by dp4a in every shape): gpu_ops and
+# 2026-12-04-a run 4 (H200): the landing tree as it is (q4h's integer scores by dp4a in every shape): gpu_ops and
 # gpu_engine byte for byte, then hkv bench's table, bf16 and q4h at 1K-262K.
 set -u
 OUT=${OUT:-/tmp/hkv-out}

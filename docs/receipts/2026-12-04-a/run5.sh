@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 30 run 5 (H200): ncu over the q4h decode attention at 262K on the landing tree (the slim kernel with q4h's
+# 2026-12-04-a run 5 (H200): ncu over the q4h decode attention at 262K on the landing tree (the slim kernel with q4h's
 # integer scores, and the merge): issue activity, occupancy, DRAM and the largest stalls (cuda/profile_stalls.sh).
 set -u
 OUT=${OUT:-/tmp/hkv-out}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31 run 1 (H200): HEAD d74b522 as it is, gpu_ops and gpu_engine byte for byte (the first card to run session 30's review mend 17898c3).
+# 2026-12-04-b run 1 (H200): HEAD d74b522 as it is, gpu_ops and gpu_engine byte for byte (the first card to run 2026-12-04-a's review mend 17898c3).
 set -u
 OUT=${OUT:-/tmp/hkv-out}
 export OUT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 32 run 1 (H200): the q4h values in integers on the tensor cores (ARITHMETIC.md §6 step 3,
+# 2026-12-04-c run 1 (H200): the q4h values in integers on the tensor cores (ARITHMETIC.md §6 step 3,
 # patches/q4h-int-values.patch, commit fcc7a78).
 # 1. The engine against the oracle, byte for byte: gpu_ops (every attention shape), gpu_engine (every cache format).
 # 2. main before the patch (the patch reversed) built beside in build-old/src; hkv bench of both in turn, q4h at
@@ -11,7 +11,7 @@ s=$OUT/summary-all.txt
 root=$PWD
 mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
 rm -rf build-old/src && mkdir -p build-old/src && tar --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C build-old/src
-(cd build-old/src && patch -R -p1 -s < "$root/docs/receipts/s32/patches/q4h-int-values.patch" && echo "old tree: patch reversed") \
+(cd build-old/src && patch -R -p1 -s < "$root/docs/receipts/2026-12-04-c/patches/q4h-int-values.patch" && echo "old tree: patch reversed") \
   > "$OUT/old-tree.log" 2>&1
 (cd build-old/src && cmake -S . -B build -DHKV_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DHKV_DEPS_PREFIX=/tmp/deps/usr > "$OUT/old-configure.log" 2>&1 && cmake --build build -j8 --target hkv \

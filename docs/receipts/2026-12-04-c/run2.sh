@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 32 run 2 (H200): run 1's q4h integer values with each lane's V codes loaded two blocks of 32 keys ahead (ARITHMETIC.md §6 step 3,
+# 2026-12-04-c run 2 (H200): run 1's q4h integer values with each lane's V codes loaded two blocks of 32 keys ahead (ARITHMETIC.md §6 step 3,
 # patches/q4h-int-values.patch (run 1, commit fcc7a78) + patches/q4h-values-prefetch.patch).
 # 1. The engine against the oracle, byte for byte: gpu_ops (every attention shape), gpu_engine (every cache format).
 # 2. main before the patch (the patch reversed) built beside in build-old/src; hkv bench of both in turn, q4h at
@@ -11,7 +11,7 @@ s=$OUT/summary-all.txt
 root=$PWD
 mkdir -p /tmp/deps && for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
 rm -rf build-old/src && mkdir -p build-old/src && tar --exclude='./build*' --exclude=./.git -cf - . | tar -xf - -C build-old/src
-(cd build-old/src && patch -R -p1 -s < "$root/docs/receipts/s32/patches/q4h-values-prefetch.patch" && patch -R -p1 -s < "$root/docs/receipts/s32/patches/q4h-int-values.patch" && echo "old tree: both patches reversed") \
+(cd build-old/src && patch -R -p1 -s < "$root/docs/receipts/2026-12-04-c/patches/q4h-values-prefetch.patch" && patch -R -p1 -s < "$root/docs/receipts/2026-12-04-c/patches/q4h-int-values.patch" && echo "old tree: both patches reversed") \
   > "$OUT/old-tree.log" 2>&1
 (cd build-old/src && cmake -S . -B build -DHKV_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DHKV_DEPS_PREFIX=/tmp/deps/usr > "$OUT/old-configure.log" 2>&1 && cmake --build build -j8 --target hkv \

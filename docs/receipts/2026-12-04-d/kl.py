@@ -1,5 +1,5 @@
-# Session 33 (CPU), after logits.sh: KL of the next-token distributions between hkv logits files (fp32 [tokens][256], the trained model's vocab):
-# bf16 cache against q4h before session 32's values change (old) and after (new), and old against new.
+# 2026-12-04-d (CPU), after logits.sh: KL of the next-token distributions between hkv logits files (fp32 [tokens][256], the trained model's vocab):
+# bf16 cache against q4h before 2026-12-04-c's values change (old) and after (new), and old against new.
 import numpy as np
 V = 256
 def load(p): return np.fromfile(p, dtype='<f4').reshape(-1, V).astype(np.float64)

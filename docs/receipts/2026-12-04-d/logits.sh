@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 33 (CPU): the logits that kl.py compares. OLD is hkv built from main before session 32's values change
+# 2026-12-04-d (CPU): the logits that kl.py compares. OLD is hkv built from main before 2026-12-04-c's values change
 # (8ac7614), NEW from main after it; both on the oracle, the trained model, the first 2,048 and 8,192 tokens of its
 # held-out text, q4h and bf16 caches. usage: OLD=/path/to/old/hkv NEW=/path/to/new/hkv bash logits.sh (in a scratch
 # folder; then python3 kl.py there).

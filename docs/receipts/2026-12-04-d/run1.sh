@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Session 33's plan for the next card (none was lent in session 33), the first call: the checks that session 32's
+# 2026-12-04-d's plan for the next card (none was lent in 2026-12-04-d), the first call: the checks that 2026-12-04-c's
 # contract change (q4h's values in integers, ARITHMETIC.md §6 step 3) has not yet had on a GPU. About 6–7 minutes on
-# a fresh H200 (the build 187 s, gpu_ops 33 s, gpu_engine 18 s, hkv diff 85 s, the long cases 61 s in session 30).
+# a fresh H200 (the build 187 s, gpu_ops 33 s, gpu_engine 18 s, hkv diff 85 s, the long cases 61 s in 2026-12-04-a).
 # 1. gpu_ops and gpu_engine, byte for byte with the oracle (every attention shape, every cache format).
 # 2. hkv diff whole, then the exact path's long q4h cases (8K and 32K on builtin:tiny, logits equal).
-# usage (the device tool, .deps carried): bash docs/receipts/s33/run1.sh
+# usage (the device tool, .deps carried): bash docs/receipts/2026-12-04-d/run1.sh
 set -u
 OUT=${OUT:-/tmp/hkv-out}
 export OUT

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Session 33's plan, the second call (the machine of run1.sh, still warm, its build-gpu kept; about 7 minutes):
+# 2026-12-04-d's plan, the second call (the machine of run1.sh, still warm, its build-gpu kept; about 7 minutes):
 # 1. compute-sanitizer memcheck, racecheck and initcheck over the attention case (q4h_int_values' shared scratch, its
 #    __syncwarp pairs and ldmatrix reads are new), in the slim and narrow-v2 shapes, the three at once.
 # 2. the fidelity gate on the engine at every depth of the default fixture, exact prefill (what scripts/run runs on a
-#    GPU; 202 s in session 30), on session 32's q4h arithmetic;
+#    GPU; 202 s in 2026-12-04-a), on 2026-12-04-c's q4h arithmetic;
 # 3. hkv generate on the engine against the oracle's tokens (plain, --draft, --batch, three caches, both checkpoints).
-# usage: bash docs/receipts/s33/run2.sh
+# usage: bash docs/receipts/2026-12-04-d/run2.sh
 set -u
 OUT=${OUT:-/tmp/hkv-out}
 export OUT

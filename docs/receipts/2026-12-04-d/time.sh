@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The oracle's q4h prefill, three builds without CUDA (Release, 2 threads), one after another, the machine otherwise idle:
-# before = 8ac7614 (before session 32's values change), head = f9c8ea1 (main at session 33's start), after = a799e30.
+# before = 8ac7614 (before 2026-12-04-c's values change), head = f9c8ea1 (main at 2026-12-04-d's start), after = a799e30.
 M=${M:-/work/main/fixtures/trained/hf}
 declare -A bin=([before]=/tmp/old/build/hkv [head]=/tmp/head/build/hkv [after]=/work/main/build-cpu/hkv)
 for n in 2k 8k; do
