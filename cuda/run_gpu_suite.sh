@@ -142,7 +142,7 @@ for s in $stages; do
       prompt="The quick brown fox jumps over the lazy dog. The quick brown"
       for model in fixtures/trained/hf fixtures/trained/mlx; do
         for cache in bf16 fp8 q4h; do
-          common=(generate --model "$model" --prompt "$prompt" --n 24 --kv-cache "$cache")
+          common=(generate --model "$model" --prompt "$prompt" --n 24 --kv-cache "$cache" --ids)
           build-gpu/hkv "${common[@]}" --backend cpu --batch 3 > "$OUT/gen-cpu.txt" 2>> "$OUT/gen-err.txt"
           cpu_rc=$?
           for extra in "" "--draft 4" "--batch 3"; do

@@ -7,7 +7,7 @@
 // times the launch with events (one block of W warps per multiprocessor, a grid of the multiprocessor count) and
 // gives the rate as instructions / (multiprocessors x cycles at the measured clock), the clock read from
 // clock64 over the same kernel. First it checks that one IMMA gives the exact sums (the fragment layout
-// docs/receipts/s18 uses): D[r][n] = sum_k A[r][k] B[k][n] against the host, as integers.
+// docs/receipts/2026-12-01-a uses): D[r][n] = sum_k A[r][k] B[k][n] against the host, as integers.
 // Built for sm_90a as its own executable: build-gpu/tests/hkv_imma_probe (cuda/run_gpu_suite.sh probe-imma).
 #include <cuda_runtime.h>
 
