@@ -37,7 +37,7 @@ inline HkvRun run_hkv_in(const std::filesystem::path& scratch, const std::vector
   std::string cmd = shell_quote(HKV_BINARY);
   for (const std::string& a : args) cmd += " " + shell_quote(a);
   const std::filesystem::path out = scratch / "hkv.stdout", err = scratch / "hkv.stderr";
-  cmd += " </dev/null >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
+  cmd.append(" </dev/null >").append(shell_quote(out.string())).append(" 2>").append(shell_quote(err.string()));
   const int status = std::system(cmd.c_str());
   HkvRun r;
   r.code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "hkv_process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -43,12 +45,7 @@ struct BadDir {
   }
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string slurp(const fs::path& p) { return hkv_test::read_text(p); }
 
 void spit(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -97,29 +94,12 @@ struct St {
 };
 
 // One run of the hkv binary.
-struct Run {
-  int code = -1;
-  std::string err;
-};
+using Run = hkv_test::HkvRun;
+using hkv_test::shell_quote;
 
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
+// `hkv ARGS...`, its stdout and stderr kept in the folder of `err_file` (the case's own).
 Run run_hkv(const std::vector<std::string>& args, const fs::path& err_file) {
-  std::string cmd = quote(HKV_BINARY);
-  for (const std::string& a : args) {
-    cmd += ' ';
-    cmd += quote(a);
-  }
-  cmd += " >/dev/null 2>" + quote(err_file.string());
-  int status = std::system(cmd.c_str());
-  Run r;
-  r.code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.err = slurp(err_file);
-  return r;
+  return hkv_test::run_hkv_in(err_file.parent_path(), args);
 }
 
 // A case: what to damage in the copied checkpoint, and what the message must name.
@@ -538,7 +518,7 @@ TEST_CASE("no GPU: the engine's commands refuse with CUDA's reason, exit 2, and 
   // says so. In the last two this test has nothing to check.
   BadDir root;
   std::string said;
-  const std::string probe = quote(HKV_BINARY) + " diff --require-gpu --list 2>/dev/null";
+  const std::string probe = shell_quote(HKV_BINARY) + " diff --require-gpu --list 2>/dev/null";
   FILE* f = popen(probe.c_str(), "r");
   REQUIRE(f != nullptr);
   char buf[256];
