@@ -1,10 +1,13 @@
 #include "reference/kvformat.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
 #include "reference/scalar.h"
+#include "reference/synthetic.h"
 
 namespace hkv {
 
@@ -31,10 +34,18 @@ KvFormat KvFormat::parse(const std::string& name) {
       f.group = 64;
     else if (part == "g128")
       f.group = 128;
+    else if (part == "nf")
+      f.grid = Grid::Normal;
+    else if (part == "mse")
+      f.mse = true;
+    else if (part.rfind("seed", 0) == 0 && part.size() <= 8 &&
+             part.find_first_not_of("0123456789", 4) == std::string::npos && part != "seed0")
+      f.seed = part == "seed" ? 1 : std::stoi(part.substr(4));
     else
       throw std::invalid_argument("unknown cache format option '" + part + "' in '" + name + "'");
     pos = end == std::string::npos ? name.size() : end;
   }
+  if (f.seed && !f.rotate) throw std::invalid_argument("cache format '" + name + "': 'seed' signs the rotation");
   return f;
 }
 
@@ -47,12 +58,15 @@ std::string KvFormat::name() const {
   if (group != 32) s += "-g" + std::to_string(group);
   if (grid == Grid::Symmetric) s += "-sym";
   if (grid == Grid::Midpoint) s += "-mid";
+  if (grid == Grid::Normal) s += "-nf";
+  if (seed) s += seed == 1 ? std::string("-seed") : "-seed" + std::to_string(seed);
+  if (mse) s += "-mse";
   return s;
 }
 
 bool KvFormat::is_canonical() const {
   if (kind == KvKind::F32) return false;
-  return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0);
+  return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0 && !mse && seed == 0);
 }
 
 size_t kv_row_bytes(const KvFormat& f, int head_dim) {
@@ -107,8 +121,68 @@ static float stored_scale(float wanted, uint16_t* bits) {
   return f32_from_f16(*bits);
 }
 
-// One q4h group of n values (already rotated when the format rotates): returns codes 0..15.
-static void q4_group(Grid grid, const float* x, int n, uint8_t* codes, uint16_t* scale_bits) {
+// The Normal grid's positive levels, in units of the scale (the group's absmax): Lloyd–Max levels of the rotated
+// values over their group's absmax, fitted to the trained model's K and V rows (a Gaussian's give the same to the
+// third digit), the top level held at 1 so that the extreme is exact. Each is k/1024: s·level is exact in fp32.
+static constexpr float kNormalLevels[8] = {52 / 1024.0f,  158 / 1024.0f, 268 / 1024.0f, 383 / 1024.0f,
+                                           509 / 1024.0f, 650 / 1024.0f, 816 / 1024.0f, 1.0f};
+
+// The unit value of code c (0..15) on a grid: the stored value is scale · unit.
+static float q4_unit(Grid grid, int c) {
+  switch (grid) {
+    case Grid::Midpoint:
+      return float(c) - 7.5f;
+    case Grid::Normal:  // codes 0..7 the negative levels from the largest, 8..15 the positive from the smallest
+      return c < 8 ? -kNormalLevels[7 - c] : kNormalLevels[c - 8];
+    case Grid::Q4_0:
+    case Grid::Symmetric:
+      break;
+  }
+  return float(c) - 8.0f;  // exact: float(c − 8)
+}
+
+// The code of y on a grid with the scale s as stored (s != 0): one fp32 division t = y/s, then the nearest level.
+static uint8_t q4_code(Grid grid, float y, float s) {
+  float t = y / s;
+  int c;
+  switch (grid) {
+    case Grid::Midpoint:  // levels at (c − 7.5); the nearest level to t is floor(t) + 0.5, ties (t an integer) upward
+      t = t < -8.0f ? -8.0f : (t > 8.0f ? 8.0f : t);
+      c = int(floor_small(t)) + 8;
+      break;
+    case Grid::Normal: {  // the nearest positive level to |t|, the smaller on a tie, then the sign
+      const float a = t < 0.0f ? -t : t;
+      int i = 0;
+      for (int k = 1; k < 8; k++)
+        if (std::fabs(a - kNormalLevels[k]) < std::fabs(a - kNormalLevels[i])) i = k;
+      c = t < 0.0f ? 7 - i : 8 + i;
+      break;
+    }
+    case Grid::Q4_0:
+    case Grid::Symmetric:
+    default:
+      t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
+      c = int(round_even_small(t)) + 8;
+      break;
+  }
+  const int lo = grid == Grid::Symmetric ? 1 : 0;
+  return uint8_t(c < lo ? lo : (c > 15 ? 15 : c));
+}
+
+// The codes of a group against the stored scale s, and their squared error in float64.
+static double q4_codes(Grid grid, const float* x, int n, float s, uint8_t* codes) {
+  double err = 0;
+  for (int j = 0; j < n; j++) {
+    // an all-zero group (or one whose scale underflows fp16): every value reads 0
+    codes[j] = s == 0.0f ? uint8_t(8) : q4_code(grid, x[j], s);
+    const double e = double(s == 0.0f ? 0.0f : s * q4_unit(grid, codes[j])) - double(x[j]);
+    err += e * e;
+  }
+  return err;
+}
+
+// One q4h group of n values (already rotated when the format rotates): returns codes 0..15 and the scale's bits.
+static void q4_group(const KvFormat& f, const float* x, int n, uint8_t* codes, uint16_t* scale_bits) {
   float amax = 0.0f, extreme = 0.0f;
   for (int j = 0; j < n; j++) {
     float a = x[j] < 0.0f ? -x[j] : x[j];
@@ -117,36 +191,49 @@ static void q4_group(Grid grid, const float* x, int n, uint8_t* codes, uint16_t*
       extreme = x[j];
     }
   }
-  float s = 0.0f;
-  switch (grid) {
+  float wanted = 0.0f;  // the grid's scale, from the group's extreme
+  switch (f.grid) {
     case Grid::Midpoint:
-      s = stored_scale(amax / 7.5f, scale_bits);
+      wanted = amax / 7.5f;
       break;
     case Grid::Symmetric:
-      s = stored_scale(amax / 7.0f, scale_bits);
+      wanted = amax / 7.0f;
+      break;
+    case Grid::Normal:
+      wanted = amax;
       break;
     case Grid::Q4_0:
-      s = stored_scale(extreme / -8.0f, scale_bits);
+      wanted = extreme / -8.0f;
       break;
   }
-  for (int j = 0; j < n; j++) {
-    if (s == 0.0f) {  // an all-zero group (or one whose scale underflows fp16): every value reads 0
-      codes[j] = 8;
-      continue;
+  const float s = stored_scale(wanted, scale_bits);
+  const double err = q4_codes(f.grid, x, n, s, codes);
+  if (!f.mse || s == 0.0f) return;
+  // The least squared error over scales from 3/4 to 5/4 of the grid's own in steps of 1/32, each rounded to fp16
+  // and its codes computed from the rounded scale. The grid's own is the first candidate and is kept on a tie,
+  // so the error is never above the grid's. Candidates that overflow fp16 or round to 0 are passed over.
+  double best = err;
+  std::vector<uint8_t> trial(static_cast<size_t>(n));
+  for (int i = -8; i <= 8; i++) {
+    uint16_t bits = f16_from_f32(wanted * (1.0f + float(i) / 32.0f));
+    const float c = f32_from_f16(bits);
+    if (i == 0 || (bits & 0x7c00u) == 0x7c00u || c == 0.0f) continue;
+    const double e = q4_codes(f.grid, x, n, c, trial.data());
+    if (e < best) {
+      best = e;
+      *scale_bits = bits;
+      std::copy(trial.begin(), trial.end(), codes);
     }
-    float t = x[j] / s;
-    int c;
-    if (grid == Grid::Midpoint) {
-      // Levels at (c − 7.5); the nearest level to t is floor(t) + 0.5, ties (t an integer) upward.
-      t = t < -8.0f ? -8.0f : (t > 8.0f ? 8.0f : t);
-      c = int(floor_small(t)) + 8;
-    } else {
-      t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
-      c = int(round_even_small(t)) + 8;
-    }
-    int lo = grid == Grid::Symmetric ? 1 : 0;
-    codes[j] = uint8_t(c < lo ? lo : (c > 15 ? 15 : c));
   }
+}
+
+// The seeded ablation's signs: element d of a row is negated before and after its group's transform when bit 0
+// of a counter-based hash of (seed, d) is set (about half of them, no pattern within or across groups). Each seed
+// is another rotation as good as H on near-Gaussian rows, so seeds 1, 2, 3, … are repeated draws of a format's
+// error: their spread is the noise of one gate measurement.
+static void flip_seeded_signs(int seed, float* x, int head_dim) {
+  for (int d = 0; d < head_dim; d++)
+    if (synth_bits(0x5eed, uint64_t(seed), uint64_t(d)) & 1u) x[d] = -x[d];
 }
 
 void kv_pack_row(const KvFormat& f, const float* x, int head_dim, uint8_t* out) {
@@ -175,12 +262,14 @@ void kv_pack_row(const KvFormat& f, const float* x, int head_dim, uint8_t* out) 
       return;
     case KvKind::Q4H: {
       std::vector<float> v(x, x + head_dim);
+      if (f.seed) flip_seeded_signs(f.seed, v.data(), head_dim);
       if (f.rotate) rotate_groups(v.data(), head_dim, G);
+      if (f.seed) flip_seeded_signs(f.seed, v.data(), head_dim);  // S·H·S: symmetric and its own inverse, as H is
       std::vector<uint8_t> codes(static_cast<size_t>(G));
       std::memset(out, 0, size_t(head_dim / 2));
       for (int g = 0; g < groups; g++) {
         uint16_t bits;
-        q4_group(f.grid, v.data() + g * G, G, codes.data(), &bits);
+        q4_group(f, v.data() + g * G, G, codes.data(), &bits);
         put_f16(out + head_dim / 2 + 2 * g, bits);
         // Nibble order: element d sits in byte d/2, low nibble for even d, high nibble for odd d.
         for (int j = 0; j < G; j++) {
@@ -215,12 +304,18 @@ void kv_read_row(const KvFormat& f, const uint8_t* row, int head_dim, float* u, 
       return;
     }
     case KvKind::Q4H: {  // byte i holds element 2i in its low half, 2i + 1 in its high half
-      const float zero = f.grid == Grid::Midpoint ? 7.5f : 8.0f;  // float(c) − 8 is exact: float(c − 8)
+      float unit[16];    // each code's unit value, taken once a row
+      for (int c = 0; c < 16; c++) unit[c] = q4_unit(f.grid, c);
       for (int i = 0; i < head_dim / 2; i++) {
-        u[2 * i] = float(row[i] & 0xf) - zero;
-        u[2 * i + 1] = float(row[i] >> 4) - zero;
+        u[2 * i] = unit[row[i] & 0xf];
+        u[2 * i + 1] = unit[row[i] >> 4];
       }
       for (int g = 0; g < groups; g++) s[g] = f32_from_f16(get_f16(row + head_dim / 2 + 2 * g));
+      if (f.seed) {  // back to the original space: S·H·S is linear, so s·(SHS u) = SHS (s·u), up to fp32 rounding
+        flip_seeded_signs(f.seed, u, head_dim);
+        rotate_groups(u, head_dim, G);
+        flip_seeded_signs(f.seed, u, head_dim);
+      }
       return;
     }
   }

@@ -26,29 +26,43 @@ enum class Grid {
   Q4_0,       // codes −8..7 stored as c+8, s = (signed extreme)/−8: the extreme is exact
   Symmetric,  // codes −7..7 stored as c+8, s = absmax/7
   Midpoint,   // 16 levels (c − 7.5)·s, s = absmax/7.5, no zero level
+  Normal,     // 16 symmetric levels ±kNormalLevels[i]·s, denser near 0, s = absmax (kvformat.cpp)
 };
 
+// The oracle's ablations at q4h's bytes (16 bytes of codes and an fp16 scale a group of 32), for study; the engine
+// refuses them (is_canonical). Each combines with the others and with the grids above:
+//   q4h-mse    each group's scale searched, among 17 candidates from 3/4 to 5/4 of the grid's own, for the least
+//              squared error of the group, codes computed from each candidate as rounded to fp16;
+//   q4h-nf     the Normal grid: 16 symmetric levels fitted to rotated rows (Lloyd–Max), codes as level indices;
+//   q4h-seedN  the transform S·H·S with a ±1 diagonal S drawn from seed N (1 for "seed"): another rotation, so that
+//              repeated seeds measure how much one gate result owes to where the rounding errors happen to fall.
 struct KvFormat {
   KvKind kind = KvKind::BF16;
-  // Ablations for study (oracle only). q4h is rotate = true, group = 32, grid = Q4_0.
+  // Ablations for study (oracle only). q4h is rotate = true, group = 32, grid = Q4_0, mse = false, seed = 0.
   bool rotate = true;
   int group = 32;
   Grid grid = Grid::Q4_0;
+  bool mse = false;  // each group's scale searched for the least squared error, the grid's own among the candidates
+  int seed = 0;      // not 0: a fixed ±1 diagonal S drawn from this seed around each group's transform, S·H·S for H
 
-  static KvFormat bf16() { return {KvKind::BF16, false, 32, Grid::Q4_0}; }
-  static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Q4_0}; }
-  static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Q4_0}; }
-  static KvFormat f32() { return {KvKind::F32, false, 32, Grid::Q4_0}; }
+  static KvFormat bf16() { return {KvKind::BF16, false, 32, Grid::Q4_0, false, 0}; }
+  static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Q4_0, false, 0}; }
+  static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Q4_0, false, 0}; }
+  static KvFormat f32() { return {KvKind::F32, false, 32, Grid::Q4_0, false, 0}; }
   // "bf16", "fp8", "q4h"; "f32" (no rounding: for conformance with fp32 implementations); ablations "q4h-norot",
-  // "q4h-g16|g64|g128", "q4h-sym", "q4h-mid" and combinations such as "q4h-norot-sym". Throws std::invalid_argument
-  // naming the text.
+  // "q4h-g16|g64|g128", "q4h-sym", "q4h-mid", "q4h-nf", "q4h-mse", "q4h-seed" (seed 1) or "q4h-seedN",
+  // and combinations such as "q4h-norot-sym" or "q4h-nf-mse". Throws std::invalid_argument naming the text.
   static KvFormat parse(const std::string& name);
   std::string name() const;
   bool is_canonical() const;  // one of the three formats the engine implements
-  bool rotated() const { return kind == KvKind::Q4H && rotate; }
+  // Rows read back in rotated space, where attention runs with the query rotated by rotate_groups. The seeded
+  // ablation's transform S·H·S is not the query's H: kv_read_row turns its rows back to the original space.
+  bool rotated() const { return kind == KvKind::Q4H && rotate && seed == 0; }
   // Scores taken in integers (ARITHMETIC.md §6): 4-bit codes whose unit values are integers, in groups of 32
-  // (q4h, and its ablations but for the midpoint grid and the other group sizes).
-  bool integer_scores() const { return kind == KvKind::Q4H && group == 32 && grid != Grid::Midpoint; }
+  // (q4h, and its ablations with the q4_0 or the symmetric grid, read in rotated space, at group 32).
+  bool integer_scores() const {
+    return kind == KvKind::Q4H && group == 32 && (grid == Grid::Q4_0 || grid == Grid::Symmetric) && seed == 0;
+  }
 };
 
 size_t kv_row_bytes(const KvFormat& f, int head_dim);
