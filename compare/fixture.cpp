@@ -98,6 +98,24 @@ Fixture parse_fixture(const std::string& text, const std::string& path) {
     f.ask = token_list(p["ask"], path, "passphrase.ask");
     f.answer = token_list(p["answer"], path, "passphrase.answer");
   }
+  if (j.contains("recall")) {
+    if (!j["recall"].is_array()) throw field_error(path, "recall", "expected an array of probes");
+    for (size_t i = 0; i < j["recall"].size(); i++) {
+      const json& p = j["recall"][i];
+      const std::string at = "recall[" + std::to_string(i) + "]";
+      if (!p.is_object()) throw field_error(path, at, "expected an object");
+      RecallProbe r;
+      if (!p.contains("at") || !p["at"].is_number() || !(p["at"].get<double>() > 0 && p["at"].get<double>() < 1))
+        throw field_error(path, at + ".at", "expected a number between 0 and 1 (a share of the context)");
+      r.at = p["at"].get<double>();
+      for (const char* k : {"plant", "ask", "answer"})
+        if (!p.contains(k)) throw field_error(path, at + "." + k, "is missing");
+      r.plant = token_list(p["plant"], path, at + ".plant");
+      r.ask = token_list(p["ask"], path, at + ".ask");
+      r.answer = token_list(p["answer"], path, at + ".answer");
+      f.recall.push_back(std::move(r));
+    }
+  }
   if (j.contains("bars")) {
     const json& b = j["bars"];
     if (b.contains("kl_mean")) f.bar_kl_mean = b["kl_mean"].get<double>();

@@ -10,6 +10,9 @@
 //   "formats": ["fp8", "q4h"],             cache formats compared with bf16
 //   "passphrase": {"plant": "text", "ask": "text", "answer": "text"}   (byte-level models), or the same
 //                 keys holding arrays of token ids,
+//   "recall": [{"at": 0.125, "plant": "...", "ask": "...", "answer": "..."}, ...]   more recall probes (optional),
+//                 each planted at a share `at` (0 < at < 1) of the context before the questions, all asked
+//                 just before the passphrase's question, in order (compare/gate.h),
 //   "bars": {"kl_mean": 0.01, "kl_max": 0.1},
 //   "golden": {"bf16": "xxh64 of the oracle's logits over the first 64 tokens", ...}
 // }
@@ -24,6 +27,12 @@
 
 namespace hkv {
 
+// A recall probe beyond the passphrase: a plant, its question and the answer that follows the question.
+struct RecallProbe {
+  double at = 0;  // where the plant starts, as a share of the context before the probes' questions
+  std::vector<int32_t> plant, ask, answer;
+};
+
 struct Fixture {
   std::string path;  // the fixture file
   std::string name, description;
@@ -35,6 +44,7 @@ struct Fixture {
   int64_t rows = 256;
   std::vector<std::string> formats;
   std::vector<int32_t> plant, ask, answer;  // passphrase tokens (empty: none)
+  std::vector<RecallProbe> recall;          // more probes (empty: the passphrase alone)
   double bar_kl_mean = 0.01, bar_kl_max = 0.1;
   std::map<std::string, std::string> golden;
 };

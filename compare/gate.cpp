@@ -1,5 +1,6 @@
 #include "compare/gate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -51,21 +52,70 @@ RunnerFactory engine_runners(const Model&, Prefill) {
 
 // ---- the context -----------------------------------------------------------------------------------
 
-std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows) {
+// The probes' places at a depth, or why they do not fit.
+static std::string probe_spans(const Fixture& f, int64_t depth, int64_t rows, std::vector<ProbeSpan>* spans,
+                               int64_t* questions) {
+  int64_t block = 0;  // the probes' questions and answers
+  for (const RecallProbe& r : f.recall) block += int64_t(r.ask.size() + r.answer.size());
+  const int64_t a = int64_t(f.ask.size()), q = depth - a - block;
+  std::vector<std::pair<int64_t, int64_t>> plants;  // [start, end) of every plant
+  if (!f.plant.empty()) {
+    const int64_t p = int64_t(f.plant.size()), n = int64_t(f.answer.size());
+    if (depth / 2 + p > depth - a || n > rows) return "too short for the passphrase";
+    spans->push_back({0.5, depth / 2, depth, n});
+    plants.push_back({depth / 2, depth / 2 + p});
+  }
+  int64_t next = q;  // where the next question starts
+  for (const RecallProbe& r : f.recall) {
+    const int64_t at = int64_t(std::floor(r.at * double(q)));
+    next += int64_t(r.ask.size());
+    spans->push_back({r.at, at, next, int64_t(r.answer.size())});
+    next += int64_t(r.answer.size());
+    plants.push_back({at, at + int64_t(r.plant.size())});
+  }
+  std::sort(plants.begin(), plants.end());
+  for (size_t i = 0; i < plants.size(); i++)
+    if (plants[i].first < 0 || plants[i].second > q || (i && plants[i].first < plants[i - 1].second))
+      return f.recall.empty() ? "too short for the passphrase" : "too short for the recall probes";
+  *questions = q;
+  return "";
+}
+
+std::string gate_layout_problem(const Fixture& f, int64_t depth, int64_t rows) {
+  std::vector<ProbeSpan> spans;
+  int64_t q = 0;
+  return probe_spans(f, depth, rows, &spans, &q);
+}
+
+GateLayout gate_layout(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows) {
   const int64_t need = depth + rows;
   if (int64_t(text.size()) < need)
     throw std::runtime_error("depth " + std::to_string(depth) + " needs " + std::to_string(need) +
                              " tokens; the token file has " + std::to_string(text.size()));
-  std::vector<int32_t> ctx(text.begin(), text.begin() + need);
+  GateLayout g;
+  int64_t q = 0;
+  const std::string why = probe_spans(f, depth, rows, &g.probes, &q);
+  if (!why.empty()) throw std::runtime_error("depth " + std::to_string(depth) + " is " + why);
+  g.ctx.assign(text.begin(), text.begin() + need);
+  g.logits_from = f.recall.empty() ? depth - 1 : q;
+  auto put = [&g](const std::vector<int32_t>& t, int64_t at) { std::copy(t.begin(), t.end(), g.ctx.begin() + at); };
   if (!f.plant.empty()) {
-    const int64_t a = int64_t(f.ask.size()), p = int64_t(f.plant.size()), n = int64_t(f.answer.size());
-    if (depth / 2 + p > depth - a || n > rows)
-      throw std::runtime_error("depth " + std::to_string(depth) + " is too short for the passphrase");
-    std::copy(f.plant.begin(), f.plant.end(), ctx.begin() + depth / 2);  // planted at d/2
-    std::copy(f.ask.begin(), f.ask.end(), ctx.begin() + (depth - a));    // asked, ending at d−1
-    std::copy(f.answer.begin(), f.answer.end(), ctx.begin() + depth);    // the answer starts at d
+    put(f.plant, depth / 2);                    // planted at d/2
+    put(f.ask, depth - int64_t(f.ask.size()));  // asked, ending at d−1
+    put(f.answer, depth);                       // the answer starts at d
   }
-  return ctx;
+  const size_t first = f.plant.empty() ? 0 : 1;
+  for (size_t i = 0; i < f.recall.size(); i++) {
+    const ProbeSpan& sp = g.probes[first + i];
+    put(f.recall[i].plant, sp.plant);
+    put(f.recall[i].ask, sp.answer - int64_t(f.recall[i].ask.size()));
+    put(f.recall[i].answer, sp.answer);
+  }
+  return g;
+}
+
+std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows) {
+  return gate_layout(f, text, depth, rows).ctx;
 }
 
 // ---- one depth -------------------------------------------------------------------------------------
@@ -74,13 +124,26 @@ std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>
                                     const std::vector<GateSide>& sides, const std::vector<GatePair>& pairs,
                                     int64_t vocab, const GateOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<int32_t> ctx = gate_context(f, text, depth, rows);
+  const GateLayout lay = gate_layout(f, text, depth, rows);
+  const std::vector<int32_t>& ctx = lay.ctx;
   // rows predict tokens depth … depth+rows−1: the logits at positions depth−1 … depth+rows−2
-  const int64_t first = depth - 1, capacity = depth - 1 + rows;
+  const int64_t first = depth - 1, capacity = depth - 1 + rows, from = lay.logits_from;
   std::vector<std::unique_ptr<SequenceRunner>> run;
   for (const GateSide& sd : sides) run.push_back((*sd.make)(sd.fmt, capacity));
 
-  // prefill [0, depth−1) in pieces, without logits, each side fed once
+  // the probe whose answer holds the token at position t (from < t <= capacity), or −1
+  std::vector<int> answer_of(size_t(capacity - from + 1), -1);
+  for (size_t k = 0; k < lay.probes.size(); k++)
+    for (int64_t t = lay.probes[k].answer; t < lay.probes[k].answer + lay.probes[k].length; t++)
+      answer_of[size_t(t - from)] = int(k);
+  // recalled[s][k]: side s's top token was the answer's at every token of probe k so far
+  std::vector<std::vector<char>> recalled(sides.size(), std::vector<char>(lay.probes.size(), 1));
+  const auto check_recall = [&](size_t s, int64_t t, int32_t top) {  // side s's top token at position t
+    const int k = answer_of[size_t(t + 1 - from)];
+    if (k >= 0 && top != ctx[size_t(t + 1)]) recalled[s][size_t(k)] = 0;
+  };
+
+  // prefill [0, from) in pieces, without logits, each side fed once
   const int64_t piece = 4096, total = int64_t(sides.size()) * capacity;
   int64_t done = 0;
   const auto fed = [&](int64_t n) {
@@ -88,11 +151,22 @@ std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>
     if (opt.progress) opt.progress(depth, done, total);
   };
   fed(0);
-  for (int64_t p = 0; p < first; p += piece) {
-    std::vector<int32_t> part(ctx.begin() + p, ctx.begin() + std::min(first, p + piece));
+  for (int64_t p = 0; p < from; p += piece) {
+    std::vector<int32_t> part(ctx.begin() + p, ctx.begin() + std::min(from, p + piece));
     for (auto& r : run) {
       r->feed(part, nullptr);
       fed(int64_t(part.size()));
+    }
+  }
+  // the probes' questions [from, depth−1), with logits: only their answers are read
+  std::vector<std::vector<float>> logits(sides.size());
+  for (int64_t p = from; p < first; p += opt.chunk) {
+    const int64_t n = std::min(opt.chunk, first - p);
+    std::vector<int32_t> part(ctx.begin() + p, ctx.begin() + p + n);
+    for (size_t s = 0; s < sides.size(); s++) {
+      run[s]->feed(part, &logits[s]);
+      fed(n);
+      for (int64_t i = 0; i < n; i++) check_recall(s, p + i, argmax(logits[s].data() + size_t(i * vocab), vocab));
     }
   }
 
@@ -100,11 +174,9 @@ std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>
     StreamingSummary kl;
     int64_t agree = 0;
     double nll_a = 0, nll_b = 0;
-    bool answer_a = true, answer_b = true;
     std::vector<TopDiff> diffs;
   };
   std::vector<Tally> tally(pairs.size());
-  std::vector<std::vector<float>> logits(sides.size());
   std::vector<std::vector<double>> lp(sides.size());
   std::vector<int32_t> top(sides.size());
   for (int64_t c = 0; c < rows; c += opt.chunk) {
@@ -120,6 +192,7 @@ std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>
         const float* l = logits[s].data() + size_t(i * vocab);
         log_softmax(l, vocab, lp[s]);
         top[s] = argmax(l, vocab);
+        check_recall(s, first + row, top[s]);
       }
       const int32_t next = ctx[size_t(depth + row)];
       for (size_t k = 0; k < pairs.size(); k++) {
@@ -135,10 +208,6 @@ std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>
           t.diffs.push_back({row, ta, tb, la[size_t(ta)] - la[size_t(tb)], lb[size_t(tb)] - lb[size_t(ta)]});
         t.nll_a -= la[size_t(next)];
         t.nll_b -= lb[size_t(next)];
-        if (row < int64_t(f.answer.size())) {
-          t.answer_a = t.answer_a && ta == next;
-          t.answer_b = t.answer_b && tb == next;
-        }
       }
     }
   }
@@ -161,11 +230,19 @@ std::vector<DepthResult> gate_depth(const Fixture& f, const std::vector<int32_t>
     r.top1_agree = double(t.agree) / double(rows);
     r.ppl_ref = std::exp(t.nll_a / double(rows));
     r.ppl_fmt = std::exp(t.nll_b / double(rows));
-    if (!f.answer.empty()) {
-      r.recall_ref = t.answer_a ? 1 : 0;
-      r.recall_fmt = t.answer_b ? 1 : 0;
+    const std::vector<char>&ra = recalled[size_t(pairs[k].a)], &rb = recalled[size_t(pairs[k].b)];
+    for (size_t i = 0; i < lay.probes.size(); i++) {
+      const ProbeSpan& sp = lay.probes[i];
+      r.probes.push_back({sp.at, sp.plant, sp.answer, ra[i] != 0, rb[i] != 0});
+      r.recalled_ref += ra[i];
+      r.recalled_fmt += rb[i];
     }
-    r.pass = r.kl_mean <= f.bar_kl_mean && r.kl_max <= f.bar_kl_max;
+    if (!f.plant.empty()) {  // the passphrase is the first probe
+      r.recall_ref = ra[0];
+      r.recall_fmt = rb[0];
+    }
+    r.recall_pass = r.recalled_fmt >= r.recalled_ref;
+    r.pass = r.kl_mean <= f.bar_kl_mean && r.kl_max <= f.bar_kl_max && r.recall_pass;
     r.seconds = seconds;
     out.push_back(std::move(r));
   }
@@ -228,10 +305,7 @@ GateReport run_gate(const Fixture& f, const Model& m, const std::vector<int32_t>
     d = fitted(d);
     if (d < 2) return "max_position_embeddings " + std::to_string(max_pos) + " leaves no room for the rows";
     if (int64_t(text.size()) < d + rows) return "the token file holds " + std::to_string(text.size()) + " tokens";
-    if (!f.plant.empty() &&
-        (d / 2 + int64_t(f.plant.size()) > d - int64_t(f.ask.size()) || int64_t(f.answer.size()) > rows))
-      return "too short for the passphrase";
-    return "";
+    return gate_layout_problem(f, d, rows);
   };
   g.pass = true;
   // Each depth feeds every side once: the bf16 cache (the reference of every format and the candidate of the

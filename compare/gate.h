@@ -1,9 +1,10 @@
 // The fidelity gate (design.md): what a cache format costs against the bf16 cache, teacher-forced.
 //
 // At each depth d: the fixture's text, a passphrase planted at d/2 and asked just before d, so that the
-// answer is the next tokens at d. Both caches consume the same tokens (teacher forcing); the rows
-// predicting tokens d … d+rows−1 are scored: KL(bf16 ‖ format), top-token agreement, perplexity, recall
-// of the passphrase. Logits are produced and consumed in chunks: memory does not grow with the rows.
+// answer is the next tokens at d, and the fixture's further recall probes planted across the context and asked
+// just before the passphrase (gate_layout). Both caches consume the same tokens (teacher forcing); the rows
+// predicting tokens d … d+rows−1 are scored: KL(bf16 ‖ format), top-token agreement, perplexity; and every probe's
+// recall. Logits are produced and consumed in chunks: memory does not grow with the rows.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,15 @@ struct TopDiff {
   double fmt_margin;         // log p_fmt(fmt_top) − log p_fmt(ref_top)
 };
 
+// A recall probe at one depth: where it sits and whether each side recalled it (every answer token the top token,
+// teacher-forced).
+struct ProbeResult {
+  double at = 0;       // the plant's share of the context before the questions (0.5: the passphrase at d/2)
+  int64_t plant = 0;   // position of the plant's first token
+  int64_t answer = 0;  // position of the answer's first token
+  bool ref = false, fmt = false;
+};
+
 struct DepthResult {
   int64_t depth = 0;            // the context depth d that ran
   int64_t requested_depth = 0;  // the fixture's depth: d, or above d where d's rows had to fit the window
@@ -56,7 +66,12 @@ struct DepthResult {
   std::vector<TopDiff> diffs;
   double ppl_ref = 0, ppl_fmt = 0;
   int recall_ref = -1, recall_fmt = -1;  // 1 if every answer token is the top token (teacher-forced), -1: no passphrase
-  bool pass = false;
+  // Every recall probe, the passphrase first, and how many each side recalled. The recall bar: the format recalls at
+  // least as many as bf16 at this depth.
+  std::vector<ProbeResult> probes;
+  int recalled_ref = 0, recalled_fmt = 0;
+  bool recall_pass = true;
+  bool pass = false;  // the KL bars and the recall bar
   double seconds = 0;
   std::vector<std::pair<double, int64_t>> histogram;  // of the KL values
 };
@@ -90,7 +105,25 @@ struct GateOptions {
 // CI runs on (the trained fixture at 1K and 8K), scaled by the threads.
 double oracle_gate_seconds(const Config& c, int64_t depth, int64_t rows, int sides, int threads);
 
-// The context for depth d: the text with the passphrase planted and asked. Throws if it does not fit.
+// The context for depth d, depth + rows tokens of the text with the recall probes written over it:
+//   [text … plant_1 … passphrase plant at d/2 … plant_k … | ask_1 answer_1 … ask_k answer_k | ask] answer …
+// Probe i's plant starts at floor(at_i · q), q the start of the block of the probes' questions, which ends where the
+// passphrase's question starts (d − |ask|); the passphrase's answer starts at d, the first scored row. Logits are
+// taken from q on, so that every answer is scored; the rows scored for KL stay d … d+rows−1.
+struct ProbeSpan {
+  double at;
+  int64_t plant, answer, length;  // positions of the plant and the answer, and the answer's tokens
+};
+struct GateLayout {
+  std::vector<int32_t> ctx;
+  std::vector<ProbeSpan> probes;  // the passphrase first (when the fixture has one), then the fixture's recall list
+  int64_t logits_from = 0;        // q with recall probes, else d − 1
+};
+// Why the probes do not fit at this depth ("" when they do): too short for the passphrase, or for the recall probes
+// (plants overlapping each other or the questions).
+std::string gate_layout_problem(const Fixture& f, int64_t depth, int64_t rows);
+// Throws if the text is too short or the probes do not fit.
+GateLayout gate_layout(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows);
 std::vector<int32_t> gate_context(const Fixture& f, const std::vector<int32_t>& text, int64_t depth, int64_t rows);
 
 // One side of a depth's comparisons: a runner made by `make` with the cache format `fmt`.

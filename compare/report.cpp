@@ -15,7 +15,17 @@ static std::string fmt(const char* f, double x) {
   return b;
 }
 static std::string sci(double x) { return x == 0 ? "0" : fmt("%.2e", x); }
-static std::string recall(int r) { return r < 0 ? "-" : r ? "yes" : "no"; }
+// Probes recalled by one side, "4/5"; "-" without probes.
+static std::string recalled(const DepthResult& r, bool fmt_side) {
+  if (r.probes.empty()) return "-";
+  return std::to_string(fmt_side ? r.recalled_fmt : r.recalled_ref) + "/" + std::to_string(r.probes.size());
+}
+static std::string share(double at) {  // a probe's place: 1/8, 1/2, 7/8, or the share
+  for (int den : {2, 4, 8, 16})
+    for (int num = 1; num < den; num++)
+      if (std::fabs(at * den - num) < 1e-9) return std::to_string(num) + "/" + std::to_string(den);
+  return fmt("%g", at);
+}
 static std::string depth_name(int64_t d) { return d % 1024 == 0 ? std::to_string(d / 1024) + "K" : std::to_string(d); }
 
 // A line for each fixture depth that ran shallower so that its scored rows fit the model's window.
@@ -28,6 +38,33 @@ static std::string fitted_note(const GateReport& g) {
       s += "depth " + std::to_string(r.depth) + " stands for the fixture's " + std::to_string(r.requested_depth) +
            ": its " + std::to_string(r.rows) +
            " scored rows end at the model's last position (max_position_embeddings)\n";
+  return s;
+}
+
+static bool has_probes(const GateReport& g) {
+  for (const auto& r : g.results)
+    if (!r.probes.empty()) return true;
+  return false;
+}
+
+// A line for each result where a side missed a probe: which probes, where, and whether the recall bar failed.
+static std::string recall_note(const GateReport& g) {
+  std::string s;
+  for (const auto& r : g.results) {
+    if (r.skipped || r.recalled_ref + r.recalled_fmt == 2 * int(r.probes.size())) continue;
+    s += r.format + " at " + depth_name(r.depth) + ": bf16 recalled " + std::to_string(r.recalled_ref) + ", " +
+         r.format + " " + std::to_string(r.recalled_fmt) + " of " + std::to_string(r.probes.size()) + " probes" +
+         (r.recall_pass ? "" : ", fewer than bf16: FAILS the recall bar") + "; missed:";
+    for (const auto& p : r.probes)
+      if (!p.ref || !p.fmt)
+        s += std::string(" ") + share(p.at) + " (plant " + std::to_string(p.plant) + ", answer " +
+             std::to_string(p.answer) + ", by " +
+             (!p.ref && !p.fmt ? "both"
+              : !p.ref         ? "bf16"
+                               : r.format) +
+             ")";
+    s += "\n";
+  }
   return s;
 }
 
@@ -49,28 +86,34 @@ std::string gate_table(const GateReport& g) {
   s += "bar: KL mean <= " + fmt("%g", g.bar_kl_mean) + " and worst <= " + fmt("%g", g.bar_kl_max) +
        " at every depth (KL of the bf16 cache's next-token distribution to the format's)\n\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-8s %6s %5s %10s %10s %10s %10s %10s %10s %7s %9s %9s %7s %6s\n", "format",
+  int w = 8;  // the format column: 8 wide, wider for a longer name
+  for (const auto& r : g.results) w = std::max(w, int(r.format.size()));
+  std::snprintf(line, sizeof line, "%-*s %6s %5s %10s %10s %10s %10s %10s %10s %7s %9s %9s %8s %7s %6s\n", w, "format",
                 "depth", "rows", "KL mean", "KL max", "p99.9", "p99", "p90", "median", "top1", "ppl bf16", "ppl fmt",
-                "recall", "result");
+                "rec bf16", "rec fmt", "result");
   s += line;
   auto row = [&](const DepthResult& r, bool floor) {
     if (r.skipped) {
-      std::snprintf(line, sizeof line, "%-8s %6s  skipped: %s\n", r.format.c_str(), depth_name(r.depth).c_str(),
+      std::snprintf(line, sizeof line, "%-*s %6s  skipped: %s\n", w, r.format.c_str(), depth_name(r.depth).c_str(),
                     r.skip_reason.c_str());
       s += line;
       return;
     }
-    std::snprintf(line, sizeof line, "%-8s %6s %5lld %10s %10s %10s %10s %10s %10s %6.2f%% %9.3f %9.3f %3s/%-3s %6s\n",
-                  floor ? "floor" : r.format.c_str(), depth_name(r.depth).c_str(), static_cast<long long>(r.rows),
+    std::snprintf(line, sizeof line, "%-*s %6s %5lld %10s %10s %10s %10s %10s %10s %6.2f%% %9.3f %9.3f %8s %7s %6s\n",
+                  w, floor ? "floor" : r.format.c_str(), depth_name(r.depth).c_str(), static_cast<long long>(r.rows),
                   sci(r.kl_mean).c_str(), sci(r.kl_max).c_str(), sci(r.p999).c_str(), sci(r.p99).c_str(),
                   sci(r.p90).c_str(), sci(r.p50).c_str(), 100 * r.top1_agree, r.ppl_ref, r.ppl_fmt,
-                  recall(r.recall_ref).c_str(), recall(r.recall_fmt).c_str(), floor ? "" : (r.pass ? "PASS" : "FAIL"));
+                  recalled(r, false).c_str(), recalled(r, true).c_str(), floor ? "" : (r.pass ? "PASS" : "FAIL"));
     s += line;
   };
   for (const auto& r : g.results) row(r, false);
   for (const auto& r : g.floor) row(r, true);
   const std::string note = fitted_note(g);
   if (!note.empty()) s += "\n" + note;
+  if (has_probes(g))
+    s += "\nrecall: probes recalled (every answer token the top token, teacher-forced), bf16 and the format; a format\n"
+         "        that recalls fewer than bf16 at a depth fails it.\n" +
+         recall_note(g);
   s += "\nfloor: the bf16 cache with the contract's fp32 arithmetic against the same with float64 accumulation:\n"
        "       KL below it is rounding, not the cache format.\n";
   size_t ndiff = 0;
@@ -104,6 +147,14 @@ static nlohmann::json depth_json(const DepthResult& r) {
   j["perplexity"] = {{"bf16", r.ppl_ref}, {"format", r.ppl_fmt}};
   j["passphrase_recalled"] = {{"bf16", r.recall_ref < 0 ? nlohmann::json() : nlohmann::json(r.recall_ref == 1)},
                               {"format", r.recall_fmt < 0 ? nlohmann::json() : nlohmann::json(r.recall_fmt == 1)}};
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : r.probes)
+    probes.push_back({{"at", p.at}, {"plant", p.plant}, {"answer", p.answer}, {"bf16", p.ref}, {"format", p.fmt}});
+  j["recall"] = {{"probes", r.probes.size()},
+                 {"bf16", r.recalled_ref},
+                 {"format", r.recalled_fmt},
+                 {"pass", r.recall_pass},
+                 {"each", probes}};
   nlohmann::json diffs = nlohmann::json::array();
   for (const auto& d : r.diffs)
     diffs.push_back({{"row", d.row},
@@ -147,16 +198,16 @@ std::string gate_markdown(const GateReport& g) {
        g.commit + ", " + g.date + ". Bar: KL mean ≤ " + fmt("%g", g.bar_kl_mean) + ", worst ≤ " +
        fmt("%g", g.bar_kl_max) + ".\n\n";
   s += "| format | depth | rows | KL mean | KL max | p99.9 | p99 | p90 | median | top-1 agree | ppl bf16 | ppl fmt | "
-       "passphrase bf16/fmt | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+       "recalled bf16 | recalled fmt | result |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   auto row = [&](const DepthResult& r, const std::string& name, bool floor) {
     if (r.skipped) {
-      s += "| " + name + " | " + depth_name(r.depth) + " | skipped: " + r.skip_reason + " |||||||||||\n";
+      s += "| " + name + " | " + depth_name(r.depth) + " | skipped: " + r.skip_reason + " ||||||||||||\n";
       return;
     }
     s += "| " + name + " | " + depth_name(r.depth) + " | " + std::to_string(r.rows) + " | " + sci(r.kl_mean) + " | " +
          sci(r.kl_max) + " | " + sci(r.p999) + " | " + sci(r.p99) + " | " + sci(r.p90) + " | " + sci(r.p50) + " | " +
          fmt("%.2f%%", 100 * r.top1_agree) + " | " + fmt("%.3f", r.ppl_ref) + " | " + fmt("%.3f", r.ppl_fmt) + " | " +
-         recall(r.recall_ref) + "/" + recall(r.recall_fmt) + " | " +
+         recalled(r, false) + " | " + recalled(r, true) + " | " +
          (floor    ? "noise floor"
           : r.pass ? "PASS"
                    : "**FAIL**") +
@@ -166,6 +217,11 @@ std::string gate_markdown(const GateReport& g) {
   for (const auto& r : g.floor) row(r, "fp32 vs f64", true);
   const std::string note = fitted_note(g);
   if (!note.empty()) s += "\n" + note;
+  if (has_probes(g))
+    s += "\nRecall: probes recalled (every answer token the top token, teacher-forced); a format that recalls fewer "
+         "than bf16 at a depth fails it.\n";
+  const std::string missed = recall_note(g);
+  if (!missed.empty()) s += "\n" + missed;
   size_t ndiff = 0;
   for (const auto& r : g.results) ndiff += r.diffs.size();
   s += "\nTop-token differences: " + std::to_string(ndiff) + ".\n";
@@ -353,7 +409,7 @@ std::string gate_html(const GateReport& g) {
   table +=
       "<table><tr><th>format</th><th>depth</th><th>rows</th><th>KL mean</th><th>KL max</th><th>p99.9</th><th>p99</th>"
       "<th>p90</th><th>median</th><th>top-1 agree</th><th>ppl bf16</th><th>ppl "
-      "fmt</th><th>passphrase</th><th>result</th></tr>";
+      "fmt</th><th>recalled bf16 / fmt</th><th>result</th></tr>";
   auto row = [&](const DepthResult& r, const std::string& name, bool floor) {
     if (r.skipped) {
       table += "<tr><td>" + name + "</td><td>" + depth_name(r.depth) +
@@ -365,13 +421,13 @@ std::string gate_html(const GateReport& g) {
              "</td><td>" + sci(r.kl_mean) + "</td><td>" + sci(r.kl_max) + "</td><td>" + sci(r.p999) + "</td><td>" +
              sci(r.p99) + "</td><td>" + sci(r.p90) + "</td><td>" + sci(r.p50) + "</td><td>" +
              fmt("%.2f%%", 100 * r.top1_agree) + "</td><td>" + fmt("%.3f", r.ppl_ref) + "</td><td>" +
-             fmt("%.3f", r.ppl_fmt) + "</td><td>" + recall(r.recall_ref) + " / " + recall(r.recall_fmt) + "</td><td>" +
-             res + "</td></tr>";
+             fmt("%.3f", r.ppl_fmt) + "</td><td>" + recalled(r, false) + " / " + recalled(r, true) + "</td><td>" + res +
+             "</td></tr>";
   };
   for (const auto& r : g.results) row(r, r.format, false);
   for (const auto& r : g.floor) row(r, "fp32 vs f64 (bf16)", true);
   table += "</table>";
-  const std::string note = fitted_note(g);
+  const std::string note = fitted_note(g) + recall_note(g);
   if (!note.empty()) table += "<p class='legend'>" + note + "</p>";
   (void)md;
   return std::string("<!doctype html><html><head><meta charset='utf-8'><title>hkv gate: ") + g.fixture +

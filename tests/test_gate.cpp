@@ -2,6 +2,7 @@
 // the gate's context, the report schema, and a gate that must fail.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -71,6 +72,57 @@ static std::string tiny_fixture_json(const std::string& tokens, const std::strin
          "passphrase": {"plant": " pass is ab12. ", "ask": " pass? ", "answer": "ab12"}})";
 }
 
+// The tiny fixture with two recall probes, at 1/8 and 7/8 of the context before the questions.
+static std::string recall_fixture_json(const std::string& tokens, const std::string& xxh) {
+  std::string j = tiny_fixture_json(tokens, xxh);
+  j.insert(j.rfind('}'),
+           R"(, "recall": [{"at": 0.125, "plant": " key=QX val=77. ", "ask": " val of QX? ", "answer": "77"},
+                                           {"at": 0.875, "plant": [1, 2, 3], "ask": [4, 5], "answer": [6, 7, 8]}])");
+  return j;
+}
+
+TEST_CASE("a fixture's recall probes: read, and refused with the field named") {
+  Fixture f = parse_fixture(recall_fixture_json("t.u32", "0123456789abcdef"), "f.json");
+  REQUIRE(f.recall.size() == 2);
+  CHECK(f.recall[0].at == 0.125);
+  CHECK(std::string(f.recall[0].answer.begin(), f.recall[0].answer.end()) == "77");
+  CHECK(f.recall[1].plant == std::vector<int32_t>{1, 2, 3});
+  std::string bad = recall_fixture_json("t.u32", "0123456789abcdef");
+  bad.replace(bad.find("0.875"), 5, "1.5");
+  CHECK_THROWS_WITH_AS(parse_fixture(bad, "f.json"), doctest::Contains("recall[1].at"), std::runtime_error);
+  bad = recall_fixture_json("t.u32", "0123456789abcdef");
+  bad.replace(bad.find(R"("answer": "77")"), 14, R"("answr": "77")");
+  CHECK_THROWS_WITH_AS(parse_fixture(bad, "f.json"), doctest::Contains("recall[0].answer"), std::runtime_error);
+}
+
+TEST_CASE("the gate's context: recall probes planted across the context, asked just before the passphrase") {
+  Fixture f = parse_fixture(recall_fixture_json("t.u32", "0123456789abcdef"), "f.json");
+  std::vector<int32_t> text(400, 'x');
+  const GateLayout g = gate_layout(f, text, 192, 16);
+  REQUIRE(g.ctx.size() == 208);
+  // the questions' block: 12 + 2 + 2 + 3 = 19 tokens ending where the passphrase's question starts (192 − 7)
+  const int64_t q = 192 - 7 - 19;
+  CHECK(g.logits_from == q);
+  REQUIRE(g.probes.size() == 3);
+  CHECK(g.probes[0].plant == 96);  // the passphrase at d/2, its answer the first scored row
+  CHECK(g.probes[0].answer == 192);
+  CHECK(g.probes[1].plant == q / 8);
+  CHECK(g.probes[2].plant == int64_t(0.875 * double(q)));
+  CHECK(std::string(g.ctx.begin() + q / 8, g.ctx.begin() + q / 8 + 16) == " key=QX val=77. ");
+  CHECK(std::vector<int32_t>(g.ctx.begin() + g.probes[2].plant, g.ctx.begin() + g.probes[2].plant + 3) ==
+        std::vector<int32_t>{1, 2, 3});
+  CHECK(std::string(g.ctx.begin() + q, g.ctx.begin() + q + 14) == " val of QX? 77");
+  CHECK(g.probes[1].answer == q + 12);
+  CHECK(std::vector<int32_t>(g.ctx.begin() + q + 14, g.ctx.begin() + q + 19) == std::vector<int32_t>{4, 5, 6, 7, 8});
+  CHECK(g.probes[2].answer == q + 16);
+  CHECK(std::string(g.ctx.begin() + 192 - 7, g.ctx.begin() + 196) == " pass? ab12");
+  // at 64 the questions start at 38, before the passphrase's plant at 32 ends: the depth does not fit
+  CHECK(gate_layout_problem(f, 192, 16).empty());
+  CHECK(gate_layout_problem(f, 64, 16) == "too short for the recall probes");
+  CHECK_THROWS_WITH_AS(gate_layout(f, text, 64, 16), doctest::Contains("too short for the recall probes"),
+                       std::runtime_error);
+}
+
 TEST_CASE("a fixture whose token file does not match its hash is refused, naming both hashes") {
   const fs::path dir = fs::temp_directory_path() / "hkv_fixture_test";
   fs::create_directories(dir);
@@ -91,7 +143,7 @@ TEST_CASE("a fixture whose token file does not match its hash is refused, naming
 }
 
 TEST_CASE("the committed fixtures load and their token files match") {
-  for (const char* name : {"tiny-gate.json"}) {
+  for (const char* name : {"tiny-gate.json", "trained-gate.json"}) {
     Fixture f = load_fixture(std::string(HKV_SOURCE_DIR) + "/fixtures/" + name);
     CHECK(load_fixture_tokens(f, 256).size() >= size_t(f.depths.back() + f.rows));
   }
@@ -148,8 +200,12 @@ TEST_CASE("the gate report: values and schema") {
     CHECK(j.contains(k));
   const auto& d = j["results"][0];
   for (const char* k : {"depth", "format", "rows", "kl", "top1_agreement", "perplexity", "passphrase_recalled",
-                        "top1_differences", "kl_histogram", "pass"})
+                        "recall", "top1_differences", "kl_histogram", "pass"})
     CHECK(d.contains(k));
+  CHECK(d["recall"]["probes"] == 1);  // the passphrase alone
+  CHECK(d["recall"]["bf16"] == r.recalled_ref);
+  CHECK(d["recall"]["each"][0]["plant"] == 48);
+  CHECK(d["recall"]["each"][0]["answer"] == 96);
   for (const char* k : {"mean", "max", "p99_9", "p99", "p90", "median"}) CHECK(d["kl"].contains(k));
   CHECK(gate_markdown(g).find("| q4h |") != std::string::npos);
   const std::string html = gate_html(g);
@@ -229,6 +285,96 @@ TEST_CASE("a gate that must fail: a format far from bf16 fails the bar") {
   CHECK_FALSE(fail.results[0].pass);
   CHECK(gate_table(fail).find("FAIL") != std::string::npos);
   CHECK(nlohmann::json::parse(gate_json(fail))["pass"] == false);
+}
+
+// A runner that knows the context: each row's logits put the next token of the context on top (by 8 nats), except
+// at the positions in `wrong`, where token 0 is on top. A stand-in for a cache that recalls, or forgets, a probe.
+class ScriptedRunner : public SequenceRunner {
+ public:
+  ScriptedRunner(std::vector<int32_t> ctx, std::vector<int64_t> wrong)
+      : ctx_(std::move(ctx)), wrong_(std::move(wrong)) {}
+  void feed(const std::vector<int32_t>& tokens, std::vector<float>* logits) override {
+    if (logits) logits->assign(tokens.size() * 256, 0.0f);
+    for (size_t i = 0; i < tokens.size(); i++, pos_++) {
+      REQUIRE(tokens[i] == ctx_[size_t(pos_)]);
+      const bool w = std::find(wrong_.begin(), wrong_.end(), pos_ + 1) != wrong_.end();
+      if (logits) (*logits)[i * 256 + size_t(w ? 0 : ctx_[size_t(pos_ + 1)])] = 8.0f;
+    }
+  }
+
+ private:
+  std::vector<int32_t> ctx_;
+  std::vector<int64_t> wrong_;
+  int64_t pos_ = 0;
+};
+
+TEST_CASE("the recall bar: a format that recalls fewer probes than bf16 fails, with the counts in every report") {
+  const fs::path dir = fs::temp_directory_path() / "hkv_gate_recall_test";
+  fs::create_directories(dir);
+  std::vector<uint32_t> toks(400);
+  for (size_t i = 0; i < toks.size(); i++) toks[i] = uint32_t(97 + synth_bits(5, 6, i) % 26);
+  write_file_atomic((dir / "t.u32").string(), toks.data(), toks.size() * 4);
+  Fixture f =
+      parse_fixture(recall_fixture_json("t.u32", xxh64_hex(toks.data(), toks.size() * 4)), (dir / "f.json").string());
+  const std::vector<int32_t> text = load_fixture_tokens(f, 256);
+  const GateLayout lay = gate_layout(f, text, 192, 16);
+  // bf16 and fp8 recall every probe; q4h forgets the second token of the probe at 7/8; "q4h-nf" forgets every
+  // answer, the passphrase's included (its scored rows then differ from bf16's, so its KL bar is set out of reach)
+  RunnerFactory scripted = [&](const KvFormat& fmt, int64_t) -> std::unique_ptr<SequenceRunner> {
+    std::vector<int64_t> wrong;
+    if (fmt.name() == "q4h") wrong = {lay.probes[2].answer + 1};
+    if (fmt.name() == "q4h-nf")
+      for (const ProbeSpan& p : lay.probes) wrong.push_back(p.answer);
+    return std::make_unique<ScriptedRunner>(lay.ctx, wrong);
+  };
+  static Model m = build_synthetic(builtin_spec("tiny"));
+  f.bar_kl_max = f.bar_kl_mean = 1e9;
+  GateOptions opt;
+  opt.depths = {192};
+  opt.formats = {"fp8", "q4h", "q4h-nf"};
+  opt.noise_floor = false;
+  opt.chunk = 5;
+  const GateReport g = run_gate(f, m, text, scripted, "scripted", opt);
+  REQUIRE(g.results.size() == 3);
+  const DepthResult &fp8 = g.results[0], &q4h = g.results[1], &nf = g.results[2];
+  CHECK(fp8.recalled_ref == 3);
+  CHECK(fp8.recalled_fmt == 3);
+  CHECK(fp8.recall_pass);
+  CHECK(fp8.pass);
+  CHECK(fp8.kl_max == 0.0);
+  CHECK(q4h.recalled_ref == 3);
+  CHECK(q4h.recalled_fmt == 2);
+  CHECK(q4h.kl_max == 0.0);  // the probes' answers lie before the scored rows: only the recall bar fails
+  CHECK_FALSE(q4h.recall_pass);
+  CHECK_FALSE(q4h.pass);
+  CHECK(q4h.recall_ref == 1);  // the passphrase, recalled by both
+  CHECK(q4h.recall_fmt == 1);
+  CHECK(q4h.probes[2].ref);
+  CHECK_FALSE(q4h.probes[2].fmt);
+  CHECK(nf.recalled_fmt == 0);
+  CHECK(nf.recall_fmt == 0);
+  CHECK_FALSE(nf.pass);
+  CHECK_FALSE(g.pass);
+  const auto j = nlohmann::json::parse(gate_json(g));
+  CHECK(j["results"][1]["recall"]["probes"] == 3);
+  CHECK(j["results"][1]["recall"]["bf16"] == 3);
+  CHECK(j["results"][1]["recall"]["format"] == 2);
+  CHECK(j["results"][1]["recall"]["pass"] == false);
+  CHECK(j["results"][1]["recall"]["each"][2]["at"] == 0.875);
+  CHECK(j["results"][1]["recall"]["each"][2]["answer"] == lay.probes[2].answer);
+  CHECK(j["results"][1]["recall"]["each"][2]["format"] == false);
+  CHECK(j["results"][1]["pass"] == false);
+  CHECK(j["results"][0]["recall"]["pass"] == true);
+  const std::string table = gate_table(g);
+  CHECK(table.find("q4h at 192: bf16 recalled 3, q4h 2 of 3 probes, fewer than bf16: FAILS the recall bar") !=
+        std::string::npos);
+  CHECK(table.find("      3/3     2/3   FAIL") != std::string::npos);
+  CHECK(gate_markdown(g).find("| 3/3 | 2/3 | **FAIL** |") != std::string::npos);
+  CHECK(gate_html(g).find("3/3 / 2/3") != std::string::npos);
+  // the same run with q4h recalling every probe passes
+  opt.formats = {"fp8"};
+  CHECK(run_gate(f, m, text, scripted, "scripted", opt).pass);
+  fs::remove_all(dir);
 }
 
 TEST_CASE("first divergence: the order taps are reported in does not matter, the earliest layer is named") {
