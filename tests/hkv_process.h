@@ -35,7 +35,7 @@ inline std::string read_text(const std::filesystem::path& p) {
 // `hkv ARGS...` with no standard input; stdout and stderr go through files in `scratch` (a folder it may use).
 inline HkvRun run_hkv_in(const std::filesystem::path& scratch, const std::vector<std::string>& args) {
   std::string cmd = shell_quote(HKV_BINARY);
-  for (const std::string& a : args) cmd += " " + shell_quote(a);
+  for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
   const std::filesystem::path out = scratch / "hkv.stdout", err = scratch / "hkv.stderr";
   cmd.append(" </dev/null >").append(shell_quote(out.string())).append(" 2>").append(shell_quote(err.string()));
   const int status = std::system(cmd.c_str());
