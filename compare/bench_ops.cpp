@@ -65,8 +65,8 @@ struct DeviceX {
 // full-attention layer, each: the projections in, the projection out, gate|up, down; then lm_head), each launch with
 // its own matrices (14.4 GB, what a token reads), captured in one CUDA graph on a stream, the dependent launches
 // chained as the engine chains them, and replayed: a token's matvecs without the other kernels, against the sum of
-// the launches timed alone. Under --variants (hkv bench's syntax) the graph is captured anew for each variant, in
-// `rounds` rounds interleaving the variants.
+// the launches timed alone. Under --variants (hkv bench's syntax) the graph is captured anew for each variant, under
+// the switches tuning_from_env() reads in it, in `rounds` rounds interleaving the variants.
 // --phases (with --chain): the chain captured once more with the decode launches stamping their phases
 // (cuda::mlx4_stamps_begin) and replayed once; per launch kind, the mean over its launches of: the spread of its
 // blocks' starts, the wait in pdl_wait, the prologue (until the last block has x's records staged), the stream
@@ -215,7 +215,7 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
 // and add their products into h, down adds into h from the records SwiGLU made; else every launch reads x's
 // records from memory.
 void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, double bw, double alone_ms, bool phases,
-                 bool as_token) {
+                 bool as_token, const cuda::Tuning& tuning) {
   const int64_t E = 5120, I = 17408, G = 64;
   enum class Src { Records, Norm, Plain };
   struct Step {
@@ -271,12 +271,13 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
   HKV_CUDA_CHECK(cudaDeviceSynchronize());
   cudaStream_t st;
   HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cuda::Tuning tu = tuning;  // the switches the next capture takes
   auto capture = [&] {
     cudaGraph_t g;
     HKV_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
     for (const Step& s : steps) {
       if (s.src == Src::Records) {
-        cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols]->x, s.cols, 1, xs[s.cols]->rec, st);
+        cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), xs[s.cols]->x, s.cols, 1, xs[s.cols]->rec, st, tu);
         continue;
       }
       cuda::XSource src;  // the launch makes x's records: from rmsnorm(h) (1 + w), or from x as it is
@@ -284,7 +285,7 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
         src.x = h, src.ldx = E, src.norm_w = w, src.eps = 1e-6f;
       else
         src.x = xs[s.cols]->x, src.ldx = s.cols;
-      cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), nullptr, 0, 1, nullptr, st, &src);
+      cuda::matvec_multi(s.tasks.data(), int(s.tasks.size()), nullptr, 0, 1, nullptr, st, tu, &src);
     }
     HKV_CUDA_CHECK(cudaStreamEndCapture(st, &g));
     cudaGraphExec_t ge;
@@ -293,7 +294,7 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
     return ge;
   };
   const int nvar = variants.empty() ? 1 : int(variants.size());
-  EnvVariants env(variants, [] { cuda::reload_switches(); });  // the graph is captured anew for each variant
+  EnvVariants env(variants, [&] { tu = cuda::tuning_from_env(); });  // the graph is captured anew for each variant
   std::vector<std::vector<double>> round_ms(static_cast<size_t>(nvar));
   for (int r = 0; r < rounds; r++)
     for (int v = 0; v < nvar; v++) {
@@ -350,6 +351,7 @@ int cmd_bench_ops(const Args& a) {
   if (a.has("as-token") && !chain) throw UsageError("hkv bench-ops: --as-token shapes the --chain graph's launches");
   const VariantsOption vo = variants_option(a, "hkv bench-ops");
   require_gpu("hkv bench-ops");
+  const cuda::Tuning tuning = cuda::tuning_from_env();
 
   const int64_t E = 5120, I = 17408, G = 64;
   struct Launch {
@@ -370,6 +372,9 @@ int cmd_bench_ops(const Args& a) {
   const double bw = copy_bandwidth(nullptr);
   std::printf("hkv bench-ops: exact MLX4 matvec (N = 1, group 64) on %s; copy bandwidth %.3f TB/s\n", prop.name,
               bw / 1e12);
+  std::printf("switches: %s\n", cuda::tuning_text(tuning).c_str());
+  for (size_t v = 0; v < vo.list.size(); v++)
+    std::printf("variant %s: %s\n", vo.list[v].text.c_str(), cuda::tuning_text(vo.tunings[v]).c_str());
   std::printf("| launch | rows x cols | MB | us (median of %d) | TB/s | %% of copy bw | per token | ms a token |\n",
               reps);
   std::printf("|---|---|---|---|---|---|---|---|\n");
@@ -392,7 +397,7 @@ int cmd_bench_ops(const Args& a) {
     }
     const DeviceX dx(l.cols);
     const double ms = time_ms(nullptr, 5, reps, [&] {
-                        cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.x, l.cols, 1, dx.rec, nullptr);
+                        cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.x, l.cols, 1, dx.rec, nullptr, tuning);
                       }).median;
     total_ms += ms * l.per_token;
     total_bytes += bytes * l.per_token;
@@ -403,7 +408,7 @@ int cmd_bench_ops(const Args& a) {
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
               100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
-  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"), a.has("as-token"));
+  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"), a.has("as-token"), tuning);
   return 0;
 }
 

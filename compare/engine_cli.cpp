@@ -215,14 +215,27 @@ VariantsOption variants_option(const Args& a, const std::string& cmd) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(cmd + ": " + e.what());
   }
+  const std::string unknown = unknown_variable(v.list, cuda::tuning_names(), "HKV_");
+  if (!unknown.empty())
+    throw UsageError(cmd + ": --variants: " + unknown +
+                     " is not a switch the engine reads (docs/TUNING.md lists them)");
   v.rounds = int(a.get_int("rounds", 4));
   if (v.rounds < 1) throw UsageError(cmd + ": --rounds must be at least 1");
+  EnvVariants env(v.list);  // each variant's switches read once here, so that a refused value stops the run up front
+  for (size_t i = 0; i < v.list.size(); i++) {
+    env.apply(i);
+    try {
+      v.tunings.push_back(cuda::tuning_from_env());
+    } catch (const std::runtime_error& e) {
+      throw UsageError(cmd + ": --variants: entry '" + v.list[i].text + "': " + e.what());
+    }
+  }
   return v;
 }
 
-std::unique_ptr<cuda::Engine> make_engine(const std::string& model) {
-  if (model.rfind("builtin:", 0) == 0) return std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)));
-  return std::make_unique<cuda::Engine>(load_model_arg(model));
+std::unique_ptr<cuda::Engine> make_engine(const std::string& model, const cuda::Tuning& tu) {
+  if (model.rfind("builtin:", 0) == 0) return std::make_unique<cuda::Engine>(builtin_spec(model.substr(8)), tu);
+  return std::make_unique<cuda::Engine>(load_model_arg(model), tu);
 }
 
 namespace {
@@ -241,6 +254,13 @@ std::string iso_date_utc() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+// The switches as hkv bench's JSON records them: {"HKV_PDL": "1", …}, the environment that gives them back.
+nlohmann::json tuning_json(const cuda::Tuning& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, value] : cuda::tuning_values(t)) j[name] = value;
+  return j;
 }
 
 std::string command_line(const Args& a) {
@@ -265,7 +285,7 @@ std::vector<cuda::AttnShape> attn_shapes(const Args& a) {
 }
 
 int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& depths,
-                    const std::vector<std::string>& formats, double bw, nlohmann::json& out) {
+                    const std::vector<std::string>& formats, double bw, const cuda::Tuning& tu, nlohmann::json& out) {
   const int reps = int(a.get_int("reps", 20));
   const std::vector<cuda::AttnShape> shapes = attn_shapes(a);
   int l2 = 0;
@@ -312,7 +332,7 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
             g.q = q, g.ldq = int64_t(H) * D, g.n_keys = nk;
             g.k_rows = ptrs + 2 * i, g.v_rows = ptrs + 2 * i + 1;
             g.out = o, g.ldo = int64_t(H) * D, g.N = 1, g.max_keys = nki, g.part = part, g.shape = shape;
-            cuda::attention(g, st);
+            cuda::attention(g, st, tu);
           }
         };
         const Timing t = time_ms(st, 1, reps, token);
@@ -432,8 +452,8 @@ int cmd_bench(const Args& a) {
   if (formats.empty()) throw UsageError("hkv bench: --kv-cache names no format");
   for (const std::string& fs : formats) KvFormat::parse(fs);  // refused here, before the engine is built
   // --variants: each (cache, depth) times its tokens in rounds, every variant's block of warm + ntok tokens in
-  // each round, the switches read again and the decode graphs captured anew at each change (kernels.h
-  // reload_switches), so that the variants share the process, the card's state and the cache.
+  // each round, the switches read again at each change (cuda::tuning_from_env, handed to the engine, whose decode
+  // graphs are then captured anew), so that the variants share the process, the card's state and the cache.
   if (a.has("variants") && attn_only)
     throw UsageError("hkv bench: --variants times decode tokens, not --attention-only");
   if (timeline && (attn_only || a.has("variants")))
@@ -457,6 +477,7 @@ int cmd_bench(const Args& a) {
     attn_shapes(a);
   }
   require_gpu("hkv bench");
+  const cuda::Tuning tuning = cuda::tuning_from_env();  // the switches as found (each variant's: vo.tunings)
 
   cudaDeviceProp prop;
   HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -483,14 +504,16 @@ int cmd_bench(const Args& a) {
       "decode, minus the used memory before the engine";
   std::printf("hkv bench on %s (driver %d), %s\n", prop.name, driver, js["date"].get<std::string>().c_str());
   std::printf("copy bandwidth (device-to-device, read+write): %.3f TB/s\n", bw / 1e12);
+  js["tuning"] = tuning_json(tuning);
+  std::printf("switches: %s\n", cuda::tuning_text(tuning).c_str());
 
   if (attn_only) {
     const Config cfg =
         model.rfind("builtin:", 0) == 0 ? builtin_spec(model.substr(8)).config : load_model_arg(model).config;
-    bench_attention(a, cfg, depths, formats, bw, js);
+    bench_attention(a, cfg, depths, formats, bw, tuning, js);
   } else {
     const auto t0 = std::chrono::steady_clock::now();
-    std::unique_ptr<cuda::Engine> eng = make_engine(model);
+    std::unique_ptr<cuda::Engine> eng = make_engine(model, tuning);
     const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     mem.sample();
     const size_t moved = embed_host ? eng->embedding_to_host() : 0;
@@ -517,17 +540,20 @@ int cmd_bench(const Args& a) {
     };
     std::vector<Row> rows;
     std::map<std::string, nlohmann::json> timelines;  // by "cache/depth"
-    EnvVariants env(variants, [&] {  // at each change: the switches read again, the decode graphs captured anew
-      cuda::reload_switches();
-      eng->drop_graphs();
-    });
+    // at each change: the switches read again and handed to the engine (which drops its captured decode graphs)
+    EnvVariants env(variants, [&] { eng->set_tuning(cuda::tuning_from_env()); });
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2];
     };
     if (!variants.empty()) {
       js["variants"] = nlohmann::json::array();
-      for (const EnvVariant& v : variants) js["variants"].push_back(v.text);
+      js["variant_tuning"] = nlohmann::json::array();
+      for (size_t v = 0; v < variants.size(); v++) {
+        js["variants"].push_back(variants[v].text);
+        js["variant_tuning"].push_back(tuning_json(vo.tunings[v]));
+        std::printf("variant %s: %s\n", variants[v].text.c_str(), cuda::tuning_text(vo.tunings[v]).c_str());
+      }
       js["rounds"] = rounds;
       std::printf("variants interleaved: %d rounds, each with every variant's %d warm-up and %d timed tokens\n", rounds,
                   warm, ntok);
@@ -660,7 +686,7 @@ int cmd_bench(const Args& a) {
     if (attn) {
       const Config cfg = c;
       eng.reset();  // the attention microbenchmark allocates its own caches
-      bench_attention(a, cfg, depths, formats, bw, js);
+      bench_attention(a, cfg, depths, formats, bw, tuning, js);
     }
   }
   if (a.has("json")) {

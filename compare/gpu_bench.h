@@ -22,13 +22,15 @@ size_t used_device_bytes();
 // Device-to-device copy bandwidth, bytes read plus bytes written (median of 1 GiB copies).
 double copy_bandwidth(cudaStream_t st);
 // The engine for --model: "builtin:NAME" built from its spec (the 27B shapes generated on the device),
-// anything else loaded as a checkpoint or a synthetic spec.
-std::unique_ptr<cuda::Engine> make_engine(const std::string& model);
+// anything else loaded as a checkpoint or a synthetic spec; tu, its switches.
+std::unique_ptr<cuda::Engine> make_engine(const std::string& model, const cuda::Tuning& tu = cuda::tuning_from_env());
 
 // --variants and --rounds of hkv bench and bench-ops (cmd names the command in errors): the variants (empty
-// without --variants) and the rounds (1 without). UsageError naming the entry or the option otherwise.
+// without --variants), the rounds (1 without) and each variant's switches as cuda::tuning_from_env() reads them under
+// it. UsageError naming the entry, the option, or an HKV_ variable the engine does not read, otherwise.
 struct VariantsOption {
   std::vector<EnvVariant> list;
+  std::vector<cuda::Tuning> tunings;  // one a variant
   int rounds = 1;
 };
 VariantsOption variants_option(const Args& a, const std::string& cmd);

@@ -39,6 +39,7 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
     throw UsageError("hkv bench-prefill: head_dim " + std::to_string(D) + " has no fast attention");
   cudaDeviceProp prop;
   HKV_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const cuda::FlashCfg flash = cuda::tuning_from_env().flash;
   const size_t rb = kv_row_bytes(f, D);
   constexpr int64_t kPattern = 1024;
   std::mt19937_64 rng(11);
@@ -53,7 +54,7 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
       "hkv bench-prefill --attention-only: %s attention (%d heads, %d KV heads, head_dim %d, %d of %d layers) "
       "on %s, cache %s, HKV_FLASH_CFG=%s\n",
       a.get("model", "builtin:27b-mlx4").c_str(), H, KV, D, c.n_full_layers(), c.num_hidden_layers, prop.name,
-      f.name().c_str(), cuda::fast_attn_form());
+      f.name().c_str(), cuda::fast_attn_form(flash));
   std::printf(
       "| tokens | rows | p0 | ms a layer | TFLOP/s | all layers, whole prompt, s |\n|---|---|---|---|---|---|\n");
   for (int64_t T : lengths) {
@@ -85,7 +86,7 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
     fa.k_cache = static_cast<const uint8_t*>(kc.p), fa.v_cache = static_cast<const uint8_t*>(vc.p);
     fa.p0 = p0, fa.n = n, fa.out = static_cast<uint16_t*>(out.p), fa.ldo = int64_t(H) * D;
     fa.max_keys = T, fa.scratch = scratch.p;
-    const double ms = time_ms(nullptr, 1, int(reps), [&] { cuda::fast_attention(fa, nullptr); }).median;
+    const double ms = time_ms(nullptr, 1, int(reps), [&] { cuda::fast_attention(fa, nullptr, flash); }).median;
     const double pairs = double(H) * (double(n) * double(p0) + double(n) * double(n + 1) / 2);
     const double tflops = 4.0 * D * pairs / (double(ms) * 1e-3) / 1e12;
     const double whole = 4.0 * D * double(H) * double(T) * double(T + 1) / 2 * c.n_full_layers() / (tflops * 1e12);
@@ -164,7 +165,7 @@ int cmd_bench_prefill(const Args& a) {
       "hkv bench-prefill: %s on %s, weights %.2f GB on the device (embedding table of %.2f GB in host memory), "
       "cache %s, attention form %s, device memory in use before the engine %.2f GB\n",
       model.c_str(), prop.name, double(eng->weight_bytes()) / 1e9, double(moved) / 1e9, f.name().c_str(),
-      cuda::fast_attn_form(), double(base_used) / 1e9);
+      cuda::fast_attn_form(eng->tuning().flash), double(base_used) / 1e9);
   std::printf(
       "| tokens | rows/pass | scratch GB | prefill s | tokens/s | peak GB in use | cache GB | decode ms/token |%s\n",
       exact ? " exact prefill s |" : "");

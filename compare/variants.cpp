@@ -47,6 +47,18 @@ std::vector<EnvVariant> parse_variants(const std::string& text) {
   return out;
 }
 
+std::string unknown_variable(const std::vector<EnvVariant>& variants, const std::vector<std::string>& known,
+                             const std::string& prefix) {
+  for (const EnvVariant& v : variants)
+    for (const auto& [name, value] : v.vars) {
+      if (name.rfind(prefix, 0) != 0) continue;
+      bool found = false;
+      for (const std::string& k : known) found = found || k == name;
+      if (!found) return name;
+    }
+  return "";
+}
+
 EnvVariants::EnvVariants(std::vector<EnvVariant> variants, std::function<void()> on_change)
     : variants_(std::move(variants)), on_change_(std::move(on_change)) {
   for (const EnvVariant& v : variants_)

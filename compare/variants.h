@@ -1,6 +1,7 @@
 // Environment variants for `hkv bench --variants`: several settings of the engine's switches (HKV_PDL,
-// HKV_DN_SPLIT, …) timed in one process, their tokens interleaved, so that a comparison does not also measure
-// the difference between two processes or two machines.
+// HKV_DN_SPLIT, …; cuda/tuning.h) timed in one process, their tokens interleaved, so that a comparison does not also
+// measure the difference between two processes or two machines. After each change the caller reads the switches again
+// (cuda::tuning_from_env) and hands them to what it times.
 #pragma once
 
 #include <functional>
@@ -21,9 +22,14 @@ struct EnvVariant {
 // naming the entry and what is wrong.
 std::vector<EnvVariant> parse_variants(const std::string& text);
 
+// The first variable of the variants whose name starts with prefix and is not among known ("" when none): a switch
+// the engine does not read (misspelt, or removed), which would time the default twice under two names.
+std::string unknown_variable(const std::vector<EnvVariant>& variants, const std::vector<std::string>& known,
+                             const std::string& prefix);
+
 // Sets the environment to one variant at a time: apply(i) first gives every variable any variant names the value
 // it had at construction (or none), then sets variant i's. on_change, when given, runs after every apply() and
-// restore() (the engine: read the switches again, drop its captured graphs). The destructor restores the
+// restore() (the engine: its switches read again, cuda::Engine::set_tuning). The destructor restores the
 // environment as found, without on_change (what it would act on may be gone by then).
 class EnvVariants {
  public:

@@ -78,13 +78,15 @@ __global__ void argmax_final_kernel(const float* x, int64_t n, const float* part
 
 }  // namespace
 
-void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, float* part_v, int* part_i, cudaStream_t st) {
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, float* part_v, int* part_i, cudaStream_t st,
+                 const Tuning& tu) {
   if (rows <= 0) return;
   if (n < 1 || n > int64_t(kNone) - 1) throw std::runtime_error("argmax_rows: a row must hold 1 to 2^31 - 2 values");
   const int parts = int(std::min<int64_t>(kArgmaxParts, (n + kThreads - 1) / kThreads));
-  launch_k(argmax_part_kernel, dim3(unsigned(parts), unsigned(rows)), dim3(kThreads), 0, st, x, n, part_v, part_i);
-  launch_k(argmax_final_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, st, x, n, static_cast<const float*>(part_v),
-           static_cast<const int*>(part_i), parts, out);
+  launch_k(tu.pdl_all, argmax_part_kernel, dim3(unsigned(parts), unsigned(rows)), dim3(kThreads), 0, st, x, n, part_v,
+           part_i);
+  launch_k(tu.pdl_all, argmax_final_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, st, x, n,
+           static_cast<const float*>(part_v), static_cast<const int*>(part_i), parts, out);
 }
 
 }  // namespace hkv::cuda

@@ -35,20 +35,19 @@
 // and 32 keys for up to 8 heads (ARITHMETIC.md §6 step 3). Measured (H200, docs/RESULTS.md §12): q4h attention at
 // 262K, the 16 layers of a 27B token with the merge, 4,275 µs for 4.83 GB, 27% of copy bandwidth.
 // At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
-// two buffers; HKV_ATTN_FASTSC), and fp8 and q4h beyond one chunk block a multiprocessor take attn_slim_kernel (below;
+// two buffers; a.fast_scores), and fp8 and q4h beyond one chunk block a multiprocessor take attn_slim_kernel (below;
 // auto_attn_shape).
-// Staged shapes copy the chunk's rows with cp.async; in decode (pre_ok, HKV_ATTN_PRE) the rows below n − N, which the
+// Staged shapes copy the chunk's rows with cp.async; in decode (a.pre, from pre_ok) the rows below n − N, which the
 // kernel ahead cannot be writing, are copied before pdl_wait. The staged shapes with one element a thread (narrow,
-// narrow-h1, narrow-h2, narrow-v) may take each chunk and head block over two blocks (a.dsplit, HKV_ATTN_DSPLIT: by
-// default where the doubled grid still fits one wave, q4h and fp8 to 8K at batch 1): both compute every score, the
-// maximum and the weights; block r the value chains of elements [r·D/2, (r+1)·D/2), block 0 also lc. Few chunks leave
-// most multiprocessors idle, and the value phase, one chain of a chunk's keys a thread, is half a block's cycles.
+// narrow-h1, narrow-h2, narrow-v) take each chunk and head block over two blocks where the doubled grid still fits one
+// wave (a.dsplit, attn_dsplit: q4h and fp8 to 8K at batch 1): both compute every score, the maximum and the weights;
+// block r the value chains of elements [r·D/2, (r+1)·D/2), block 0 also lc. Few chunks leave most multiprocessors
+// idle, and the value phase, one chain of a chunk's keys a thread, is half a block's cycles.
 // attn_merge_kernel grid (rows, H), head_dim threads: the running maximum over chunks in order (a scan by
 // warp 0), the factors a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d), its oc
 // values loaded 32 chunks at a time into two buffers taken in turn, a whole batch without a test a chunk (64 at a
 // time gives the same token time).
 #include <cmath>
-#include <initializer_list>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -585,13 +584,13 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 }
 
 // slim_scores with its loops rolled (ROLL: attn_slim_kernel's fp8 form at the 27B's layout beyond one wave,
-// HKV_ATTN_SLIM_FROLL), for a loop body of a word instead of two pieces, so that the slim kernel's warps do not wait on
-// instruction fetch: in the H200 build at NG = 6, 296 instructions (4.7 KB) in the inner loop and 416 in the outer,
+// attn_slim_fp8_rolled), for a loop body of a word instead of two pieces, so that the slim kernel's warps do not wait
+// on instruction fetch: in the H200 build at NG = 6, 296 instructions (4.7 KB) in the inner loop and 416 in the outer,
 // against 2,335 (37 KB) in slim_scores' loop. One piece an iteration, the next piece's loads issued into a second
 // buffer and copied in; the piece one 4-byte word an inner iteration (4 elements), the words moved down after each.
 // The group scales from skr[k] (the K scales staged). The same chains in the same order: each (key, head) chain takes
 // its elements in order and ends its groups where slim_scores does. Within one wave of blocks the unrolled loop is
-// faster for fp8, so fp8 takes this one only where the grid is more than one wave (HKV_ATTN_SLIM_FROLL). Its element
+// faster for fp8, so fp8 takes this one only where the grid is more than one wave. Its element
 // loop repeats slim_piece's with a word's unit: one helper for both keeps the arithmetic but reschedules 7 kernels'
 // SASS, the 27B's q4h slim kernel among them, so it waits for a card to time it.
 template <KvKind F, int NG, int KP, int D>
@@ -858,7 +857,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
   constexpr bool KS = STAGE == 2;
   uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
-  // a.pre (HKV_ATTN_PRE): the rows no kernel that may still run writes are copied before pdl_wait, so that their
+  // a.pre (the caller's pre_ok): the rows no kernel that may still run writes are copied before pdl_wait, so that their
   // copies overlap the kernel ahead (attn_prep_pack, which lets this launch start once its blocks have passed their
   // own pdl_wait: every kernel before it has completed). That launch writes the rows of this step's positions, which
   // are among each row's last N keys (N rows in the batch); n_keys and the row pointers are written by the host before
@@ -906,7 +905,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
       q4h_int_scores<NG, 2, KS, false>(kr, q_s, D, v16, scale, sc);
     } else if constexpr (F == KvKind::FP8) {
       // attention() sets fast_scores only where slim_scores<…, 256> applies; the test here is the kernel's own guard
-      if (a.fast_scores && D == 256 && v16)  // HKV_ATTN_FASTSC
+      if (a.fast_scores && D == 256 && v16)
         slim_scores<F, NG, 2, 256, KS>(kr, q_s, scale, sc);
       else
         key_scores<F, NG, 2, KS>(kr, q_s, D, v16, scale, sc);
@@ -1147,10 +1146,10 @@ __device__ __forceinline__ void slim_values(const uint32_t (&c)[U], const float*
 // evicted it. ES, the floats a key's weights take in e_s: q4h 8 where NG > 4, so that the value loop loads them as two
 // 16-byte pieces (at NG = 6, against three 8-byte ones); fp8 keeps NG rounded up to even, for which the two pieces are
 // slower. The scores: q4h's by q4h_int_scores; fp8's by slim_scores, or with ROLL (at the 27B's layout beyond one
-// wave, HKV_ATTN_SLIM_FROLL) by slim_scores_rolled. The value loop: the V scales converted to fp32 once, into shared
+// wave, attn_slim_fp8_rolled) by slim_scores_rolled. The value loop: the V scales converted to fp32 once, into shared
 // memory, and the whole batches without a test a key (sm_90a SASS of the q4h NG = 6 loop: 711 instructions, 22 a key,
-// 384 of them the fmas; fp8 757). KVC: the KV heads as a constant (4, the 27B's; HKV_ATTN_SLIM_KVC=0 turns it off), so
-// that a row's stride is one and a batch's loads take immediate offsets.
+// 384 of them the fmas; fp8 757). KVC: the KV heads as a constant (4, the 27B's; other layouts take KVC = 0), so that
+// a row's stride is one and a batch's loads take immediate offsets.
 template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
@@ -1293,11 +1292,11 @@ constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before
 
 // DC: the head_dim as a constant (256, the 27B's), so that a chunk's partials lie a constant stride apart and the loads
 // of a batch take immediate offsets; 0 for any other (a.D).
-// fast: the whole batches take the path without tests (HKV_MERGE_FAST); else every batch takes the tested one.
+// fast: the whole batches take the path without tests (Tuning's merge_fast); else every batch takes the tested one.
 template <int DC>
 __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast) {
   pdl_wait();                    // as attn_chunk_kernel
-  if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the o product may launch (it waits for this grid before reading)
+  if (a.trigger) pdl_trigger();  // out_trigger: the o product may launch (it waits for this grid before reading)
   __shared__ float mn_s[kMergeTile], mc_s[kMergeTile], lc_s[kMergeTile];
   __shared__ __align__(16) float fa_s[kMergeTile], fb_s[kMergeTile];
   __shared__ float l_s;
@@ -1413,51 +1412,36 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
 // A chunk kernel with staged rows (256 threads), its dynamic shared memory allowed up to kStageMax on the
 // first launch (the static is per instantiation of this template: one per kernel), then launch_k.
 template <auto Kernel, class... A>
-void launch_staged(dim3 grid, size_t smem, cudaStream_t st, A... args) {
+void launch_staged(bool pdl, dim3 grid, size_t smem, cudaStream_t st, A... args) {
   static bool ready = false;
   if (!ready) HKV_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStageMax));
   ready = true;
-  launch_k(Kernel, grid, dim3(256), smem, st, args...);
+  launch_k(pdl, Kernel, grid, dim3(256), smem, st, args...);
 }
 
-// The staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v): a with dsplit 2
-// (each chunk and head block over two blocks, HKV_ATTN_DSPLIT: always, or where the doubled grid still fits one wave
-// of one block a multiprocessor), else 1; recorded for attn_last_launch.
+// The staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v): a with
+// attn_dsplit's blocks a chunk and head block; recorded for attn_last_launch.
 AttnArgs with_dsplit(const AttnArgs& a, dim3 grid) {
   AttnArgs b = a;
-  const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
-  b.dsplit = a.D % 64 == 0 && (attn_dsplit() == 2 || (attn_dsplit() == 1 && 2 * blocks <= sm_count())) ? 2 : 1;
+  b.dsplit = attn_dsplit(a.D, int64_t(grid.x) * grid.y * grid.z, sm_count());
   g_last_launch.dsplit = b.dsplit;
   return b;
 }
 
-int g_attn_kvc = -1, g_attn_froll = -1;
-}  // namespace
-bool attn_slim_kvc() { return env_switch(g_attn_kvc, "HKV_ATTN_SLIM_KVC", true); }
-void set_attn_slim_kvc(bool on) { g_attn_kvc = on ? 1 : 0; }
-int attn_slim_froll() {
-  if (g_attn_froll < 0) g_attn_froll = env_choice("HKV_ATTN_SLIM_FROLL", {0, 1, 2}, 1);
-  return g_attn_froll;
-}
-void set_attn_slim_froll(int mode) { g_attn_froll = mode; }
-namespace {
-
 template <KvKind F, int NG>
-void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
+void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st,
+                   bool pdl) {
   const float scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   if (shape == AttnShape::Slim) {
     if constexpr (F != KvKind::BF16) {
       if (a.D == kSlimD && a.row_bytes % 16 == 0) {
-        // The 27B's 4 KV heads (6 query heads each) as a constant
-        // (HKV_ATTN_SLIM_KVC), and there fp8's score loop rolled where the grid is more than one wave of blocks
-        // (HKV_ATTN_SLIM_FROLL: 1; 0 never, 2 always; within one wave the unrolled loop is faster). The
-        // constant-stride forms are compiled for 6 heads a block alone, the only count kvc admits, and fp8's rolled
-        // form for them alone.
-        const bool kvc = NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_slim_kvc();
+        // The 27B's 4 KV heads (6 query heads each) as a constant, and there fp8's score loop rolled where the grid is
+        // more than one wave of blocks (attn_slim_fp8_rolled). The constant-stride forms are compiled for 6 heads a
+        // block alone, the only count kvc admits, and fp8's rolled form for them alone.
+        const bool kvc = NG == 6 && a.KV == 4 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD));
         const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
-        const bool roll = F == KvKind::FP8 && kvc &&
-                          (attn_slim_froll() == 2 || (attn_slim_froll() == 1 && blocks > int64_t(kSlimB) * sm_count()));
-        auto go = [&](auto kernel) { launch_k(kernel, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale); };
+        const bool roll = F == KvKind::FP8 && kvc && attn_slim_fp8_rolled(blocks, sm_count());
+        auto go = [&](auto kernel) { launch_k(pdl, kernel, grid, dim3(kSlimT), 0, st, a, qblocks, hpb, maxch, scale); };
         bool done = false;
         if constexpr (NG == 6) {
           if (kvc) {
@@ -1480,54 +1464,56 @@ void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch
     shape = AttnShape::NarrowV2;  // slim is written for fp8 and q4h at head_dim 256; the others take narrow-v2's path
   }
   if (shape == AttnShape::Wide) {
-    launch_k(attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
+    launch_k(pdl, attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
   } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
              a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
-    // K and V staged (q4h at head_dim 256: 144 KB); HKV_ATTN_DSPLIT: each chunk's values over b.dsplit blocks
+    // K and V staged (q4h at head_dim 256: 144 KB); each chunk's values over b.dsplit blocks (attn_dsplit)
     const AttnArgs b = with_dsplit(a, grid);
     const dim3 g(grid.x * unsigned(b.dsplit), grid.y, grid.z);
     if (g_attn_phases)
-      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2, 1, true>>(g, 2 * kChunk * a.row_bytes, st, b, qblocks, hpb,
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2, 1, true>>(pdl, g, 2 * kChunk * a.row_bytes, st, b, qblocks, hpb,
                                                                   maxch, scale);
     else
-      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2>>(g, 2 * kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2>>(pdl, g, 2 * kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
                                                          scale);
   } else if (shape == AttnShape::NarrowV2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
              kChunk * a.row_bytes <= kStageMax) {
     // V staged, two elements a thread
     if (g_attn_phases)
-      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2, true>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb,
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2, true>>(pdl, grid, kChunk * a.row_bytes, st, a, qblocks, hpb,
                                                                   maxch, scale);
     else
-      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2>>(grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 2>>(pdl, grid, kChunk * a.row_bytes, st, a, qblocks, hpb, maxch,
                                                             scale);
   } else if (F != KvKind::BF16 && a.row_bytes % 16 == 0 && kChunk * a.row_bytes <= kStageMax) {
-    // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB); HKV_ATTN_DSPLIT as above
+    // V staged (fp8 at head_dim 256: 139 KB; q4h 72 KB); b.dsplit as above
     const AttnArgs b = with_dsplit(a, grid);
     const dim3 g(grid.x * unsigned(b.dsplit), grid.y, grid.z);
     if (g_attn_phases)
-      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 1, true>>(g, kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
-                                                                  scale);
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1, 1, true>>(pdl, g, kChunk * a.row_bytes, st, b, qblocks, hpb,
+                                                                  maxch, scale);
     else
-      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(g, kChunk * a.row_bytes, st, b, qblocks, hpb, maxch, scale);
+      launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(pdl, g, kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
+                                                         scale);
   } else {
-    launch_k(attn_chunk_kernel<F, NG, 256, 1>, grid, dim3(256), 0, st, a, qblocks, hpb, maxch, scale);
+    launch_k(pdl, attn_chunk_kernel<F, NG, 256, 1>, grid, dim3(256), 0, st, a, qblocks, hpb, maxch, scale);
   }
   HKV_CHECK_LAUNCH();
 }
 
 template <KvKind F>
-void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st) {
+void launch_chunks(const AttnArgs& a, dim3 grid, int qblocks, int hpb, int maxch, AttnShape shape, cudaStream_t st,
+                   bool pdl) {
   if (hpb <= 1)
-    launch_chunks<F, 1>(a, grid, qblocks, hpb, maxch, shape, st);
+    launch_chunks<F, 1>(a, grid, qblocks, hpb, maxch, shape, st, pdl);
   else if (hpb <= 2)
-    launch_chunks<F, 2>(a, grid, qblocks, hpb, maxch, shape, st);
+    launch_chunks<F, 2>(a, grid, qblocks, hpb, maxch, shape, st, pdl);
   else if (hpb <= 4)
-    launch_chunks<F, 4>(a, grid, qblocks, hpb, maxch, shape, st);
+    launch_chunks<F, 4>(a, grid, qblocks, hpb, maxch, shape, st, pdl);
   else if (hpb <= 6)
-    launch_chunks<F, 6>(a, grid, qblocks, hpb, maxch, shape, st);
+    launch_chunks<F, 6>(a, grid, qblocks, hpb, maxch, shape, st, pdl);
   else
-    launch_chunks<F, 8>(a, grid, qblocks, hpb, maxch, shape, st);
+    launch_chunks<F, 8>(a, grid, qblocks, hpb, maxch, shape, st, pdl);
 }
 
 }  // namespace
@@ -1553,41 +1539,15 @@ AttnShape parse_attn_shape(const std::string& name) {
   throw std::invalid_argument("attention shape '" + name + "': the shapes are " + all);
 }
 
-namespace {
-int g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-int g_attn_from = -1;
-// env_choice read once into cached (−1: not yet read)
-int cached_choice(int& cached, const char* name, std::initializer_list<int> allowed, int dflt) {
-  if (cached < 0) cached = env_choice(name, allowed, dflt);
-  return cached;
-}
-}  // namespace
-int attn_auto_slim() { return cached_choice(g_attn_slim, "HKV_ATTN_SLIM", {0, 1, 2}, 1); }
-int attn_slim_from() { return cached_choice(g_attn_from, "HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, 10); }
-bool attn_pre_enabled() { return env_switch(g_attn_pre, "HKV_ATTN_PRE", true); }
-void set_attn_pre(bool on) { g_attn_pre = on ? 1 : 0; }
-int attn_fast_scores() { return cached_choice(g_attn_fastsc, "HKV_ATTN_FASTSC", {0, 1}, 1); }
-void set_attn_fast_scores(int formats) { g_attn_fastsc = formats; }
-int attn_dsplit() { return cached_choice(g_attn_dsplit, "HKV_ATTN_DSPLIT", {0, 1, 2}, 1); }
-void set_attn_dsplit(int mode) { g_attn_dsplit = mode; }
-bool attn_merge_fast() { return env_switch(g_merge_fast, "HKV_MERGE_FAST", true); }
-void set_attn_merge_fast(bool on) { g_merge_fast = on ? 1 : 0; }
-int attn_value_unroll() { return cached_choice(g_attn_vu, "HKV_ATTN_VU", {4, 8, 16, 32}, 32); }
-void set_attn_value_unroll(int keys) { g_attn_vu = keys; }
-void forget_attn_switches() {
-  g_attn_vu = -1, g_attn_pre = -1, g_attn_slim = -1, g_attn_fastsc = -1, g_attn_dsplit = -1, g_merge_fast = -1;
-  g_attn_kvc = -1, g_attn_froll = -1, g_attn_from = -1;
-}
-
 // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
 // the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave, NarrowH2 while its blocks
 // (b · ⌈qpk/2⌉) fit one wave, then Narrow while b < P, then NarrowV2 (V alone staged, two blocks a multiprocessor, two
 // elements a thread in the values) or Slim; bf16: Narrow while b < 4P, then Wide. Each is the fastest shape, or within
 // 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B shape, batch 1, depths 1K–262K).
-// Slim for b > P (HKV_ATTN_SLIM_FROM=10, in tenths of P: 12, 15, 20 and 30 for measuring): past b = 2P NarrowV2's grid
-// is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. q4h keeps NarrowV2 for 1.85P ≤ b ≤ 2P,
-// where Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave. HKV_ATTN_SLIM
-// (attn_auto_slim): 0 NarrowV2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the measurements.
+// Slim for b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 12, 15, 20 and 30 for measuring): past b = 2P
+// NarrowV2's grid is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. q4h keeps NarrowV2 for
+// 1.85P ≤ b ≤ 2P, where Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave.
+// slim (HKV_ATTN_SLIM): 0 NarrowV2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the measurements.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
   if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
   if (b * qpk <= P) return AttnShape::NarrowH1;
@@ -1599,16 +1559,20 @@ AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, 
   return AttnShape::Slim;
 }
 
-void attention(const AttnArgs& a_in, cudaStream_t st) {
+bool attn_slim_fp8_rolled(int64_t blocks, int64_t P) { return blocks > int64_t(kSlimB) * P; }
+
+int attn_dsplit(int D, int64_t blocks, int64_t P) { return D % 64 == 0 && 2 * blocks <= P ? 2 : 1; }
+
+void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   AttnArgs a = a_in;
-  a.vu = attn_value_unroll();
-  a.pre = a_in.pre_ok && attn_pre_enabled();
-  // the one place fast scores are decided: the format's switch, and where slim_scores applies
-  a.fast_scores = attn_fast_scores() != 0 && a.kind == KvKind::FP8 && a.D == kSlimD && a.row_bytes % 16 == 0;
+  a.vu = tu.attn_value_unroll;
+  a.pre = a_in.pre_ok;
+  // the one place fast scores are decided: fp8 where slim_scores applies
+  a.fast_scores = a.kind == KvKind::FP8 && a.D == kSlimD && a.row_bytes % 16 == 0;
   g_last_launch = AttnLaunch{};  // every field its default (a positional list sets fields by their order)
   g_last_launch.slim_scores = a.fast_scores;
   a.dsplit = 1;  // (launch_chunks sets it for the staged one-element kernels: with_dsplit)
-  a.trigger = out_trigger_enabled();
+  a.trigger = tu.out_trigger;
   if (a.N <= 0 || a.max_keys <= 0) return;
   if (a.D % 32 != 0 || a.D > kMaxD)
     throw std::runtime_error("attention: head_dim must be a multiple of 32, at most 256");
@@ -1617,7 +1581,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   const int qpk = a.H / a.KV;
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto)
-    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), attn_auto_slim(), attn_slim_from());
+    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from);
   g_last_launch.shape = shape;
   // NarrowH2 and NarrowH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::NarrowH1   ? 1
@@ -1627,19 +1591,19 @@ void attention(const AttnArgs& a_in, cudaStream_t st) {
   dim3 grid(unsigned(a.KV * qblocks), unsigned(maxch), unsigned(a.N));
   switch (a.kind) {
     case KvKind::BF16:
-      launch_chunks<KvKind::BF16>(a, grid, qblocks, hpb, maxch, shape, st);
+      launch_chunks<KvKind::BF16>(a, grid, qblocks, hpb, maxch, shape, st, tu.pdl_all);
       break;
     case KvKind::FP8:
-      launch_chunks<KvKind::FP8>(a, grid, qblocks, hpb, maxch, shape, st);
+      launch_chunks<KvKind::FP8>(a, grid, qblocks, hpb, maxch, shape, st, tu.pdl_all);
       break;
     case KvKind::Q4H:
-      launch_chunks<KvKind::Q4H>(a, grid, qblocks, hpb, maxch, shape, st);
+      launch_chunks<KvKind::Q4H>(a, grid, qblocks, hpb, maxch, shape, st, tu.pdl_all);
       break;
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  launch_k(a.D == 256 ? attn_merge_kernel<256> : attn_merge_kernel<0>, dim3(unsigned(a.N), unsigned(a.H)),
-           dim3(unsigned(a.D)), 0, st, a, maxch, a.kind == KvKind::Q4H, attn_merge_fast());
+  launch_k(tu.pdl_all, a.D == 256 ? attn_merge_kernel<256> : attn_merge_kernel<0>, dim3(unsigned(a.N), unsigned(a.H)),
+           dim3(unsigned(a.D)), 0, st, a, maxch, a.kind == KvKind::Q4H, tu.merge_fast);
 }
 
 AttnLaunch attn_last_launch() { return g_last_launch; }

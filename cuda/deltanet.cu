@@ -163,20 +163,20 @@ __device__ __forceinline__ float column_chain(const float (&s)[DP], const float*
 // as recurrence_kernel. Needs dv ≤ 128 and dv/CL·TPC a multiple of 32, dv/CL a multiple of 4. recurrence_kernel
 // stays, plain, for the shapes this one does not take (dk 32, dv > 128) and as the kernel gpu_ops checks it against.
 //
-// FUSED (the default for rounds of at most 8 rows; HKV_DN_FUSED=0 turns it off): the conv and the q/k l2norm in
-// the same launch. The cluster then holds every block of a key head's value heads (G = nv/nk·CL ≤ 8 blocks; a
-// head's blocks are G's ranks hb … hb + CL − 1): thread t of a block takes conv_kernel's step for channel t of the
-// key head's q and of its k (dv/CL·TPC = dk threads), and each thread of column j the step for v channel j; then
-// l2norm_heads' operations (warp 0: r = rsqrt_c(warp_sum_squares(q) + 1e-6), q·r then × q_scale; warp 1 likewise
-// for k, unscaled). Every block of the key head computes its q and k (the same bytes); the first block of the key
-// head's cluster writes them to conv_out and their conv state, each column's thread p = 0 its v. The q and k conv
-// state is written after a cluster sync of the last row, so no block of the cluster reads it after it changes.
+// FUSED (rounds of at most 8 rows under HKV_DN_FUSED, the default; deltanet_fused_form): the conv and the q/k l2norm in
+// the same launch. The cluster then holds every block of a key head's value heads (G = nv/nk·CL ≤ 8 blocks; a head's
+// blocks are G's ranks hb … hb + CL − 1): thread t of a block takes conv_kernel's step for channel t of the key head's
+// q and of its k (dv/CL·TPC = dk threads), and each thread of column j the step for v channel j; then l2norm_heads'
+// operations (warp 0: r = rsqrt_c(warp_sum_squares(q) + 1e-6), q·r then × q_scale; warp 1 likewise for k, unscaled).
+// Every block of the key head computes its q and k (the same bytes); the first block of the key head's cluster writes
+// them to conv_out and their conv state, each column's thread p = 0 its v. The q and k conv state is written after a
+// cluster sync of the last row, so no block of the cluster reads it after it changes.
 //
-// MODE (the 27B decode form's instantiations; the others take 0): bit 0, thread 0 counts its cycles a phase
-// (dn_phases_begin, a diagnostic); bit 1 (HKV_DN_SEARLY, on by default), the state stored as soon as the last row has
-// updated it, before its o chain (the stores fill the chain's latency), instead of after everything; the v window
-// after the last row's conv; the q and k windows, which every block of the key head reads at its start, after the last
-// row's first cluster sync, when every block has read them (the same values).
+// MODE (the 27B decode form's instantiations, 2 and 3; the others take 0): bit 0, thread 0 counts its cycles a phase
+// (dn_phases_begin, a diagnostic); bit 1, the state stored as soon as the last row has updated it, before its o chain
+// (the stores fill the chain's latency), instead of after everything; the v window after the last row's conv; the q and
+// k windows, which every block of the key head reads at its start, after the last row's first cluster sync, when every
+// block has read them (the same values).
 template <int DK, int CL, int TPC, bool FUSED = false, int MODE = 0>
 __global__ void recurrence_split_kernel(DeltaArgs a) {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900  // clusters are sm_90's; older cards run recurrence_kernel
@@ -190,8 +190,8 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
   constexpr int DP = DK / TPC;  // rows of the column a thread holds
   const cg::cluster_group cluster = cg::this_cluster();
   // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed; with a.early
-  // (HKV_DN_EARLY) the state S, the conv state and the read-only parameters are read first (no kernel that may still
-  // run writes them: only this kernel writes S and the conv state, and the kernels ahead in the chain are the
+  // (Tuning's dn_early) the state S, the conv state and the read-only parameters are read first (no kernel that may
+  // still run writes them: only this kernel writes S and the conv state, and the kernels ahead in the chain are the
   // in-projections and the MLP), so that their round trips overlap the kernel ahead's end.
   if (!a.early) pdl_wait();
   __shared__ float q_s[DK], k_s[DK], o_s[128], part_s[32];
@@ -227,15 +227,15 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
     }
   }
   if (a.early) pdl_wait();       // from here on: qkv, z, b, a (the in-projections' outputs)
-  if (a.trigger) pdl_trigger();  // HKV_OUT_TRIGGER: the out product may launch (it waits for this grid before reading)
+  if (a.trigger) pdl_trigger();  // out_trigger: the out product may launch (it waits for this grid before reading)
   long long pc[6] = {};          // PH: this block's cycles a phase (thread 0)
   if constexpr (PH) ph[1] = clock64(), pc[0] = ph[1] - ph[0];
   for (int t = 0; t < rows; t++) {
     const int64_t row = first + t;
     const float* cv = a.conv_out + row * a.C;
-    // a.preload (HKV_DN_PRELOAD): the row's b, a and (the column's storing thread) z, outputs of the in-projections
-    // like qkv, are loaded with it here, so that their round trip overlaps the conv and the norms instead of following
-    // them; the operations on them are the same, in the same places
+    // a.preload (Tuning's dn_preload): the row's b, a and (the column's storing thread) z, outputs of the
+    // in-projections like qkv, are loaded with it here, so that their round trip overlaps the conv and the norms
+    // instead of following them; the operations on them are the same, in the same places
     float b_in = 0.0f, a_in = 0.0f, z_in = 0.0f;
     if (a.preload) {
       b_in = a.b[row * a.nv + h], a_in = a.a[row * a.nv + h];
@@ -367,9 +367,9 @@ __global__ void recurrence_split_kernel(DeltaArgs a) {
 }
 
 // The split recurrence's launch: grid (sequences, value heads · CL), clusters of CL blocks along y, dv/CL·TPC
-// threads a block, as a programmatic dependent launch where launch_k would make one.
+// threads a block, as a programmatic dependent launch where launch_k would make one (pdl).
 template <int DK, int CL, int TPC, bool FUSED = false>
-void launch_split(const DeltaArgs& a, cudaStream_t st) {
+void launch_split(const DeltaArgs& a, cudaStream_t st, bool pdl) {
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.z = 1;
@@ -378,33 +378,31 @@ void launch_split(const DeltaArgs& a, cudaStream_t st) {
   attr[1].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(unsigned(a.B), unsigned(a.nv * CL)), cfg.blockDim = dim3(unsigned(a.dv / CL * TPC));
-  cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl_all_enabled() ? 2 : 1;
-  auto kernel = recurrence_split_kernel<DK, CL, TPC, FUSED>;
+  cfg.stream = st, cfg.attrs = attr, cfg.numAttrs = pdl ? 2 : 1;
   if constexpr (DK == 128 && CL == 2 && TPC == 2 && FUSED) {  // the 27B decode form: its MODE instantiations
-    const int mode = fused_recurrence_mode();
-    const decltype(kernel) k[4] = {kernel, recurrence_split_kernel<DK, CL, TPC, FUSED, 1>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 2>,
-                                   recurrence_split_kernel<DK, CL, TPC, FUSED, 3>};
-    kernel = k[mode];
+    const decltype(&recurrence_split_kernel<DK, CL, TPC, FUSED, 2>) k[2] = {
+        recurrence_split_kernel<DK, CL, TPC, FUSED, 2>, recurrence_split_kernel<DK, CL, TPC, FUSED, 3>};
+    HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, k[fused_recurrence_mode() & 1], a));
+  } else {
+    HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, recurrence_split_kernel<DK, CL, TPC, FUSED>, a));
   }
-  HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, a));
 }
 
 // The split recurrence with (CL, TPC) = (cl, tpc) for dk = DK (recurrence_form or fused_form has chosen them).
 template <int DK, bool FUSED>
-void launch_split_any(const DeltaArgs& a, int cl, int tpc, cudaStream_t st) {
+void launch_split_any(const DeltaArgs& a, int cl, int tpc, cudaStream_t st, bool pdl) {
   if (cl == 1 && tpc == 2)
-    launch_split<DK, 1, 2, FUSED>(a, st);
+    launch_split<DK, 1, 2, FUSED>(a, st, pdl);
   else if (cl == 2 && tpc == 1)
-    launch_split<DK, 2, 1, FUSED>(a, st);
+    launch_split<DK, 2, 1, FUSED>(a, st, pdl);
   else if (cl == 2 && tpc == 2)
-    launch_split<DK, 2, 2, FUSED>(a, st);
+    launch_split<DK, 2, 2, FUSED>(a, st, pdl);
   else if (cl == 4 && tpc == 1)
-    launch_split<DK, 4, 1, FUSED>(a, st);
+    launch_split<DK, 4, 1, FUSED>(a, st, pdl);
   else if (FUSED && cl == 1 && tpc == 1)
-    launch_split<DK, 1, 1, FUSED>(a, st);
+    launch_split<DK, 1, 1, FUSED>(a, st, pdl);
   else
-    launch_split<DK, 4, 2, FUSED>(a, st);
+    launch_split<DK, 4, 2, FUSED>(a, st, pdl);
 }
 
 template <int DK>
@@ -428,21 +426,7 @@ __global__ void step_heads_kernel(float* S, const float* q, const float* k, cons
 
 }  // namespace
 
-namespace {
-// -1: not yet read from the environment (HKV_DN_SPLIT, HKV_DN_TPC, HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD,
-// HKV_DN_SEARLY)
-int g_split = -1, g_tpc = -1, g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1;
-}  // namespace
-bool deltanet_fused() { return env_switch(g_dnfused, "HKV_DN_FUSED", true); }
-void set_deltanet_fused(bool on) { g_dnfused = on ? 1 : 0; }
-bool deltanet_early_enabled() { return env_switch(g_dnearly, "HKV_DN_EARLY", true); }
-void set_deltanet_early(bool on) { g_dnearly = on ? 1 : 0; }
-bool deltanet_preload_enabled() { return env_switch(g_dnpreload, "HKV_DN_PRELOAD", true); }
-void set_deltanet_preload(bool on) { g_dnpreload = on ? 1 : 0; }
-bool dn_searly_enabled() { return env_switch(g_dnsearly, "HKV_DN_SEARLY", true); }
-void set_dn_searly(bool on) { g_dnsearly = on ? 1 : 0; }
-int fused_recurrence_mode() { return (g_dn_phases ? 1 : 0) | (dn_searly_enabled() ? 2 : 0); }
-void forget_deltanet_switches() { g_dnfused = -1, g_dnearly = -1, g_dnpreload = -1, g_dnsearly = -1; }
+int fused_recurrence_mode() { return (g_dn_phases ? 1 : 0) | 2; }
 
 void dn_phases_begin() {
   phase_sums_zero(g_dn_cycles);
@@ -456,19 +440,6 @@ DnPhases dn_phases_end() {
   for (int i = 0; i < 6; i++) p.cycles[i] = m[i];
   return p;
 }
-int recurrence_split() {
-  if (g_split < 0) g_split = env_choice("HKV_DN_SPLIT", {1, 2, 4}, 2);
-  return g_split;
-}
-int recurrence_tpc() {
-  if (g_tpc < 0) g_tpc = env_choice("HKV_DN_TPC", {1, 2}, 2);
-  return g_tpc;
-}
-void forget_recurrence_split() { g_split = g_tpc = -1; }
-void set_recurrence_split(int blocks, int threads_a_column) {
-  g_split = blocks == 2 || blocks == 4 ? blocks : 1;
-  g_tpc = threads_a_column == 2 ? 2 : 1;
-}
 
 bool clusters_supported() {
   static const bool ok = [] {
@@ -480,29 +451,31 @@ bool clusters_supported() {
   return ok;
 }
 
-std::pair<int, int> recurrence_form(const DeltaArgs& a) {
-  const int cl = recurrence_split(), tpc = recurrence_tpc();
+std::pair<int, int> recurrence_form(const DeltaArgs& a, const Tuning& tu) {
+  const int cl = tu.dn_split, tpc = tu.dn_tpc;
   const bool split = (cl > 1 || tpc > 1) && (a.dk == 64 || a.dk == 128) && a.dv <= 128 && a.dv % (4 * cl) == 0 &&
                      (a.dv / cl * tpc) % 32 == 0 && clusters_supported();
   return split ? std::make_pair(cl, tpc) : std::make_pair(1, 1);
 }
 
-// Whether the fused decode form takes a with the current (blocks, threads a column): a conv of size 4, a thread a
-// q/k channel (dv/blocks·threads = dk), a key head's blocks in one cluster of at most 8, and clusters.
-static bool fused_shape_ok(const DeltaArgs& a) {
-  const int cl = recurrence_split(), tpc = recurrence_tpc();
+// Whether the fused decode form takes a with tu's (blocks, threads a column): a conv of size 4, a thread a q/k channel
+// (dv/blocks·threads = dk), a key head's blocks in one cluster of at most 8, and clusters.
+static bool fused_shape_ok(const DeltaArgs& a, const Tuning& tu) {
+  const int cl = tu.dn_split, tpc = tu.dn_tpc;
   return (a.dk == 64 || a.dk == 128) && a.K == kFusedK && a.dv <= 128 && a.dv % (4 * cl) == 0 &&
          a.dv / cl * tpc == a.dk && a.nv % a.nk == 0 && a.nv / a.nk * cl <= 8 && clusters_supported();
 }
 
-bool deltanet_fused_form(const DeltaArgs& a) { return deltanet_fused() && a.N <= 8 && fused_shape_ok(a); }
+bool deltanet_fused_form(const DeltaArgs& a, const Tuning& tu) {
+  return tu.dn_fused && a.N <= 8 && fused_shape_ok(a, tu);
+}
 
-bool deltanet(const DeltaArgs& a_in, cudaStream_t st) {
+bool deltanet(const DeltaArgs& a_in, cudaStream_t st, const Tuning& tu) {
   if (a_in.N <= 0 || a_in.B <= 0) return false;
   DeltaArgs a = a_in;
-  a.early = deltanet_early_enabled();
-  a.preload = deltanet_preload_enabled();
-  a.trigger = out_trigger_enabled();
+  a.early = tu.dn_early;
+  a.preload = tu.dn_preload;
+  a.trigger = tu.out_trigger;
   a.xq_out = nullptr;  // records only where the split recurrence runs with whole chunks a block (below)
   auto records = [&](int cl) {
     if (a_in.xq_out && (a.dv / cl) % 32 == 0 && a.dv / cl <= 128) a.xq_out = a_in.xq_out;
@@ -510,32 +483,34 @@ bool deltanet(const DeltaArgs& a_in, cudaStream_t st) {
   };
   if (a.K < 1 || a.K > kMaxK) throw std::runtime_error("deltanet: conv kernel size must be 1..8");
   if (a.dv % 32 != 0 || a.dv > 1024) throw std::runtime_error("deltanet: value head dim must be a multiple of 32");
-  if (deltanet_fused_form(a)) {  // conv, l2norm and recurrence in one launch
-    const int cl = recurrence_split(), tpc = recurrence_tpc();
+  if (deltanet_fused_form(a, tu)) {  // conv, l2norm and recurrence in one launch
+    const int cl = tu.dn_split, tpc = tu.dn_tpc;
     const bool rec = records(cl);
-    a.dk == 128 ? launch_split_any<128, true>(a, cl, tpc, st) : launch_split_any<64, true>(a, cl, tpc, st);
+    a.dk == 128 ? launch_split_any<128, true>(a, cl, tpc, st, tu.pdl_all)
+                : launch_split_any<64, true>(a, cl, tpc, st, tu.pdl_all);
     HKV_CHECK_LAUNCH();
     return rec;
   }
-  launch_k(conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
-  l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st);
-  const auto [cl, tpc] = recurrence_form(a);
+  launch_k(tu.pdl_all, conv_kernel, dim3(unsigned((a.C + 255) / 256), unsigned(a.B)), dim3(256), 0, st, a);
+  l2norm_heads(a.conv_out, a.C, a.N, 2 * a.nk, a.dk, a.nk, a.q_scale, st, tu);
+  const auto [cl, tpc] = recurrence_form(a, tu);
   if (cl > 1 || tpc > 1) {
     const bool rec = records(cl);
-    a.dk == 128 ? launch_split_any<128, false>(a, cl, tpc, st) : launch_split_any<64, false>(a, cl, tpc, st);
+    a.dk == 128 ? launch_split_any<128, false>(a, cl, tpc, st, tu.pdl_all)
+                : launch_split_any<64, false>(a, cl, tpc, st, tu.pdl_all);
     HKV_CHECK_LAUNCH();
     return rec;
   }
   dim3 grid(unsigned(a.B), unsigned(a.nv));
   switch (a.dk) {
     case 32:
-      launch_k(recurrence_kernel<32>, grid, dim3(unsigned(a.dv)), 0, st, a);
+      launch_k(tu.pdl_all, recurrence_kernel<32>, grid, dim3(unsigned(a.dv)), 0, st, a);
       break;
     case 64:
-      launch_k(recurrence_kernel<64>, grid, dim3(unsigned(a.dv)), 0, st, a);
+      launch_k(tu.pdl_all, recurrence_kernel<64>, grid, dim3(unsigned(a.dv)), 0, st, a);
       break;
     case 128:
-      launch_k(recurrence_kernel<128>, grid, dim3(unsigned(a.dv)), 0, st, a);
+      launch_k(tu.pdl_all, recurrence_kernel<128>, grid, dim3(unsigned(a.dv)), 0, st, a);
       break;
     default:
       throw std::runtime_error("deltanet: key head dim " + std::to_string(a.dk) + " (32, 64 or 128 supported)");

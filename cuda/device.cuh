@@ -241,11 +241,9 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 // kernel<<<grid, block, smem, st>>>(args…) as a programmatic dependent launch: the kernel must call pdl_wait()
 // before it touches anything the kernel ahead of it writes or reads.
-// launch_k(kernel, grid, block, smem, stream, args…): launch_pdl by default, or kernel<<<grid, block, smem,
-// stream>>>(args…) under HKV_PDL_ALL=0 / set_pdl_all(false). Every kernel launched
-// through it begins with pdl_wait(): only its launch and the ramp of its blocks overlap the tail of the kernel
-// ahead.
-bool pdl_all_enabled();
+// launch_k(pdl, kernel, grid, block, smem, stream, args…): launch_pdl where pdl (Tuning's pdl_all, on by default),
+// else kernel<<<grid, block, smem, stream>>>(args…). Every kernel launched through it begins with pdl_wait(): only its
+// launch and the ramp of its blocks overlap the tail of the kernel ahead.
 template <class... P, class... A>
 void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
   cudaLaunchAttribute attr[1];
@@ -257,8 +255,8 @@ void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaSt
   HKV_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 template <class... P, class... A>
-void launch_k(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
-  if (pdl_all_enabled()) {
+void launch_k(bool pdl, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+  if (pdl) {
     launch_pdl(kernel, grid, block, smem, st, args...);
   } else {
     kernel<<<grid, block, smem, st>>>(args...);

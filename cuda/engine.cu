@@ -110,9 +110,9 @@ static size_t layer_read_bytes(const std::vector<DMat>& ms) {
 // The public constructors delegate to Engine(const Config&, Bare), which only copies the config: once a
 // delegated-to constructor has returned, the object counts as constructed, so when the rest of the
 // constructor throws (a failed allocation, a bad config), ~Engine() runs and frees what was allocated.
-Engine::Engine(const Config& c, Bare) : c_(c) {}
+Engine::Engine(const Config& c, const Tuning& t, Bare) : c_(c), tuning_(t) {}
 
-Engine::Engine(const Model& m) : Engine(m.config, Bare{}) {
+Engine::Engine(const Model& m, const Tuning& t) : Engine(m.config, t, Bare{}) {
   init_common();
   size_t need = 0;
   for (const LayerWeights& lw : m.w.layers)
@@ -210,7 +210,7 @@ size_t synth_matrix_bytes(const SyntheticSpec& spec, int64_t rows, int64_t cols)
 }
 }  // namespace
 
-Engine::Engine(const SyntheticSpec& spec) : Engine(spec.config, Bare{}) {
+Engine::Engine(const SyntheticSpec& spec, const Tuning& t) : Engine(spec.config, t, Bare{}) {
   init_common();
   const Config& c = c_;
   if (spec.weights == WType::MLX4 && (c.quant_group_size == 0 || c.hidden_size % c.quant_group_size != 0))
@@ -512,6 +512,7 @@ void Engine::free_scratch() noexcept {
 void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   const Config& c = c_;
   cudaStream_t st = stream_;
+  const Tuning& tu = tuning_;
   const int64_t N = r.N, E = c.hidden_size, I = c.intermediate_size;
   const int H = c.num_attention_heads, KV = c.num_key_value_heads, D = c.head_dim, rd = c.rotary_dim();
   const int nk = c.linear_num_key_heads, nv = c.linear_num_value_heads, dk = c.linear_key_head_dim,
@@ -532,7 +533,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   auto mv = [&](std::initializer_list<MatTask> tasks, const float* X, int64_t ldx, int64_t rows) {
     std::vector<MatTask> group;
     auto flush = [&] {
-      if (!group.empty()) matvec_multi(group.data(), int(group.size()), X, ldx, rows, xq, st);
+      if (!group.empty()) matvec_multi(group.data(), int(group.size()), X, ldx, rows, xq, st, tu);
       group.clear();
     };
     for (const MatTask& t : tasks) {
@@ -549,7 +550,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
   // store (h = h + y, the same fp32 addition add_rmsnorm_rows makes), and a launch whose matrices are all MLX4
   // of one width makes its x's records itself (matvec_multi's XSource): x = rmsnorm(h) after a norm, or the
   // attention / DeltaNet output, so the add_rmsnorm and xq_records launches between them go. The same bytes.
-  const bool fuse = !taps && N <= 2 && decode_fusion_enabled();
+  const bool fuse = !taps && N <= 2 && tu.decode_fuse;
   const float* pending = nullptr;  // a residual y_ not yet added into h_ (added by the next norm)
   // x = rmsnorm(h + pending) with weight w, then the matrices that read x
   auto norm_mv = [&](const float* w, std::initializer_list<MatTask> tasks) {
@@ -557,10 +558,10 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     if (fuse && !pending && matvec_fuses_records(ts.data(), int(ts.size()), N, true)) {
       XSource src;
       src.x = h_, src.ldx = E, src.norm_w = w, src.eps = eps;
-      matvec_multi(ts.data(), int(ts.size()), nullptr, 0, N, nullptr, st, &src);
+      matvec_multi(ts.data(), int(ts.size()), nullptr, 0, N, nullptr, st, tu, &src);
       return;
     }
-    add_rmsnorm_rows(h_, pending, w, E, eps, N, x_, xs_E, st);
+    add_rmsnorm_rows(h_, pending, w, E, eps, N, x_, xs_E, st, tu);
     pending = nullptr;
     mv(tasks, x_, E, N);
   };
@@ -571,27 +572,23 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
     if (fuse && xrec && matvec_fuses_records(&t, 1, N, false)) {
       XSource src;
       src.x = x, src.ldx = ldx;
-      matvec_multi(&t, 1, nullptr, 0, N, nullptr, st, &src);
+      matvec_multi(&t, 1, nullptr, 0, N, nullptr, st, tu, &src);
       return;
     }
-    if (xrec && W.type == WType::MLX4) xq_records(x, ldx, N, W.cols, xq, st);
+    if (xrec && W.type == WType::MLX4) xq_records(x, ldx, N, W.cols, xq, st, tu);
     mv({t}, x, ldx, N);
     if (!fuse) pending = y_;
   };
 
-  embed_rows(embed_, r.d_tok, N, h_, st);
+  embed_rows(embed_, r.d_tok, N, h_, st, tu);
   int fi = 0, li = 0;
   for (int l = 0; l < c.num_hidden_layers; l++) {
     const Layer& L = layers_[size_t(l)];
     if (L.kind == LayerKind::Full) {
       norm_mv(L.input_norm,
               {{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}});
-      if (!attn_prep_pack(big_, qbuf_, kbuf_, vbuf_, int64_t(KV) * D, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd,
-                          eps, r.kind, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N, r.d_pos, err_, st)) {
-        attn_prep(big_, qbuf_, kbuf_, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps, st);
-        kv_pack(r.kind, kbuf_, int64_t(KV) * D, vbuf_, int64_t(KV) * D, r.d_k + int64_t(fi) * N,
-                r.d_v + int64_t(fi) * N, r.d_pos, N, KV, D, err_, st);
-      }
+      attn_prep_pack(big_, qbuf_, kbuf_, vbuf_, int64_t(KV) * D, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps,
+                     r.kind, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N, r.d_pos, err_, st, tu);
       tap(l, "q", qbuf_, int64_t(H) * D);
       tap(l, "k", kbuf_, int64_t(KV) * D);
       AttnArgs a;
@@ -607,11 +604,11 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       a.N = N;
       a.max_keys = r.max_keys;
       a.part = part_;
-      a.pre_ok = true;  // the kernel ahead is attn_prep_pack or kv_pack, which write only this step's rows
-      // the merge makes o's records (HKV_REC_PRODUCER), which the o launch then stages from xq
-      const bool o_rec = fuse && records_by_producer_enabled() && L.o.type == WType::MLX4;
+      a.pre_ok = true;  // the kernel ahead is attn_prep_pack, which writes only this step's rows
+      // the merge makes o's records, which the o launch then stages from xq
+      const bool o_rec = fuse && L.o.type == WType::MLX4;
       if (o_rec) a.xq_out = xq;
-      attention(a, st);
+      attention(a, st, tu);
       tap(l, "attn", att_, int64_t(H) * D);
       residual_mv(L.o, att_, int64_t(H) * D, !o_rec);
       fi++;
@@ -628,29 +625,29 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       d.conv_w = L.conv, d.A_log = L.A_log, d.dt_bias = L.dt_bias, d.norm_w = L.norm;
       d.qkv = big_, d.conv_out = conv_out_, d.z = zbuf_, d.b = bbuf_, d.a = abuf_, d.core = core_;
       d.N = N;
-      if (fuse && records_by_producer_enabled() && L.out.type == WType::MLX4) d.xq_out = xq;
-      const bool out_rec = deltanet(d, st);  // whether it made out's records (HKV_REC_PRODUCER)
+      if (fuse && L.out.type == WType::MLX4) d.xq_out = xq;
+      const bool out_rec = deltanet(d, st, tu);  // whether it made out's records
       tap(l, "deltanet", core_, int64_t(nv) * dv);
       residual_mv(L.out, core_, int64_t(nv) * dv, !out_rec);
       li++;
     }
     norm_mv(L.post_norm, {{L.gate, big_, I}, {L.up, big2_, I}});
     if (L.down.type == WType::MLX4)
-      silu_mul_xq(big_, big2_, N * I, xq, st);
+      silu_mul_xq(big_, big2_, N * I, xq, st, tu);
     else
-      silu_mul(big_, big2_, N * I, st);
+      silu_mul(big_, big2_, N * I, st, tu);
     residual_mv(L.down, big_, I, false);
     if (taps) {
-      add_inplace(h_, y_, N * E, st);
+      add_inplace(h_, y_, N * E, st, tu);
       tap(l, "hidden", h_, E);
       pending = nullptr;
     }
   }
   if (r.logit_rows.empty()) {
-    if (pending) add_inplace(h_, y_, N * E, st);
+    if (pending) add_inplace(h_, y_, N * E, st, tu);
     return;
   }
-  add_rmsnorm_rows(h_, pending, final_norm_, E, eps, N, x_, nullptr, st);
+  add_rmsnorm_rows(h_, pending, final_norm_, E, eps, N, x_, nullptr, st, tu);
   const int64_t R = int64_t(r.logit_rows.size());
   const float* xin = x_;
   if (R != N) {  // gather the wanted rows
@@ -659,7 +656,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
                                      cudaMemcpyDeviceToDevice, st));
     xin = y_;
   }
-  if (lm_head_.type == WType::MLX4) xq_records(xin, E, R, E, xq, st);
+  if (lm_head_.type == WType::MLX4) xq_records(xin, E, R, E, xq, st, tu);
   mv({{lm_head_, logits_, c.vocab_size}}, xin, E, R);
 }
 
@@ -762,7 +759,7 @@ void Engine::run_round(const Round& r0, const ForwardOptions& opt, std::vector<f
     int32_t* d_ids = static_cast<int32_t*>(argmax_);
     float* part_v = reinterpret_cast<float*>(d_ids + kMaxRows);
     int* part_i = reinterpret_cast<int*>(part_v + kMaxRows * kArgmaxParts);
-    argmax_rows(logits_, int64_t(ids.size()), c.vocab_size, d_ids, part_v, part_i, stream_);
+    argmax_rows(logits_, int64_t(ids.size()), c.vocab_size, d_ids, part_v, part_i, stream_, tuning_);
     HKV_CUDA_CHECK(cudaMemcpyAsync(ids.data(), d_ids, ids.size() * 4, cudaMemcpyDeviceToHost, stream_));
   }
   check_pack_error(stream_);

@@ -69,13 +69,23 @@ struct FastPrefillState;  // cuda/prefill.h
 
 class Engine {
  public:
-  explicit Engine(const Model& m);             // uploads the host weights
-  explicit Engine(const SyntheticSpec& spec);  // generates build_synthetic(spec)'s bytes on the device
+  // t: the engine's run-time choices (cuda/tuning.h), by default the environment's; no choice changes a byte of the
+  // exact path.
+  explicit Engine(const Model& m, const Tuning& t = tuning_from_env());  // uploads the host weights
+  // generates build_synthetic(spec)'s bytes on the device
+  explicit Engine(const SyntheticSpec& spec, const Tuning& t = tuning_from_env());
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   const Config& config() const { return c_; }
+  // The choices every launch from now on takes, and another set of them (hkv bench --variants): the captured decode
+  // graphs are dropped, so that the next decode steps capture their launches anew.
+  const Tuning& tuning() const { return tuning_; }
+  void set_tuning(const Tuning& t) {
+    tuning_ = t;
+    drop_graphs();
+  }
   size_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights one decode token reads (every matrix but the embedding, plus one embedding row).
   size_t weight_bytes_per_token() const { return weight_read_bytes_; }
@@ -120,8 +130,8 @@ class Engine {
   size_t embedding_to_host();
   // Capture decode steps (one token per sequence) in CUDA graphs and replay them.
   void set_graphs(bool on) { graphs_ = on; }
-  // The captured decode graphs destroyed: the next decode step captures its launches anew (after a switch of
-  // kernels.h changes, hkv bench --variants).
+  // The captured decode graphs destroyed: the next decode step captures its launches anew (set_tuning; hkv bench's
+  // diagnostics, whose instantiations are taken at capture).
   void drop_graphs() noexcept;
   // Tests: cap the fast prefill's bf16 weight tile at n elements (0: the default 64M), before its first prompt,
   // so that small models' products go through several row tiles as the 27B shape's do.
@@ -147,7 +157,7 @@ class Engine {
   struct Round;
   struct Bare {};
 
-  Engine(const Config& c, Bare);  // the config only; see engine.cu for why the constructors delegate to it
+  Engine(const Config& c, const Tuning& t, Bare);  // the config only; see engine.cu for why the constructors delegate
   void init_common();
   void free_scratch() noexcept;
   void* dalloc(size_t bytes, const char* what);
@@ -172,6 +182,7 @@ class Engine {
                  int64_t ldy, float beta);
 
   Config c_;
+  Tuning tuning_;
   cudaStream_t stream_ = nullptr;
   std::vector<void*> weight_allocs_;
   void* host_embed_ = nullptr;  // pinned, mapped (embedding_to_host)

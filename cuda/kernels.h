@@ -1,6 +1,7 @@
 // Launchers of the engine's kernels, callable from plain C++ (the engine and the GPU tests). Pointers are
-// device pointers; every launch is checked. Each kernel file says what it computes and in which order. Each switch
-// below has its measured effect on a token in docs/PERFORMANCE.md ("What has been tried").
+// device pointers; every launch is checked. Each kernel file says what it computes and in which order. A launcher
+// that has a choice to make takes it from its `tu` (cuda/tuning.h; the engine passes its own, a caller that passes
+// none gets the defaults); each choice's measured effect on a token is in docs/PERFORMANCE.md.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/tuning.h"
 #include "reference/kvformat.h"
 #include "reference/weights.h"
 
@@ -29,10 +31,6 @@ struct DMat {
 
 // The current device's multiprocessor count (asked once a process).
 int sm_count();
-// The engine's switches from the environment. env_choice: NAME's value when it is exactly one of `allowed`, else
-// dflt. env_switch: read once into `cached` (−1 until then, then 0 or 1): NAME=1 on, NAME=0 off, else dflt.
-int env_choice(const char* name, std::initializer_list<int> allowed, int dflt);
-bool env_switch(int& cached, const char* name, bool dflt);
 // n rounded up to a multiple of 256 (buffers carved from one allocation), and the blocks of `threads` threads
 // that cover n.
 inline size_t align256(size_t n) { return (n + 255) & ~size_t(255); }
@@ -43,8 +41,8 @@ inline unsigned blocks_for(int64_t n, int threads) { return unsigned((n + thread
 constexpr int kXqWords = 32;
 // Y[n][r] = dot_row(W, r, X[n]) for n < N; X [N][ldx], Y [N][ldy]. xq: scratch of N·(cols/32)·kXqWords
 // words (MLX4: the records of X). Each (n, r) is computed alone: batch-invariant.
-void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq,
-            cudaStream_t st);
+void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq, cudaStream_t st,
+            const Tuning& tu = Tuning{});
 // One matrix of a fused launch and where its rows go: Y[n][r] at y[n·ldy + r]; with add, the residual add
 // y[n·ldy + r] = y[n·ldy + r] + product (one fp32 addition, the engine's h = h + y in the matvec's store).
 struct MatTask {
@@ -67,9 +65,10 @@ struct XSource {
 // Up to kMaxTasks matrices of one type, width and group that read the same X, in one launch (q|k|v,
 // gate|up, …); each row's bytes are those of matvec. xq: xq_records of X (MLX4 reads only these; ignored
 // for dense). src (only where matvec_fuses_records says so): the launch makes X's records from src itself
-// and reads neither X nor xq.
+// and reads neither X nor xq. The decode MLX4 launches (N ≤ 2) read tu's pdl, mv_stage, mv_normw, mv_prefetch and
+// pdl_all.
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
-                  cudaStream_t st, const XSource* src = nullptr);
+                  cudaStream_t st, const Tuning& tu = Tuning{}, const XSource* src = nullptr);
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
@@ -94,23 +93,18 @@ struct DnPhases {
 };
 void dn_phases_begin();
 DnPhases dn_phases_end();
-// On by default (HKV_PACK_GROUPS=0 gives the warp a row): kv_pack with a warp a group of 32 (the 27B shape: 8 warps a
-// row instead of one warp looping over 8 groups). The same bytes; a row with a non-finite element or an overflowing
-// scale is not written at all.
-bool pack_groups_enabled();
-void set_pack_groups(bool on);
-void forget_pack_switches();  // HKV_PACK_GROUPS and HKV_PREP_PACK read from the environment again
 // Greedy decoding's argmax on the device (cuda/argmax.cu): out[r] = reference argmax() of row r of x (rows × n
 // floats: the first index of the largest non-NaN value, 0 when x[r][0] is NaN); part_v and part_i hold
 // rows · kArgmaxParts entries each (the partial results).
 constexpr int kArgmaxParts = 256;
-void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, float* part_v, int* part_i, cudaStream_t st);
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out, float* part_v, int* part_i, cudaStream_t st,
+                 const Tuning& tu = Tuning{});
 // Phase stamps of the dependent decode MLX4 launches (hkv bench-ops --chain --phases): after mlx4_stamps_begin(n),
 // those launches take an instantiation that records, for each of the next n launches, the earliest and latest
 // %globaltimer (ns) over its blocks at their start, after pdl_wait, once x's records are staged, and at each warp's
 // end; mlx4_stamps_end() turns it off and returns one record a launch that ran. For chains of matvec launches only
 // (each launch must start after the one before it has completed: the stamped launches do not trigger their dependents
-// at their start, whatever HKV_MV_TRIGGER says, else the next launch's early blocks would stamp this one's slot).
+// at their start, as every other decode launch does, else the next launch's early blocks would stamp this one's slot).
 // The same bytes.
 struct MatvecStamps {
   uint64_t start[2], waited[2], records[2], end[2];  // min, max
@@ -120,91 +114,50 @@ struct MatvecStamps {
 };
 void mlx4_stamps_begin(int max_launches);
 std::vector<MatvecStamps> mlx4_stamps_end();
-// The decode MLX4 matvec as a programmatic dependent launch (sm_90; on by default, HKV_PDL=0 or
-// set_pdl(false) for the ordinary launch): its blocks start while the kernel before it (the norm, records
-// or SwiGLU that writes its x) finishes, prefetch their first round of weights into L2, then wait for that
-// kernel. The same bytes.
-void set_pdl(bool on);
-// On by default (HKV_MV_OCC3=0 turns it off): the decode MLX4 matvec of shapes under 16K rows with 2 rows a
-// warp, 2 chunks a round and 3 blocks a multiprocessor (off: 4 chunks a round, 2 blocks). The same bytes.
-void set_mlx4_occ3(bool on);
-// On by default (HKV_MV_BIG=0 turns it off): those launches as one block of 24 warps a multiprocessor instead of three
-// of 8 (x's records staged once a multiprocessor). The same bytes.
-void set_mlx4_big_blocks(bool on);
-// On by default (HKV_MV_U3=0 or set_mlx4_u3(false) gives the 24-warp block of 2 chunks a round above): those launches
-// with 3 chunks a round in one block of 20 warps a multiprocessor. The same bytes.
-void set_mlx4_u3(bool on);
-// On by default (HKV_MV_BALANCE=0 turns it off): launches of 16K rows or more take that 3-chunk launch where it leaves
-// each warp fewer rows to carry (the 27B gate|up: 7 groups of 2 rows a warp instead of 5 of 4). The same bytes.
-void set_mlx4_balance(bool on);
-// On by default (HKV_MV_STAGE=0 and HKV_MV_NORMW=0 turn them off): the decode MLX4 kernel stages x's records from xq
-// with 8 loads a thread in flight (one load at a time, the down_proj's 70 KB take a round trip each), and reads its
-// norm's weights (read-only) into registers before pdl_wait, while the kernel ahead finishes. The same bytes.
-void set_mlx4_prologue(bool stage, bool normw);
-// On by default (HKV_MV_TRIGGER=0 or set_mlx4_trigger(false) turns it off): the decode MLX4 launch lets its dependent
-// launch at its start (the next kernel's blocks then wait in their pdl_wait). The same bytes.
-void set_mlx4_trigger(bool on);
-// On by default (HKV_OUT_TRIGGER=0 or set_out_trigger(false) turns it off): the attention merge and the split DeltaNet
-// recurrence let their dependent launch (the o and out products) right after their own pdl_wait, so that its blocks
-// read their norm weights and prefetch before waiting, as the matvecs' trigger lets the next kernel.
-bool out_trigger_enabled();
-void set_out_trigger(bool on);
-// On by default (HKV_PDL_ALL=0 turns it off): the decode path's other kernels (attention, DeltaNet conv and recurrence,
-// cache packing, norms, SwiGLU, records, embedding) as programmatic dependent launches too; each waits for the kernel
-// ahead before touching memory. The same bytes.
-void set_pdl_all(bool on);
-// On by default (HKV_DECODE_FUSE=0 or set_decode_fusion(false) turns it off): the engine's decode fusion of
-// rounds of 1 or 2 rows (Engine::launch_layers): the residual adds in the o, out and down launches' stores, and
-// x's records (and x = rmsnorm(h)) made by the launches that read them. The same bytes.
-bool decode_fusion_enabled();
-void set_decode_fusion(bool on);
-// Every decode switch above and below (HKV_PDL, HKV_PDL_ALL, HKV_MV_OCC3, HKV_MV_BIG, HKV_MV_U3, HKV_DECODE_FUSE,
-// HKV_MV_STAGE, HKV_MV_NORMW, HKV_MV_PF, HKV_MV_TRIGGER, HKV_DN_SPLIT, HKV_DN_TPC, HKV_PACK_GROUPS, …) forgotten, read
-// from the environment again at its next use (hkv bench --variants; captured CUDA graphs keep the launches they were
-// made with: Engine::drop_graphs).
-void reload_switches();
 // xq[n][c] = the MLX4 products' record of chunk c of X[n] (reference x_chunks), for n < N, c < cols/32.
-void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st);
+void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st,
+                const Tuning& tu = Tuning{});
 
 // ---- norms.cu -----------------------------------------------------------------------------------
 // out[r] = rmsnorm_1pw(x[r], w) (w may be null), or rmsnorm_plain(x[r], w) when plain.
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64_t n, float eps, int64_t rows,
-                  float* out, int64_t ldo, cudaStream_t st);
+                  float* out, int64_t ldo, cudaStream_t st, const Tuning& tu = Tuning{});
 // Decode fusion, rows of n contiguous floats: h[r] ← h[r] + y[r] (y may be null), out[r] = rmsnorm_1pw(h[r];
 // w), and, when xq is not null, the records of out[r] (as xq_records; n a multiple of 32).
 void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float eps, int64_t rows, float* out,
-                      uint32_t* xq, cudaStream_t st);
+                      uint32_t* xq, cudaStream_t st, const Tuning& tu = Tuning{});
 // a[i] = silu_c(a[i]) · b[i] for i < n (n a multiple of 32), and the records of the result (as xq_records).
-void silu_mul_xq(float* a, const float* b, int64_t n, uint32_t* xq, cudaStream_t st);
+void silu_mul_xq(float* a, const float* b, int64_t n, uint32_t* xq, cudaStream_t st, const Tuning& tu = Tuning{});
 // For each row r < N and head h < nheads: v = x[r·ld + h·dim …] ← l2norm(v), then × scale for h < nscaled.
-void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st);
+void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st,
+                  const Tuning& tu = Tuning{});
 // Full-attention preparation for N rows: q heads (from qg [N][H·2D], per head D query rows then D gate
 // rows) normed with q_norm and roped into q [N][H·D]; k heads normed with k_norm and roped in place in
 // k [N][KV·D]. rope: [N][rd] (cos[rd/2] then sin[rd/2]) from hkv::rope_row.
 void attn_prep(const float* qg, float* q, float* k, const float* q_norm, const float* k_norm, const float* rope,
-               int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st);
+               int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st, const Tuning& tu = Tuning{});
 // h[r][:] = embedding row tokens[r] (for MLX4: fma(scale, q, bias) per element).
-void embed_rows(const DMat& E, const int32_t* tokens, int64_t N, float* h, cudaStream_t st);
+void embed_rows(const DMat& E, const int32_t* tokens, int64_t N, float* h, cudaStream_t st,
+                const Tuning& tu = Tuning{});
 // a[i] = silu_c(a[i]) · b[i];  a[i] = a[i] + b[i]
-void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st);
-void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st);
+void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning& tu = Tuning{});
+void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning& tu = Tuning{});
 
 // ---- kvcache.cu ---------------------------------------------------------------------------------
 // kv_pack_row of K and V rows: for row r < N and kv head h: K row k[r·ldk + h·D …] goes to
-// kdst[r] + (pos[r]·KV + h)·row_bytes, V likewise. Non-finite input sets bit 1 of *err, a scale that
-// overflows fp16 bit 2 (the oracle throws std::domain_error); such rows are left unwritten.
+// kdst[r] + (pos[r]·KV + h)·row_bytes, V likewise, a warp a group of 32 (head_dim a multiple of 32, at most 1024).
+// Non-finite input sets bit 1 of *err, a scale that overflows fp16 bit 2 (the oracle throws std::domain_error); such
+// rows are not written at all.
 void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
-             uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st);
-// attn_prep followed by kv_pack (k's rows as attn_prep leaves them, v's, ldk = KV·D) in one launch, where
-// prep_pack_enabled() and the packing takes a warp a group (pack_groups_enabled(), D a multiple of 32, at most 1024);
-// returns false, launching nothing, elsewhere. The bytes of the two launches (q, k, the cache rows, err).
-bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
+             uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st,
+             const Tuning& tu = Tuning{});
+// attn_prep followed by kv_pack (k's rows as attn_prep leaves them, v's, ldk = KV·D) in one launch (the engine's every
+// round), which lets the attention's chunk kernel launch once its own blocks have passed their pdl_wait (AttnArgs
+// pre_ok). The bytes of the two launches (q, k, the cache rows, err).
+void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
                     const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
-                    KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st);
-// On by default (HKV_PREP_PACK=0 or set_prep_pack(false) turns it off): the decode's attn_prep and kv_pack as one
-// launch (attn_prep_pack). forget_pack_switches reads it from the environment again too.
-bool prep_pack_enabled();
-void set_prep_pack(bool on);
+                    KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st,
+                    const Tuning& tu = Tuning{});
 // Valid random rows for positions [0, npos) of a [capacity][KV] cache (benchmarks: a cache at depth d
 // without a prefill). Not an exact path.
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
@@ -230,10 +183,6 @@ enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1
 // and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
 const char* attn_shape_name(AttnShape s);
 AttnShape parse_attn_shape(const std::string& name);
-// On by default (HKV_REC_PRODUCER=0 turns it off): the attention merge and the split DeltaNet recurrence write the
-// records of their output (xq_out), so that the o and out products stage them from memory as down does instead of
-// making them in their prologue. The same bytes (xq_chunk's records are make_records').
-bool records_by_producer_enabled();
 
 struct AttnArgs {
   KvKind kind = KvKind::BF16;
@@ -252,78 +201,47 @@ struct AttnArgs {
   int max_keys = 0;       // the largest n_keys (sets the chunk grid)
   float* part = nullptr;  // scratch: attn_part_floats(N, H, D, max_keys)
   AttnShape shape = AttnShape::Auto;
-  uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the merge writes the records of out too ([N][H·D/32])
-  int vu = 32;                 // set by attention() from attn_value_unroll(): callers leave it
+  // the merge writes the records of out too ([N][H·D/32], xq_chunk's bytes), so that the o product stages them from
+  // memory instead of making them in its prologue (the engine's decode fusion)
+  uint32_t* xq_out = nullptr;
+  int vu = 32;  // set by attention() from tu.attn_value_unroll: callers leave it
   // The caller's word that nothing that may still run when the chunk kernel starts writes n_keys, the row pointers,
   // or any cache row but those of each row's last N keys (the decode step: attn_prep_pack, the kernel ahead, lets the
-  // chunk kernel launch only once its own blocks have passed pdl_wait). With it and HKV_ATTN_PRE the chunk kernel
-  // copies the other rows before its pdl_wait.
+  // chunk kernel launch only once its own blocks have passed pdl_wait). With it the staged shapes' chunk kernel copies
+  // the other rows before its pdl_wait.
   bool pre_ok = false;
-  bool pre = false, trigger = false;  // set by attention() (HKV_ATTN_PRE, HKV_OUT_TRIGGER): callers leave them
-  bool fast_scores = false;           // set by attention() (attn_fast_scores()): callers leave it
-  int dsplit = 1;                     // set by attention() where the shape takes it (attn_dsplit()): callers leave it
+  bool pre = false, trigger = false;  // set by attention() (pre_ok, tu.out_trigger): callers leave them
+  bool fast_scores = false;           // set by attention() (fp8 at head_dim 256): callers leave it
+  int dsplit = 1;                     // set by attention() where the shape takes it (attn_dsplit): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
-void attention(const AttnArgs& a, cudaStream_t st);
-// The keys the chunk kernel's value loop over staged V rows (narrow, narrow-h1/h2, narrow-v2) unrolls: 32 by default,
-// HKV_ATTN_VU=4, 8 or 16 (set_attn_value_unroll; forget_… reads the environment again). More unrolled keys let later
-// keys' shared-memory loads issue before earlier keys' fmas; the operations and their order are the same. 32 is the
-// fastest of the four for q4h at every depth measured.
-int attn_value_unroll();
-void set_attn_value_unroll(int keys);
-// HKV_ATTN_SLIM: 1 (the default), Auto takes Slim for fp8 and q4h; 0 keeps NarrowV2 there; 2 takes Slim for fp8
-// alone. HKV_ATTN_SLIM_FROM: Slim beyond that many tenths of a chunk block a multiprocessor: 10 (the default), 30
-// (Slim from three chunk blocks a multiprocessor), 12, 15 or 20 (measuring).
-int attn_auto_slim();
-int attn_slim_from();
+// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_value_unroll, merge_fast, out_trigger and pdl_all.
+void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
 // Auto's shape (attention.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of all a KV head's
-// query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under HKV_ATTN_SLIM = slim
-// and HKV_ATTN_SLIM_FROM = from.
+// query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under tu.attn_slim = slim
+// (1: Slim for fp8 and q4h, 0: NarrowV2 there instead, 2: Slim for fp8 alone) and tu.attn_slim_from = from (Slim beyond
+// that many tenths of a chunk block a multiprocessor: 10, or 12, 15, 20, 30 for measuring).
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from);
-// HKV_ATTN_SLIM_FROLL (or set_attn_slim_froll): fp8's score loop rolled at the 27B's layout (with HKV_ATTN_SLIM_KVC)
-// where the grid is more than one wave of slim blocks (1, the default: from 128K at batch 1), never (0) or always (2);
-// elsewhere fp8 takes the unrolled loop, which is faster within one wave.
-int attn_slim_froll();
-void set_attn_slim_froll(int mode);
-// HKV_ATTN_SLIM_KVC (or set_attn_slim_kvc): on by default, the 27B's layout (4 KV heads of 6 query heads) takes a
-// slim kernel with the row stride as a constant, so that a value batch's 16 code loads take immediate offsets from
-// one address; 0, the stride from the arguments. The same operations in the same order.
-bool attn_slim_kvc();
-void set_attn_slim_kvc(bool on);
-// HKV_ATTN_VU, _PRE, _SLIM, _SLIM_FROLL, _SLIM_KVC, _FASTSC, _DSPLIT and HKV_MERGE_FAST read from the
-// environment again
-void forget_attn_switches();
-// HKV_ATTN_DSPLIT: the staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v;
-// fp8 and q4h) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the weighted
-// values of half the head's elements (the first also lc): 0 never, 1 (the default) where the doubled grid still fits
-// one wave of a block a multiprocessor (q4h and fp8 to 8K at batch 1), 2 always (the tests). The operations and their
-// order are unchanged. Few chunks leave most multiprocessors idle, and the value phase is half a block's cycles.
-int attn_dsplit();
-void set_attn_dsplit(int mode);
-// HKV_MERGE_FAST (or set_attn_merge_fast): on by default, the merge's whole batches of 32 chunks take a path without a
-// test a chunk (their loads at a constant stride, their factors as 16-byte shared loads); 0, every batch the tested
-// path. The same operations in the same order.
-bool attn_merge_fast();
-void set_attn_merge_fast(bool on);
-// On by default (HKV_ATTN_PRE=0 or set_attn_pre(false) turns it off): where the caller allows it (pre_ok), the staged
-// shapes' chunk kernel copies the K/V rows that the kernel ahead cannot be writing before its pdl_wait, and
-// attn_prep_pack lets it launch once its own blocks have passed their pdl_wait. The same bytes.
-bool attn_pre_enabled();
-void set_attn_pre(bool on);
-// The chunk kernels' fp8 scores at head_dim 256 by slim's score loop (unrolled by two pieces into two buffers, nothing
-// copied) instead of key_scores, the same bytes: HKV_ATTN_FASTSC (or set_attn_fast_scores) nonzero, the default; 0
-// key_scores. (q4h's scores have one form, q4h_int_scores, whatever the switch says.)
-int attn_fast_scores();
-void set_attn_fast_scores(int formats);
+// Slim at the 27B's layout (4 KV heads of 6 query heads, head_dim 256) takes a kernel with the row stride as a
+// constant, so that a value batch's 16 code loads take immediate offsets from one address; there fp8's score loop is
+// rolled where the grid of `blocks` slim blocks is more than one wave on P multiprocessors (from 128K at batch 1),
+// unrolled within one wave, where it is faster. The same operations in the same order.
+bool attn_slim_fp8_rolled(int64_t blocks, int64_t P);
+// The staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v; fp8 and q4h, head
+// dims a multiple of 64) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the
+// weighted values of half the head's elements (the first also lc), where the doubled grid of `blocks` blocks still fits
+// one wave of a block a multiprocessor (q4h and fp8 to 8K at batch 1); else 1. The operations and their order are
+// unchanged. Few chunks leave most multiprocessors idle, and the value phase is half a block's cycles.
+int attn_dsplit(int D, int64_t blocks, int64_t P);
 // What the last attention() call launched, so that a test can tell that a shape or switch reached its kernel (the
 // bytes alone cannot: every form gives the same): the slim chunk kernel, and slim's score loop (in it, or as fast
 // scores).
 struct AttnLaunch {
   AttnShape shape = AttnShape::Auto;  // the shape asked for, or Auto's choice (Slim where narrow-v2's path ran it)
   bool slim_kernel = false, slim_scores = false;
-  bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (HKV_ATTN_SLIM_FROLL)
-  bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant (HKV_ATTN_SLIM_KVC)
-  int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (HKV_ATTN_DSPLIT)
+  bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (attn_slim_fp8_rolled)
+  bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant
+  int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
 };
 AttnLaunch attn_last_launch();
 
@@ -348,54 +266,34 @@ struct DeltaArgs {
   const float* a = nullptr;            // [N][nv]
   float* core = nullptr;               // [N][nv·dv] gated, normed output
   int64_t N = 0;
-  uint32_t* xq_out = nullptr;  // HKV_REC_PRODUCER: the records of core ([N][nv·dv/32], xq_chunk's bytes)
-  bool early = false;          // set by deltanet() from deltanet_early_enabled(): callers leave it
-  bool preload = false;  // set by deltanet() from deltanet_preload_enabled() (the split recurrence): callers leave it
-  bool trigger = false;  // set by deltanet() from out_trigger_enabled() (the split recurrence): callers leave it
+  uint32_t* xq_out = nullptr;  // the records of core too ([N][nv·dv/32], xq_chunk's bytes), as AttnArgs' xq_out
+  bool early = false;          // set by deltanet() from tu.dn_early: callers leave it
+  bool preload = false;        // set by deltanet() from tu.dn_preload (the split recurrence): callers leave it
+  bool trigger = false;        // set by deltanet() from tu.out_trigger (the split recurrence): callers leave it
 };
 // The conv with SiLU, the q/k l2norm, and the recurrence with its gated norm, for every sequence's rows. Returns
 // whether it wrote the records of core into a.xq_out (asked for and taken: the split recurrence, whose blocks hold
-// whole 32-column chunks).
-bool deltanet(const DeltaArgs& a, cudaStream_t st);
-// The recurrence's blocks a (sequence, value head): 2 (the default), 1, or 4, as a cluster that splits the head's
-// columns (HKV_DN_SPLIT=1|2|4); and threads a column of S: 2 (the default) or 1 (HKV_DN_TPC=1). set_recurrence_split
-// sets both. Shapes the split kernel does not take (dk other than 64 or 128, dv > 128, dv/blocks·threads not a
-// multiple of 32) and cards without thread-block clusters (before sm_90) run the one-block kernel, as do
-// blocks = threads = 1. The same bytes (gpu_ops). The one-block kernel's 48 blocks of one head each leave 84
-// multiprocessors idle, and its <128> form spills 236 bytes a thread.
-int recurrence_split();
-// On by default (HKV_DN_FUSED=0 or set_deltanet_fused(false) turns it off): for rounds of at most 8 rows, the conv,
-// the q/k l2norm and the split recurrence in one launch (recurrence_split_kernel's FUSED form: a cluster holds a key
-// head's value heads), where the shape allows (conv size 4, dv/blocks·threads = dk, nv/nk·blocks ≤ 8, clusters); other
-// shapes and rounds take the three launches. The same bytes, conv_out included.
-bool deltanet_fused();
-void set_deltanet_fused(bool on);
-// On by default (HKV_DN_EARLY=0 or set_deltanet_early(false) turns it off): the split recurrence reads S, the conv
-// state and its parameters before its pdl_wait. forget_deltanet_switches rereads it too.
-bool deltanet_early_enabled();
-void set_deltanet_early(bool on);
-// On by default (HKV_DN_PRELOAD=0 or set_deltanet_preload(false) turns it off): the split recurrence loads each row's
-// b, a and z together with its qkv instead of after the norms (b, a) and at the store (z). forget_deltanet_switches
-// rereads it too.
-bool deltanet_preload_enabled();
-void set_deltanet_preload(bool on);
-// On by default (HKV_DN_SEARLY=0 or set_dn_searly(false) turns it off): the 27B decode form of the fused split
-// recurrence stores the state as soon as the last row has updated it, before that row's o chain, whose fma latency the
-// stores then fill (the state's store after everything takes 0.90 µs of a block's 6.7 after pdl_wait, hkv bench
-// --phases); the v conv window after the last row's conv, the q and k windows after its first cluster sync. The same
-// bytes.
-bool dn_searly_enabled();
-void set_dn_searly(bool on);
-// The MODE bits the 27B decode form of the fused split recurrence launches with now: 1 its phases counted
-// (dn_phases_begin), 2 HKV_DN_SEARLY.
-int fused_recurrence_mode();
-void forget_deltanet_switches();  // HKV_DN_FUSED, HKV_DN_EARLY, HKV_DN_PRELOAD and HKV_DN_SEARLY read again
-bool deltanet_fused_form(const DeltaArgs& a);  // whether deltanet(a) takes the one launch now
-int recurrence_tpc();
-void set_recurrence_split(int blocks, int threads_a_column);
-void forget_recurrence_split();  // HKV_DN_SPLIT and HKV_DN_TPC read again at the next launch
+// whole 32-column chunks). For rounds of at most 8 rows the conv, the q/k l2norm and the split recurrence go in one
+// launch (recurrence_split_kernel's FUSED form: a cluster holds a key head's value heads) where the shape allows and
+// tu.dn_fused (deltanet_fused_form); other shapes and rounds take the three launches. The same bytes, conv_out
+// included. Reads tu's dn_split, dn_tpc, dn_fused, dn_early, dn_preload, out_trigger and pdl_all.
+bool deltanet(const DeltaArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
+// The recurrence's blocks a (sequence, value head) as a cluster that splits the head's columns (tu.dn_split: 2, 1 or
+// 4) and threads a column of S (tu.dn_tpc: 2 or 1). Shapes the split kernel does not take (dk other than 64 or 128,
+// dv > 128, dv/blocks·threads not a multiple of 32) and cards without thread-block clusters (before sm_90) run the
+// one-block kernel, as do blocks = threads = 1. The same bytes (gpu_ops). The one-block kernel's 48 blocks of one head
+// each leave 84 multiprocessors idle, and its <128> form spills 236 bytes a thread.
 // What deltanet() launches for a: the split kernel's (blocks, threads a column), or (1, 1), the one-block kernel.
-std::pair<int, int> recurrence_form(const DeltaArgs& a);
+std::pair<int, int> recurrence_form(const DeltaArgs& a, const Tuning& tu = Tuning{});
+// Whether deltanet(a) takes the one fused launch: tu.dn_fused, at most 8 rows, a conv of size 4, a thread a q/k channel
+// (dv/blocks·threads = dk), a key head's blocks in one cluster of at most 8, and clusters. Its 27B form (dk = dv = 128,
+// 2 blocks of 2 threads a column) stores the state as soon as the last row has updated it, before that row's o chain,
+// whose fma latency the stores then fill; the v conv window after the last row's conv, the q and k windows after its
+// first cluster sync. The same bytes.
+bool deltanet_fused_form(const DeltaArgs& a, const Tuning& tu = Tuning{});
+// The MODE bits the 27B decode form of the fused split recurrence launches with now: 2 (the early stores), and 1 while
+// its phases are counted (dn_phases_begin).
+int fused_recurrence_mode();
 // Whether the device launches thread-block clusters (compute capability 9.0 and later), which the split
 // recurrence needs.
 bool clusters_supported();

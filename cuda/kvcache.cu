@@ -7,9 +7,9 @@
 //         clamp(round_even_small(clamp(x/s, ±9)) + 8, 0, 15) (8 when s == 0); element 2i in the low
 //         nibble of byte i, then the fp16 scales.
 // Non-finite input sets bit 1 of the error word, a scale overflowing fp16 bit 2; the row is not written.
-// Launch: one warp per (token, kv head, K or V); lane j holds element j of each group (kv_pack_kernel), or a warp a
-// group (kv_pack_groups_kernel, the default); prep_pack_kernel makes attn_prep's q and k and packs k and v in one
-// launch (HKV_PREP_PACK, the default).
+// Launch: a block per (token, kv head, K or V), a warp a group (kv_pack_groups_kernel); prep_pack_kernel makes
+// attn_prep's q and k and packs k and v in one launch (the engine's). A warp a row looping over the groups takes three
+// times as long in the 27B shape (docs/PERFORMANCE.md).
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -63,39 +63,6 @@ __device__ __forceinline__ void store_group(KvKind kind, uint8_t* out, int D, in
   }
 }
 
-__global__ void kv_pack_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
-                               uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
-                               size_t row_bytes, int* err) {
-  pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
-  const int lane = threadIdx.x, h = blockIdx.y, which = blockIdx.z;
-  const int64_t row = blockIdx.x;
-  const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
-  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + (size_t(pos[row]) * size_t(KV) + size_t(h)) * row_bytes;
-  bool bad = false;
-  for (int d = lane; d < D; d += 32) bad |= !hkv::is_finite(x[d]);
-  if (__any_sync(kFull, bad)) {
-    if (lane == 0) atomicOr(err, 1);
-    return;
-  }
-  const int groups = D / 32;
-  if (kind == KvKind::BF16) {
-    for (int d = lane; d < D; d += 32) put_u16(out + 2 * d, hkv::bf16_from_f32(x[d]));
-    return;
-  }
-  bool overflow = false;
-  for (int g = 0; g < groups; g++) {
-    float val = x[g * 32 + lane];
-    if (kind == KvKind::Q4H) val = warp_wht32(val, lane);
-    const uint16_t bits = group_scale_bits(kind, val);
-    if ((bits & 0x7c00u) == 0x7c00u) {
-      overflow = true;
-      break;
-    }
-    store_group(kind, out, D, g, lane, val, bits);
-  }
-  if (overflow && lane == 0) atomicOr(err, 2);
-}
-
 // A row of D elements (thread tid of the block holding element tid: lane tid % 32 of group tid / 32) into out, the
 // body of kv_pack_groups_kernel below: the row's finiteness checked by the block first, and every group's scale
 // before any byte is written.
@@ -118,11 +85,9 @@ __device__ __forceinline__ void pack_row_groups(KvKind kind, float val, uint8_t*
   store_group(kind, out, D, g, lane, val, bits);
 }
 
-// kv_pack_kernel with one warp a group instead of a warp a row (HKV_PACK_GROUPS, on by default): block
-// (token, kv head, K or V) of 32·(D/32) threads, warp g taking group g as the loop above takes it, the same
-// operations in the same order. The row's finiteness is checked by the block first, and every group's scale before
-// any byte is written, so a row with a non-finite element or a scale overflowing fp16 is not written at all (the
-// loop above writes the groups before an overflowing one).
+// kv_pack_row with one warp a group: block (token, kv head, K or V) of 32·(D/32) threads, warp g taking group g, the
+// same operations in the same order. The row's finiteness is checked by the block first, and every group's scale
+// before any byte is written, so a row with a non-finite element or a scale overflowing fp16 is not written at all.
 __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv,
                                       uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int KV, int D,
                                       size_t row_bytes, int* err) {
@@ -134,7 +99,7 @@ __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, 
   pack_row_groups(kind, x[tid], out, D, err);  // element tid: lane `lane` of group g
 }
 
-// attn_prep and kv_pack in one launch (HKV_PREP_PACK): block (token, head) of D threads over H query heads, KV key
+// attn_prep and kv_pack in one launch: block (token, head) of D threads over H query heads, KV key
 // heads and KV value heads. A query head: warp 0 norms and ropes it (norm_rope_head, as attn_prep_kernel) into q. A
 // key head: warp 0 norms and ropes it in place in k (as attn_prep_kernel), then the block packs the values it left in
 // shared memory (pack_row_groups, as kv_pack_groups_kernel, which reads the same floats back from k). A value head:
@@ -144,8 +109,8 @@ __global__ void prep_pack_kernel(const float* qg, float* q, float* k, const floa
                                  KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos,
                                  size_t row_bytes, int* err, bool trigger) {
   pdl_wait();  // launch_k (device.cuh): nothing is read or written before the kernel ahead has completed
-  // HKV_ATTN_PRE: the attention's chunk kernel may launch now and copy the cache rows this launch does not write
-  // (every kernel before this one has completed); it waits for this grid before reading anything else
+  // trigger (attn_prep_pack: always): the attention's chunk kernel may launch now and copy the cache rows this launch
+  // does not write (every kernel before this one has completed); it waits for this grid before reading anything else
   if (trigger) pdl_trigger();
   __shared__ float buf[1024];
   const int tid = threadIdx.x, hh = blockIdx.y;
@@ -203,42 +168,25 @@ size_t stored_row_bytes(KvKind kind, int D) {
 }  // namespace
 
 void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
-             uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st) {
+             uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st,
+             const Tuning& tu) {
   if (N <= 0) return;
-  if (D % 32 != 0) throw std::runtime_error("kv_pack: head_dim must be a multiple of 32");
+  if (D % 32 != 0 || D > 1024) throw std::runtime_error("kv_pack: head_dim must be a multiple of 32, at most 1024");
   const size_t rb = stored_row_bytes(kind, D);
-  if (pack_groups_enabled() && D <= 1024)
-    launch_k(kv_pack_groups_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(unsigned(D)), 0, st, kind, k, ldk, v, ldv,
-             kdst, vdst, pos, KV, D, rb, err);
-  else
-    launch_k(kv_pack_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(32), 0, st, kind, k, ldk, v, ldv, kdst, vdst, pos,
-             KV, D, rb, err);
+  launch_k(tu.pdl_all, kv_pack_groups_kernel, dim3(unsigned(N), unsigned(KV), 2), dim3(unsigned(D)), 0, st, kind, k,
+           ldk, v, ldv, kdst, vdst, pos, KV, D, rb, err);
 }
 
-bool attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
+void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
                     const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
-                    KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err,
-                    cudaStream_t st) {
-  if (!prep_pack_enabled() || !pack_groups_enabled() || D % 32 != 0 || D > 1024) return false;
-  if (N <= 0) return true;
-  launch_k(prep_pack_kernel, dim3(unsigned(N), unsigned(H + 2 * KV)), dim3(unsigned(D)), 0, st, qg, q, k, v, ldv,
-           q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, stored_row_bytes(kind, D), err,
-           attn_pre_enabled());
-  return true;
+                    KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st,
+                    const Tuning& tu) {
+  if (N <= 0) return;
+  if (D % 32 != 0 || D > 1024)
+    throw std::runtime_error("attn_prep_pack: head_dim must be a multiple of 32, at most 1024");
+  launch_k(tu.pdl_all, prep_pack_kernel, dim3(unsigned(N), unsigned(H + 2 * KV)), dim3(unsigned(D)), 0, st, qg, q, k, v,
+           ldv, q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, stored_row_bytes(kind, D), err, true);
 }
-
-namespace {
-int g_prep_pack = -1;
-}
-bool prep_pack_enabled() { return env_switch(g_prep_pack, "HKV_PREP_PACK", true); }
-void set_prep_pack(bool on) { g_prep_pack = on ? 1 : 0; }
-
-namespace {
-int g_pack_groups = -1;
-}
-bool pack_groups_enabled() { return env_switch(g_pack_groups, "HKV_PACK_GROUPS", true); }
-void set_pack_groups(bool on) { g_pack_groups = on ? 1 : 0; }
-void forget_pack_switches() { g_pack_groups = -1, g_prep_pack = -1; }
 
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {
   const size_t rb = stored_row_bytes(kind, D);

@@ -32,7 +32,6 @@
 // exact path).
 // Measured: a 27B token's MLX4 matvecs take 5,030 µs at 1K against a floor of 3,420 at copy bandwidth (H200,
 // docs/PERFORMANCE.md).
-#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -43,18 +42,6 @@
 namespace hkv::cuda {
 
 size_t DMat::nbytes() const { return matrix_bytes(type, rows, cols, group); }
-
-int env_choice(const char* name, std::initializer_list<int> allowed, int dflt) {
-  const char* e = std::getenv(name);
-  if (e == nullptr) return dflt;
-  for (int v : allowed)
-    if (std::to_string(v) == e) return v;
-  return dflt;
-}
-bool env_switch(int& cached, const char* name, bool dflt) {
-  if (cached < 0) cached = env_choice(name, {0, 1}, int(dflt));
-  return cached == 1;
-}
 
 int sm_count() {
   static const int n = [] {
@@ -68,10 +55,7 @@ int sm_count() {
 
 namespace {
 
-// The decode matvec is a programmatic dependent launch unless HKV_PDL=0 in the environment or set_pdl(false).
-int g_pdl = -1;         // -1: not yet read from the environment
 bool g_stamps = false;  // the dependent decode launches take their STAMP instantiation (mlx4_stamps_begin)
-bool pdl_enabled() { return env_switch(g_pdl, "HKV_PDL", true); }
 
 constexpr int kWarps = 8;
 // The norm weights a block reads before pdl_wait (the 27B hidden size; the rest after).
@@ -80,30 +64,18 @@ constexpr int kNormPreload = 5120;
 constexpr unsigned kOptStage = 1u, kOptNormW = 2u, kOptTrigger = 16u;
 // (opt >> kOptPfShift) & 0xff: the chunks a lane prefetches into L2 for each row of its first row group before pdl_wait
 constexpr unsigned kOptPfShift = 16u;
-// On by default (HKV_MV_STAGE=0, HKV_MV_NORMW=0 turn them off): the decode kernel's staging of x's records from xq 8
-// loads a thread at a time, and its norm weights read before pdl_wait.
-int g_stage = -1, g_normw = -1;
-bool stage_batch_enabled() { return env_switch(g_stage, "HKV_MV_STAGE", true); }
-bool normw_preload_enabled() { return env_switch(g_normw, "HKV_MV_NORMW", true); }
-// HKV_MV_PF: what a lane prefetches into L2 for each row of its first row group before pdl_wait: 3 (the default: its
-// first round, U chunks; 8 MB a 20-warp launch), 6 or 9 (two or three rounds), 1 (one chunk) or 0 (none).
-// With the trigger (HKV_MV_TRIGGER) the next launch's blocks start as this one's blocks end, so their prefetch overlaps
-// its tail: a whole round is then the fastest setting (docs/PERFORMANCE.md has the A-B figures).
-int g_pf = -2;
-int prefetch_setting() {
-  if (g_pf == -2) g_pf = env_choice("HKV_MV_PF", {0, 1, 3, 6, 9}, 3);
-  return g_pf;
-}
-// On by default (HKV_MV_TRIGGER=0 turns it off): the dependent decode launch lets its own dependent launch at its start
-// (griddepcontrol.launch_dependents), so that the next kernel's blocks take each multiprocessor as this launch's block
-// there ends and read their norm weights and prefetch before their pdl_wait. The next kernel reads nothing this one
-// writes before its own pdl_wait, which waits for this whole grid.
-int g_trigger = -1;
-bool trigger_enabled() { return env_switch(g_trigger, "HKV_MV_TRIGGER", true); }
-int g_out_trigger = -1;                  // HKV_OUT_TRIGGER (kernels.h)
+// The decode kernel's choices (Tuning): tu.mv_stage, the staging of x's records from xq 8 loads a thread at a time
+// (kOptStage); tu.mv_normw, its norm weights read before pdl_wait (kOptNormW); tu.mv_prefetch, what a lane prefetches
+// into L2 for each row of its first row group before pdl_wait: 3 (the default: its first round, U chunks; 8 MB a
+// 20-warp launch), 6 or 9 (two or three rounds), 1 (one chunk) or 0 (none). The dependent decode launch lets its own
+// dependent launch at its start (kOptTrigger, griddepcontrol.launch_dependents), so that the next kernel's blocks take
+// each multiprocessor as this launch's block there ends and read their norm weights and prefetch before their
+// pdl_wait; the next kernel reads nothing this one writes before its own pdl_wait, which waits for this whole grid.
+// With the trigger the next launch's prefetch overlaps this one's tail: a whole round is then the fastest prefetch
+// (docs/PERFORMANCE.md has the A-B figures).
 constexpr int kSmemMax = 2 * 17408 * 4;  // x of two inputs of the widest matrix (the 27B down_proj)
 
-// Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which set_mlx4_stamps selects, touch
+// Phase stamps (hkv bench-ops --chain --phases; only the STAMP instantiations, which mlx4_stamps_begin selects, touch
 // them): for each decode launch, over its blocks, the earliest and the latest %globaltimer (ns) at a block's start,
 // after its pdl_wait, once x's records are in its shared memory, and at each warp's end (kStampWords words a launch:
 // min, max of each). The launch's slot is g_stamp_launch, read at a block's start; the last block to end moves it
@@ -352,8 +324,8 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // grid = what fits on the card, and each warp walks row groups g = warp id, + total warps, …; a group is
 // RW consecutive rows of one task (tasks concatenated), so a block's warps may serve several matrices.
 // A warp loads a round (the 16-byte chunks lane, lane + 32, … of U chunks for its RW rows), then computes
-// it in chunk order; occupancy (2 or 3 blocks of 8 warps an SM, see occ3_enabled) hides what it can, with no
-// register double buffer and no cp.async pipeline of the weights, both slower (docs/PERFORMANCE.md).
+// it in chunk order; occupancy (20 warps an SM, or 2 blocks of 8 warps; see u3_fits_better) hides what it can, with
+// no register double buffer and no cp.async pipeline of the weights, both slower (docs/PERFORMANCE.md).
 
 // The records of chunk c (32 values, element j at v[j·vstride]) into its 7 used 16-byte units (unit u at
 // dst[u ^ sw]), the bytes xq_chunk writes (device.cuh): the sum in index order, the largest |v| as bits
@@ -454,8 +426,8 @@ __device__ void make_records(const XSource& src, int cols, uint4* xs4, float* hs
 // STAMP: the phase stamps above (a diagnostic instantiation; the default launches never take it).
 // opt: kOptStage, the records from xq staged 8 loads a thread at a time (HKV_MV_STAGE); kOptNormW, the norm's
 // weights read into registers at the start, before pdl_wait (HKV_MV_NORMW); kOptPfShift, the chunks of each first row
-// a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent
-// launch let go at the start (HKV_MV_TRIGGER). None changes a byte.
+// a lane prefetches into L2 before pdl_wait (HKV_MV_PF); kOptTrigger, the dependent launch let go at the start (every
+// launch but the stamped ones). None changes a byte.
 template <int NB, int RW, int U, bool PDL, int MINB, int WARPS, bool STAMP = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     matvec_mlx4_smem_kernel(Tasks ts, const uint32_t* xq, XSource src, unsigned opt) {
@@ -588,33 +560,15 @@ int64_t persistent_grid(const void* kernel, int warps, size_t smem, size_t max_s
   return std::max<int64_t>(1, std::min<int64_t>(want, int64_t(it->second) * sm_count()));
 }
 
-// The decode shapes under 16K rows (q|k|v, o, DeltaNet out, down) take 2 rows a warp, 2 chunks a round and
-// at most 80 registers, so that 3 blocks (24 warps) fit a multiprocessor: 3,168 warps, one row group each for
-// the 5,120-row launches (2,560 groups), where 2 rows, 4 chunks at 114 registers and 2 blocks give 2,112 warps,
-// 448 of them taking a second group while the rest idle. HKV_MV_OCC3=0 or set_mlx4_occ3(false) gives the 2-block
-// launch (the same bytes).
-int g_occ3 = -1;
-bool occ3_enabled() { return env_switch(g_occ3, "HKV_MV_OCC3", true); }
-// On by default (HKV_MV_BIG=0 or set_mlx4_big_blocks(false) turns it off): those 24 warps of a multiprocessor
-// as one block of 768 threads instead of three of 256, so that x's records are staged into shared memory once a
-// multiprocessor instead of three times (the down_proj's are 70 KB: 209 KB of L2 reads a multiprocessor before
-// any weight is used), by three times the threads.
-int g_big = -1;
-bool big_blocks_enabled() { return env_switch(g_big, "HKV_MV_BIG", true); }
-// On by default (HKV_MV_U3=0 or set_mlx4_u3(false) gives the 24-warp launch above): those shapes with 3 chunks a
-// round (2 rounds for 6144 columns instead of 3; the down_proj's 17 chunks a lane in 6 rounds instead of 9) in one
-// block of 20 warps a multiprocessor (the 2,560 row groups of a 5120-row launch on 128 multiprocessors, one group a
-// warp, where the 24-warp blocks leave 25 of 132 idle), 96 registers.
-int g_u3 = -1;
-bool u3_enabled() { return env_switch(g_u3, "HKV_MV_U3", true); }
-
-// On by default (HKV_MV_BALANCE=0 or set_mlx4_balance(false) turns it off): a launch of 16K rows or more takes the
-// 3-chunk launch of 20 warps (u3_enabled) instead of 4 rows a warp in 2 blocks of 8 warps where that leaves its
-// warps less to carry (u3_fits_better): the 27B gate|up launch's 8,704 groups of 4 rows on 2,112 warps give 256
-// warps (32 of 264 blocks) a fifth group, the rest of the card idle meanwhile; 17,408 groups of 2 rows on 2,640
-// warps give at most 7 where the mean is 6.6. The same bytes (a row's bytes do not depend on the grouping).
-int g_balance = -1;
-bool balance_enabled() { return env_switch(g_balance, "HKV_MV_BALANCE", true); }
+// The decode launches of one input (N = 1) under 16K rows (q|k|v, o, DeltaNet out, down) take 2 rows a warp and 3
+// chunks a round (2 rounds for 6144 columns; the down_proj's 17 chunks a lane in 6 rounds) in one block of 20 warps a
+// multiprocessor, 96 registers: the 2,560 row groups of a 5120-row launch on 128 multiprocessors, one group a warp,
+// x's records staged into shared memory once a multiprocessor (the down_proj's are 70 KB). A launch of 16K rows or
+// more takes the same launch where that leaves its warps less to carry than 4 rows a warp in 2 blocks of 8 warps
+// (u3_fits_better): the 27B gate|up launch's 8,704 groups of 4 rows on 2,112 warps give 256 warps (32 of 264 blocks)
+// a fifth group, the rest of the card idle meanwhile; 17,408 groups of 2 rows on 2,640 warps give at most 7 where the
+// mean is 6.6. The same bytes (a row's bytes do not depend on the grouping). docs/PERFORMANCE.md has the launches
+// these replaced and their token times.
 
 // Whether the 3-chunk launch (2 rows a warp, one block of 20 warps a multiprocessor) leaves a bandwidth-bound
 // launch of these tasks less time than 4 rows a warp in 2 blocks of 8 warps: each warp's time is the rows it
@@ -641,18 +595,19 @@ size_t smem_bytes(int nb, int64_t cols, const XSource& src) {
 }
 
 template <int NB, int RW, int U, int MINB = 2, int WARPS = kWarps>
-void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st) {
+void launch_mlx4_smem(const MatTask* tasks, int n, const uint32_t* xq, const XSource& src, cudaStream_t st,
+                      const Tuning& tu) {
   const Tasks ts = make_tasks(tasks, n, RW);  // block_start: here the first row group of each task
   const int64_t g = ts.block_start[n];
   if (g == 0) return;
   const size_t smem = smem_bytes(NB, tasks[0].W.cols, src);
-  const int pf = prefetch_setting();  // 0, 1 chunk, or 1, 2, 3 rounds of U
-  unsigned opt = (stage_batch_enabled() ? kOptStage : 0u) | (normw_preload_enabled() ? kOptNormW : 0u);
+  const int pf = tu.mv_prefetch;  // 0, 1 chunk, or 1, 2, 3 rounds of U
+  unsigned opt = (tu.mv_stage ? kOptStage : 0u) | (tu.mv_normw ? kOptNormW : 0u);
   opt |= unsigned(pf <= 1 ? pf : pf / 3 * U) << kOptPfShift;
   // The phase stamps (mlx4_stamps_begin) need each launch to start after the one before it has completed (a block reads
   // its launch's slot at its start): under them the launches do not let their dependents go early.
-  if (trigger_enabled() && !g_stamps) opt |= kOptTrigger;
-  if (pdl_enabled()) {  // a dependent launch (see matvec_mlx4_smem_kernel)
+  if (!g_stamps) opt |= kOptTrigger;
+  if (tu.pdl) {  // a dependent launch (see matvec_mlx4_smem_kernel)
     auto kernel = g_stamps ? matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS, true>
                            : matvec_mlx4_smem_kernel<NB, RW, U, true, MINB, WARPS>;
     const int64_t grid = persistent_grid(reinterpret_cast<const void*>(kernel), WARPS, smem, kSmemMax, g);
@@ -679,41 +634,32 @@ void launch_mlx4(const MatTask* tasks, int n, const uint32_t* xq, cudaStream_t s
 // a shape. Wider inputs, or x over kSmemMax, take matvec_mlx4_kernel (x through L1).
 template <int NB>
 void dispatch_mlx4(const MatTask* tasks, int n, int64_t rows, int64_t cols, const uint32_t* xq, const XSource& src,
-                   cudaStream_t st) {
+                   cudaStream_t st, const Tuning& tu) {
   if (smem_bytes(NB, cols, src) > size_t(kSmemMax)) {  // (matvec_fuses_records refuses src here)
     launch_mlx4<NB, 1, 2>(tasks, n, xq, st);
     return;
   }
   const int64_t per_lane = (cols / 32 + 31) / 32;
   if constexpr (NB == 1) {  // these configurations are instantiated for one input only
-    if (rows >= 16384 && !(u3_enabled() && balance_enabled() && u3_fits_better(tasks, n))) {
-      per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st)
-                    : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st);
-      return;
+    if (rows >= 16384 && !u3_fits_better(tasks, n)) {
+      per_lane >= 4 ? launch_mlx4_smem<NB, 4, 2>(tasks, n, xq, src, st, tu)
+                    : launch_mlx4_smem<NB, 4, 1>(tasks, n, xq, src, st, tu);
+    } else {  // 3 chunks a round, one block of 20 warps (see u3_fits_better)
+      launch_mlx4_smem<NB, 2, 3, 1, 20>(tasks, n, xq, src, st, tu);
     }
-    if (u3_enabled()) {  // 3 chunks a round, one block of 20 warps (see u3_enabled)
-      launch_mlx4_smem<NB, 2, 3, 1, 20>(tasks, n, xq, src, st);
-      return;
-    }
-    if (occ3_enabled() && big_blocks_enabled()) {  // one block of 24 warps
-      launch_mlx4_smem<NB, 2, 2, 1, 24>(tasks, n, xq, src, st);
-      return;
-    }
-    if (occ3_enabled()) {  // 3 blocks a multiprocessor (see occ3_enabled)
-      launch_mlx4_smem<NB, 2, 2, 3>(tasks, n, xq, src, st);
-      return;
-    }
+    return;
   }
-  per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, src, st) : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, src, st);
+  per_lane >= 4 ? launch_mlx4_smem<NB, 2, 4>(tasks, n, xq, src, st, tu)
+                : launch_mlx4_smem<NB, 2, 2>(tasks, n, xq, src, st, tu);
 }
 
 template <int NB>
 void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint32_t* xq, bool vec, int64_t rows,
-            const XSource& src, cudaStream_t st) {
+            const XSource& src, cudaStream_t st, const Tuning& tu) {
   const WType type = tasks[0].W.type;
   if (type == WType::MLX4) {
     if constexpr (NB <= 2)
-      dispatch_mlx4<NB>(tasks, n, rows, tasks[0].W.cols, xq, src, st);
+      dispatch_mlx4<NB>(tasks, n, rows, tasks[0].W.cols, xq, src, st, tu);
     else {  // several inputs: one row a warp, fewer chunks in flight (the inputs' accumulators use registers)
       launch_mlx4<NB, 1, 2>(tasks, n, xq, st);
     }
@@ -740,45 +686,11 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 
 }  // namespace
 
-void set_pdl(bool on) { g_pdl = on ? 1 : 0; }
-
-// launch_k's kernels as programmatic dependent launches (device.cuh), unless HKV_PDL_ALL=0 or set_pdl_all(false).
-namespace {
-int g_pdl_all = -1;
-}
-bool pdl_all_enabled() { return env_switch(g_pdl_all, "HKV_PDL_ALL", true); }
-void set_pdl_all(bool on) { g_pdl_all = on ? 1 : 0; }
-namespace {
-int g_fuse = -1;
-}
-bool decode_fusion_enabled() { return env_switch(g_fuse, "HKV_DECODE_FUSE", true); }
-void set_decode_fusion(bool on) { g_fuse = on ? 1 : 0; }
-void set_mlx4_occ3(bool on) { g_occ3 = on ? 1 : 0; }
-void set_mlx4_big_blocks(bool on) { g_big = on ? 1 : 0; }
-void set_mlx4_u3(bool on) { g_u3 = on ? 1 : 0; }
-void set_mlx4_balance(bool on) { g_balance = on ? 1 : 0; }
-void set_mlx4_prologue(bool stage, bool normw) { g_stage = stage ? 1 : 0, g_normw = normw ? 1 : 0; }
-void set_mlx4_trigger(bool on) { g_trigger = on ? 1 : 0; }
-bool out_trigger_enabled() { return env_switch(g_out_trigger, "HKV_OUT_TRIGGER", true); }
-void set_out_trigger(bool on) { g_out_trigger = on ? 1 : 0; }
-namespace {
-int g_rec_prod = -1;
-}
-bool records_by_producer_enabled() { return env_switch(g_rec_prod, "HKV_REC_PRODUCER", true); }
-void reload_switches() {
-  g_rec_prod = -1;
-  g_pdl = g_occ3 = g_big = g_u3 = g_pdl_all = g_fuse = g_balance = g_stage = g_normw = -1;
-  g_pf = -2, g_trigger = -1, g_out_trigger = -1;
-  forget_recurrence_split();
-  forget_deltanet_switches();
-  forget_pack_switches();
-  forget_attn_switches();
-}
-
-void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st) {
+void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st, const Tuning& tu) {
   const int64_t nch = cols / 32;
   if (N <= 0 || nch <= 0) return;
-  launch_k(xq_records_kernel, dim3(unsigned((nch + 7) / 8), unsigned(N)), dim3(256), 0, st, X, ldx, nch, xq);
+  launch_k(tu.pdl_all, xq_records_kernel, dim3(unsigned((nch + 7) / 8), unsigned(N)), dim3(256), 0, st, X, ldx, nch,
+           xq);
 }
 
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm) {
@@ -793,7 +705,7 @@ bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm
 }
 
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
-                  cudaStream_t st, const XSource* src) {
+                  cudaStream_t st, const Tuning& tu, const XSource* src) {
   if (N <= 0 || ntasks <= 0) return;
   if (ntasks > kMaxTasks) throw std::runtime_error("matvec_multi: more than 4 matrices in one launch");
   if (src) {  // the launch makes X's records itself (the decode kernel's prologue)
@@ -807,9 +719,9 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
       rows += tasks[i].W.rows;
     }
     if (N == 2)
-      dispatch_mlx4<2>(tasks, ntasks, rows, tasks[0].W.cols, nullptr, *src, st);
+      dispatch_mlx4<2>(tasks, ntasks, rows, tasks[0].W.cols, nullptr, *src, st, tu);
     else
-      dispatch_mlx4<1>(tasks, ntasks, rows, tasks[0].W.cols, nullptr, *src, st);
+      dispatch_mlx4<1>(tasks, ntasks, rows, tasks[0].W.cols, nullptr, *src, st, tu);
     return;
   }
   const XSource none;
@@ -844,16 +756,16 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
     const uint32_t* xs = W0.type == WType::MLX4 ? xq + n0 * nch * kXqWords : nullptr;
     switch (nb) {
       case 8:
-        launch<8>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
+        launch<8>(shifted, ntasks, x, ldx, xs, vec, rows, none, st, tu);
         break;
       case 4:
-        launch<4>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
+        launch<4>(shifted, ntasks, x, ldx, xs, vec, rows, none, st, tu);
         break;
       case 2:
-        launch<2>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
+        launch<2>(shifted, ntasks, x, ldx, xs, vec, rows, none, st, tu);
         break;
       default:
-        launch<1>(shifted, ntasks, x, ldx, xs, vec, rows, none, st);
+        launch<1>(shifted, ntasks, x, ldx, xs, vec, rows, none, st, tu);
         break;
     }
     n0 += nb;
@@ -910,12 +822,12 @@ std::vector<MatvecStamps> mlx4_stamps_end() {
   return out;
 }
 
-void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq,
-            cudaStream_t st) {
+void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int64_t ldy, uint32_t* xq, cudaStream_t st,
+            const Tuning& tu) {
   if (N <= 0 || W.rows == 0) return;
-  if (W.type == WType::MLX4) xq_records(X, ldx, N, W.cols, xq, st);
+  if (W.type == WType::MLX4) xq_records(X, ldx, N, W.cols, xq, st, tu);
   const MatTask t{W, Y, ldy};
-  matvec_multi(&t, 1, X, ldx, N, xq, st);
+  matvec_multi(&t, 1, X, ldx, N, xq, st, tu);
 }
 
 }  // namespace hkv::cuda

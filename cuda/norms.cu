@@ -187,59 +187,61 @@ __global__ void add_kernel(float* a, const float* b, int64_t n) {
 
 namespace {
 void launch_add_rmsnorm(float* h, const float* y, int64_t ldh, const float* w, bool plain, int64_t n, float eps,
-                        int64_t rows, float* out, int64_t ldo, uint32_t* xq, cudaStream_t st) {
+                        int64_t rows, float* out, int64_t ldo, uint32_t* xq, cudaStream_t st, const Tuning& tu) {
   if (rows <= 0) return;
   if (xq && n % 32 != 0) throw std::runtime_error("add_rmsnorm_rows: MLX4 records need n a multiple of 32");
   const size_t smem = size_t(n + 4) * 4;
   if (smem > 48 * 1024) throw std::runtime_error("rmsnorm: rows above 12,284 floats");
-  launch_k(add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(1024), smem, st, h, y, ldh, w, plain, int(n), eps, out, ldo,
-           xq);
+  launch_k(tu.pdl_all, add_rmsnorm_kernel, dim3(unsigned(rows)), dim3(1024), smem, st, h, y, ldh, w, plain, int(n), eps,
+           out, ldo, xq);
 }
 }  // namespace
 
 void rmsnorm_rows(const float* x, int64_t ldx, const float* w, bool plain, int64_t n, float eps, int64_t rows,
-                  float* out, int64_t ldo, cudaStream_t st) {
+                  float* out, int64_t ldo, cudaStream_t st, const Tuning& tu) {
   // no y: the kernel only reads the rows
-  launch_add_rmsnorm(const_cast<float*>(x), nullptr, ldx, w, plain, n, eps, rows, out, ldo, nullptr, st);
+  launch_add_rmsnorm(const_cast<float*>(x), nullptr, ldx, w, plain, n, eps, rows, out, ldo, nullptr, st, tu);
 }
 
 void add_rmsnorm_rows(float* h, const float* y, const float* w, int64_t n, float eps, int64_t rows, float* out,
-                      uint32_t* xq, cudaStream_t st) {
-  launch_add_rmsnorm(h, y, n, w, false, n, eps, rows, out, n, xq, st);
+                      uint32_t* xq, cudaStream_t st, const Tuning& tu) {
+  launch_add_rmsnorm(h, y, n, w, false, n, eps, rows, out, n, xq, st, tu);
 }
 
-void silu_mul_xq(float* a, const float* b, int64_t n, uint32_t* xq, cudaStream_t st) {
+void silu_mul_xq(float* a, const float* b, int64_t n, uint32_t* xq, cudaStream_t st, const Tuning& tu) {
   if (n <= 0) return;
   if (n % 32 != 0) throw std::runtime_error("silu_mul_xq: n must be a multiple of 32");
-  launch_k(silu_mul_xq_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n, xq);
+  launch_k(tu.pdl_all, silu_mul_xq_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n, xq);
 }
 
-void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st) {
+void l2norm_heads(float* x, int64_t ld, int64_t N, int nheads, int dim, int nscaled, float scale, cudaStream_t st,
+                  const Tuning& tu) {
   if (N <= 0) return;
-  launch_k(l2norm_heads_kernel, dim3(unsigned(N), unsigned(nheads)), dim3(32), 0, st, x, ld, dim, nscaled, scale);
+  launch_k(tu.pdl_all, l2norm_heads_kernel, dim3(unsigned(N), unsigned(nheads)), dim3(32), 0, st, x, ld, dim, nscaled,
+           scale);
 }
 
 void attn_prep(const float* qg, float* q, float* k, const float* q_norm, const float* k_norm, const float* rope,
-               int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st) {
+               int64_t N, int H, int KV, int D, int rd, float eps, cudaStream_t st, const Tuning& tu) {
   if (N <= 0) return;
   if (D > 1024) throw std::runtime_error("attn_prep: head_dim above 1024");
-  launch_k(attn_prep_kernel, dim3(unsigned(N), unsigned(H + KV)), dim3(32), 0, st, qg, q, k, q_norm, k_norm, rope, H,
-           KV, D, rd, eps);
+  launch_k(tu.pdl_all, attn_prep_kernel, dim3(unsigned(N), unsigned(H + KV)), dim3(32), 0, st, qg, q, k, q_norm, k_norm,
+           rope, H, KV, D, rd, eps);
 }
 
-void embed_rows(const DMat& E, const int32_t* tokens, int64_t N, float* h, cudaStream_t st) {
+void embed_rows(const DMat& E, const int32_t* tokens, int64_t N, float* h, cudaStream_t st, const Tuning& tu) {
   if (N <= 0) return;
-  launch_k(embed_kernel, dim3(unsigned(N)), dim3(256), 0, st, E, tokens, h);
+  launch_k(tu.pdl_all, embed_kernel, dim3(unsigned(N)), dim3(256), 0, st, E, tokens, h);
 }
 
-void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st) {
+void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning& tu) {
   if (n <= 0) return;
-  launch_k(silu_mul_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n);
+  launch_k(tu.pdl_all, silu_mul_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n);
 }
 
-void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st) {
+void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning& tu) {
   if (n <= 0) return;
-  launch_k(add_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n);
+  launch_k(tu.pdl_all, add_kernel, dim3(unsigned((n + 255) / 256)), dim3(256), 0, st, a, b, n);
 }
 
 }  // namespace hkv::cuda

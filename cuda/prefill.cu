@@ -110,20 +110,14 @@ __global__ void silu_mul_bf16_x4_kernel(const float* g, const float* u, int64_t 
 
 }  // namespace
 
-// MLX4 rows by dequant_mlx4_kernel (a code word a thread) unless HKV_DEQUANT_WORDS=0 or
-// set_dequant_mlx4_words(false) (then the element kernel; gpu_prefill checks both give the same bytes).
-namespace {
-int g_dequant_words = -1;
-bool dequant_mlx4_words() { return env_switch(g_dequant_words, "HKV_DEQUANT_WORDS", true); }
-}  // namespace
-void set_dequant_mlx4_words(bool on) { g_dequant_words = on ? 1 : 0; }
-
+// MLX4 rows into a 16-byte aligned out by dequant_mlx4_kernel (a code word a thread, 32-bit divisions), other types
+// and outputs by the element kernel (three 64-bit divisions an element); gpu_prefill checks both give the same bytes.
 void dequant_rows_bf16(const DMat& W, int64_t r0, int64_t n, uint16_t* out, cudaStream_t st) {
   if (n <= 0) return;
   if (r0 < 0 || r0 + n > W.rows) throw std::runtime_error("dequant_rows_bf16: rows out of range");
   if (W.type == WType::MLX4 && (W.group <= 0 || W.cols % W.group != 0 || W.cols % 8 != 0))
     throw std::runtime_error("dequant_rows_bf16: MLX4 columns must be a multiple of the group and of 8");
-  if (W.type == WType::MLX4 && dequant_mlx4_words() && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+  if (W.type == WType::MLX4 && (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
     dequant_mlx4_kernel<<<dim3(blocks_for(W.cols / 8, 256), unsigned(n)), 256, 0, st>>>(W, r0, out);
   } else {
     dequant_kernel<<<blocks_for(n * W.cols, 256), 256, 0, st>>>(W, r0, n, out);

@@ -25,11 +25,10 @@ namespace hkv::cuda {
 // ---- prefill.cu: weights and activations --------------------------------------------------------
 
 // Rows [r0, r0 + n) of W as bf16 [n][W.cols]: MLX4 w = fma(scale, q, bias) in fp32 (exactly the oracle's
-// Matrix::at) then rounded to bf16; f32 and f16 converted and rounded; bf16 copied.
+// Matrix::at) then rounded to bf16; f32 and f16 converted and rounded; bf16 copied. MLX4 rows into a 16-byte aligned
+// out go a code word (8 elements) a thread, with no 64-bit division an element; the same bytes as the element kernel
+// that takes the rest (gpu_prefill).
 void dequant_rows_bf16(const DMat& W, int64_t r0, int64_t n, uint16_t* out, cudaStream_t st);
-// On by default (HKV_DEQUANT_WORDS=0 turns it off): MLX4 rows dequantized a code word (8 elements) a thread,
-// with no 64-bit division an element. The same bytes as the element kernel (gpu_prefill).
-void set_dequant_mlx4_words(bool on);
 // out[r][c] = bf16(x[r][c]) for r < rows, c < cols.
 void f32_to_bf16(const float* x, int64_t ldx, int64_t rows, int64_t cols, uint16_t* out, int64_t ldo, cudaStream_t st);
 // out[r] = bf16(rmsnorm_1pw(h[r], w)) over n = ld elements a row (block sum of squares, any order).
@@ -69,16 +68,14 @@ struct FastAttnArgs {
 bool fast_attn_head_dim_ok(int D);
 // K and V of one KV head decoded to bf16, for max_keys keys, and the split ranges' partial results.
 size_t fast_attn_scratch_bytes(int64_t max_keys, int D);
-void fast_attention(const FastAttnArgs& a, cudaStream_t st);
-// Tests: cut every tile's keys in n ranges (clamped to the partials' room); 0 (the default) chooses per launch.
-void set_fast_attn_splits(int n);
-// The attention's form (HKV_FLASH_CFG), for tests and benches: 0 = 8x2 (mma.sync, 8 warps, 2 key-tile stages),
-// 1 = 4x1 (4 warps and 64 query rows with one stage, two blocks a multiprocessor), 2 = wg (the products on
-// wgmma), 3 = wg2 (wg's arithmetic with bulk copies and the softmax overlapped with P·V); -1 = the default:
-// wg2 where the build has wgmma (sm_90a), else 8x2.
-void set_fast_attn_config(int cfg);
-// The name of the form the next launch takes ("8x2", "4x1", "wg" or "wg2").
-const char* fast_attn_form();
+// cfg (Tuning's flash, HKV_FLASH_CFG), the attention's form: F8x2 (mma.sync, 8 warps, 2 key-tile stages), F4x1 (4
+// warps and 64 query rows with one stage, two blocks a multiprocessor), Wg (the products on wgmma), Wg2 (wg's
+// arithmetic with bulk copies and the softmax overlapped with P·V); Auto: Wg2 where the build has wgmma (sm_90a), else
+// F8x2. Wg and Wg2 elsewhere are refused (std::runtime_error). splits (tests): cut every tile's keys in that many
+// ranges (clamped to the partials' room); 0 chooses per launch.
+void fast_attention(const FastAttnArgs& a, cudaStream_t st, FlashCfg cfg = FlashCfg::Auto, int splits = 0);
+// The name of the form a launch under cfg takes on this build and card ("8x2", "4x1", "wg" or "wg2").
+const char* fast_attn_form(FlashCfg cfg);
 // Whether this build's device code has the wgmma kernels (an sm_90a build on an sm_90 card).
 bool fast_attn_wgmma_built();
 

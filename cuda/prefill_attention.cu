@@ -5,7 +5,7 @@
 //   1. kv_decode_rows: cache rows [0, p0 + n) of kvh, K and V, decoded to bf16 [keys][D] in the scratch
 //      (the stored value s_g·u_d of value_at, rounded once to nearest even).
 //      (wg2: written as the shared-memory images of 64-key tiles, kv_decode_rows_kernel's TILED form)
-//   2. the attention kernel of the form HKV_FLASH_CFG picks (set_fast_attn_config; auto: wg2 where the build
+//   2. the attention kernel of the form HKV_FLASH_CFG picks (Tuning's flash; auto: wg2 where the build
 //      has wgmma, else 8x2). All forms compute the steps below; 8x2 and 4x1 (flash_attn_kernel on mma.sync)
 //      and wg (the same kernel on wgmma) in this order, wg2 (flash_attn_wg2_kernel) in wg's order with the
 //      next tile's Q·Kᵀ and the softmax overlapping P·V, byte for byte wg's output.
@@ -30,7 +30,6 @@
 //   3. flash_merge_kernel combines a row's ranges (m = max m_s, weights 2^(m_s − m)) and finishes it as above.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -648,30 +647,23 @@ bool fast_attn_wgmma_built() {
 bool fast_attn_head_dim_ok(int D) { return D == 64 || D == 128 || D == 256; }
 
 namespace {
-int g_splits = 0;  // set_fast_attn_splits: 0 = chosen per launch
-// set_fast_attn_config / HKV_FLASH_CFG: 0 = 8x2 (8 warps, 2 stages, mma.sync), 1 = 4x1 (4 warps, 1 stage,
-// 2 blocks a multiprocessor), 2 = wg (8 warps, 2 stages, wgmma), 3 = wg2 (wg's arithmetic with bulk copies and
-// the softmax overlapped); wg and wg2 need an sm_90a build. Unset (or -1): wg2 where the build has wgmma, else
-// 8x2.
-int g_cfg = -1;
-int flash_cfg() {
-  if (g_cfg < 0) {
-    const char* e = std::getenv("HKV_FLASH_CFG");
-    const std::string v = e ? e : "";
-    if (v == "8x2")
-      g_cfg = 0;
-    else if (v == "4x1")
-      g_cfg = 1;
-    else if (v == "wg")
-      g_cfg = 2;
-    else if (v == "wg2")
-      g_cfg = 3;
-    else if (v.empty() || v == "auto")
-      g_cfg = fast_attn_wgmma_built() ? 3 : 0;
-    else
-      throw std::runtime_error("HKV_FLASH_CFG=" + v + ": expected auto, 8x2, 4x1, wg or wg2");
+// The form as a number: 0 = 8x2 (8 warps, 2 stages, mma.sync), 1 = 4x1 (4 warps, 1 stage, 2 blocks a
+// multiprocessor), 2 = wg (8 warps, 2 stages, wgmma), 3 = wg2 (wg's arithmetic with bulk copies and the softmax
+// overlapped); wg and wg2 need an sm_90a build. Auto: wg2 where the build has wgmma, else 8x2.
+int flash_cfg(FlashCfg c) {
+  switch (c) {
+    case FlashCfg::F8x2:
+      return 0;
+    case FlashCfg::F4x1:
+      return 1;
+    case FlashCfg::Wg:
+      return 2;
+    case FlashCfg::Wg2:
+      return 3;
+    case FlashCfg::Auto:
+      break;
   }
-  return g_cfg;
+  return fast_attn_wgmma_built() ? 3 : 0;
 }
 // The partials' room: 3 · (multiprocessors) · 128 query rows, whatever the rows a tile.
 int64_t part_rows() { return 3 * int64_t(sm_count()) * 128; }
@@ -692,10 +684,11 @@ ScratchLayout scratch_layout(int64_t max_keys, int D) {
 // their waves of per_sm blocks a multiprocessor (else the fullest); at most the heaviest tile's key tiles and
 // max_items blocks. (On the H200, 192 tiles of the 4,096-row passes of the 27B shape on 132 SMs make 1.45 waves,
 // the SMs active 71% of the launch; 2 ranges make 384 blocks, 97% of 3 waves.)
-int choose_splits(int64_t tiles, int64_t key_tiles, int per_sm, int64_t max_items) {
+// forced > 0 (tests): that many ranges, clamped to the partials' room.
+int choose_splits(int64_t tiles, int64_t key_tiles, int per_sm, int64_t max_items, int forced) {
   const int64_t sms = int64_t(sm_count()) * per_sm,
                 cap = std::max<int64_t>(1, std::min<int64_t>(key_tiles, max_items / tiles));
-  if (g_splits > 0) return int(std::min<int64_t>(g_splits, std::max<int64_t>(1, max_items / tiles)));
+  if (forced > 0) return int(std::min<int64_t>(forced, std::max<int64_t>(1, max_items / tiles)));
   int best = 1;
   double best_fill = 0;
   for (int n = 1; n <= 16 && n <= cap; n++) {
@@ -708,16 +701,14 @@ int choose_splits(int64_t tiles, int64_t key_tiles, int per_sm, int64_t max_item
 }
 }  // namespace
 
-void set_fast_attn_splits(int n) { g_splits = n < 0 ? 0 : n; }
-void set_fast_attn_config(int cfg) { g_cfg = cfg < 0 || cfg > 3 ? -1 : cfg; }
-const char* fast_attn_form() {
+const char* fast_attn_form(FlashCfg cfg) {
   static const char* names[] = {"8x2", "4x1", "wg", "wg2"};
-  return names[flash_cfg()];
+  return names[flash_cfg(cfg)];
 }
 
 size_t fast_attn_scratch_bytes(int64_t max_keys, int D) { return scratch_layout(max_keys, D).bytes; }
 
-void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
+void fast_attention(const FastAttnArgs& a, cudaStream_t st, FlashCfg flash, int splits) {
   if (a.n <= 0) return;
   if (!fast_attn_head_dim_ok(a.D))
     throw std::runtime_error("fast attention: head_dim " + std::to_string(a.D) +
@@ -733,7 +724,7 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   f.a = a;
   f.G = G;
   f.M = a.n * G;
-  const int cfg = flash_cfg();
+  const int cfg = flash_cfg(flash);
   if (cfg >= 2 && !fast_attn_wgmma_built())
     throw std::runtime_error(
         "fast attention: HKV_FLASH_CFG=wg and wg2 need an sm_90a build on an sm_90 card "
@@ -741,7 +732,7 @@ void fast_attention(const FastAttnArgs& a, cudaStream_t st) {
   const bool two = cfg == 1;
   f.bm = two ? 64 : 128;
   f.tiles = (f.M + f.bm - 1) / f.bm;
-  f.nsplit = choose_splits(f.tiles, (a.p0 + a.n + kBN - 1) / kBN, two ? 2 : 1, part_rows() / f.bm);
+  f.nsplit = choose_splits(f.tiles, (a.p0 + a.n + kBN - 1) / kBN, two ? 2 : 1, part_rows() / f.bm, splits);
   char* p = static_cast<char*>(a.scratch);
   const ScratchLayout sl = scratch_layout(a.max_keys, D);
   uint16_t* kb = reinterpret_cast<uint16_t*>(p);

@@ -242,7 +242,7 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
       HKV_CUDA_CHECK(cudaMemcpyAsync(b.vp, hptr.data(), hptr.size() * sizeof(void*), cudaMemcpyHostToDevice, st));
     }
 
-    embed_rows(embed_, b.tok, n, b.h, st);
+    embed_rows(embed_, b.tok, n, b.h, st, tuning_);
     int fi = 0, li = 0;
     for (int l = 0; l < c.num_hidden_layers; l++) {
       const Layer& L = layers_[size_t(l)];
@@ -252,9 +252,9 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
         fast_gemm(L.q, 0, 2 * HD, b.xa, E, n, b.f1, 2 * HD, 0.0f);
         fast_gemm(L.k, 0, KVD, b.xa, E, n, kbuf, KVD, 0.0f);
         fast_gemm(L.v, 0, KVD, b.xa, E, n, vbuf, KVD, 0.0f);
-        attn_prep(b.f1, qbuf, kbuf, L.q_norm, L.k_norm, b.rope, n, H, KV, D, rd, eps, st);
+        attn_prep(b.f1, qbuf, kbuf, L.q_norm, L.k_norm, b.rope, n, H, KV, D, rd, eps, st, tuning_);
         kv_pack(s.format_.kind, kbuf, KVD, vbuf, KVD, b.kp + int64_t(fi) * P, b.vp + int64_t(fi) * P, b.pos, n, KV, D,
-                err_, st);
+                err_, st, tuning_);
         FastAttnArgs a;
         a.kind = s.format_.kind;
         a.D = D, a.H = H, a.KV = KV;
@@ -265,7 +265,7 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
         a.p0 = p0, a.n = n;
         a.out = b.xm, a.ldo = HD;
         a.max_keys = fast_->kv_keys, a.scratch = fast_->kv;
-        fast_attention(a, st);
+        fast_attention(a, st, tuning_.flash);
         fast_gemm(L.o, 0, E, b.xm, HD, n, b.h, E, 1.0f);
         fi++;
       } else {
@@ -304,8 +304,8 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
       lo = n - 1;
     for (int64_t r = lo; r < hi; r += scratch_rows_) {
       const int64_t R = std::min(scratch_rows_, hi - r);
-      rmsnorm_rows(b.h + r * E, E, final_norm_, false, E, eps, R, x_, E, st);
-      matvec(lm_head_, x_, E, R, logits_, V, reinterpret_cast<uint32_t*>(xq_), st);
+      rmsnorm_rows(b.h + r * E, E, final_norm_, false, E, eps, R, x_, E, st, tuning_);
+      matvec(lm_head_, x_, E, R, logits_, V, reinterpret_cast<uint32_t*>(xq_), st, tuning_);
       const size_t at = logits.size();
       logits.resize(at + size_t(R * V));
       HKV_CUDA_CHECK(cudaMemcpyAsync(logits.data() + at, logits_, size_t(R * V) * 4, cudaMemcpyDeviceToHost, st));

@@ -178,23 +178,18 @@ TEST_CASE("the DeltaNet recurrence's phase counts (hkv bench --phases): the orac
 
 TEST_CASE("switches changed between decode steps, graphs captured anew (hkv bench --variants): the oracle's bytes") {
   // What hkv bench --variants does between blocks of tokens: the environment set to another variant, the switches
-  // read again, the captured graphs dropped. Each decode step runs under the next variant, with graphs, and must
-  // still give the oracle's logits and, at the end, its states.
+  // read again (tuning_from_env) and handed to the engine, which drops its captured graphs. Each decode step runs under
+  // the next variant, with graphs, and must still give the oracle's logits and, at the end, its states.
   Model m = build_synthetic(head_layout_27b(true));
   Engine eng(m);
   eng.set_graphs(true);
   CHECK(eng.embedding_to_host() > 0);  // as hkv bench runs: the table read from pinned host memory
   EnvVariants env(
-      parse_variants(
-          "default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
-          "HKV_MV_U3=0,HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0;HKV_PDL=0,HKV_PDL_ALL=0;"
-          "HKV_DN_SPLIT=4,HKV_MV_PF=0,HKV_MV_TRIGGER=0,HKV_PREP_PACK=0;HKV_DN_FUSED=0;"
-          "HKV_MV_BALANCE=0,HKV_PACK_GROUPS=0,HKV_REC_PRODUCER=0,HKV_ATTN_VU=4,HKV_ATTN_PRE=0,"
-          "HKV_OUT_TRIGGER=0,HKV_DN_SEARLY=0"),
-      [&] {
-        cuda::reload_switches();
-        eng.drop_graphs();
-      });
+      parse_variants("default;HKV_DECODE_FUSE=0;HKV_DN_SPLIT=1,HKV_DN_TPC=1;"
+                     "HKV_MV_STAGE=0,HKV_MV_NORMW=0,HKV_DN_EARLY=0,HKV_DN_PRELOAD=0;HKV_PDL=0,HKV_PDL_ALL=0;"
+                     "HKV_DN_SPLIT=4,HKV_MV_PF=0;HKV_DN_FUSED=0;"
+                     "HKV_ATTN_VU=4,HKV_OUT_TRIGGER=0,HKV_MERGE_FAST=0,HKV_MV_PF=9"),
+      [&] { eng.set_tuning(cuda::tuning_from_env()); });
   const KvFormat f = KvFormat::q4h();
   const std::vector<int32_t> prompt = random_tokens(size_t(len(40, 20)), m.config.vocab_size, 4);
   const int steps = 2 * int(env.size());
@@ -206,21 +201,16 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   std::string d = first_diff(le, lo);
   for (int i = 0; i < steps && d.empty(); i++) {
     env.apply(size_t(i) % env.size());
-    // the hook ran: the switches read now are the variant's
-    CHECK(cuda::decode_fusion_enabled() == (env[size_t(i) % env.size()].text != "HKV_DECODE_FUSE=0"));
-    CHECK(cuda::deltanet_fused() == (env[size_t(i) % env.size()].text != "HKV_DN_FUSED=0"));
-    // the on/off switches this list turns off, each read again by reload_switches (its cache forgotten there)
-    const std::string& text = env[size_t(i) % env.size()].text;
-    for (const auto& [name, on] :
-         std::vector<std::pair<const char*, bool>>{{"HKV_PREP_PACK=0", cuda::prep_pack_enabled()},
-                                                   {"HKV_PACK_GROUPS=0", cuda::pack_groups_enabled()},
-                                                   {"HKV_DN_EARLY=0", cuda::deltanet_early_enabled()},
-                                                   {"HKV_DN_PRELOAD=0", cuda::deltanet_preload_enabled()},
-                                                   {"HKV_ATTN_PRE=0", cuda::attn_pre_enabled()},
-                                                   {"HKV_OUT_TRIGGER=0", cuda::out_trigger_enabled()},
-                                                   {"HKV_REC_PRODUCER=0", cuda::records_by_producer_enabled()},
-                                                   {"HKV_DN_SEARLY=0", cuda::dn_searly_enabled()}})
-      CHECK_MESSAGE(on == (text.find(name) == std::string::npos), name, " under ", text);
+    // the hook ran: the engine's switches are the variant's, each variable as the variant sets it or the default
+    const EnvVariant& var = env[size_t(i) % env.size()];
+    const std::vector<std::pair<std::string, std::string>> now = cuda::tuning_values(eng.tuning()),
+                                                           dflt = cuda::tuning_values(cuda::Tuning{});
+    for (size_t k = 0; k < now.size(); k++) {
+      std::string want = dflt[k].second;
+      for (const auto& [name, value] : var.vars)
+        if (name == now[k].first) want = value;
+      CHECK_MESSAGE(now[k].second == want, now[k].first, " under ", var.text);
+    }
     const int32_t next = argmax(lo.data(), m.config.vocab_size);
     lo = forward(m, os, {next}, o);
     le = eng.forward(*es, {next}, o);
@@ -230,6 +220,25 @@ TEST_CASE("switches changed between decode steps, graphs captured anew (hkv benc
   env.restore();
   if (d.empty()) d = compare_states(eng.download(*es), os, m.config);
   report("variants between decode steps(27b-layout,mlx4,q4h,steps=" + std::to_string(steps) + ")", d);
+}
+
+TEST_CASE("Engine::set_tuning: the decode switches from the environment, handed to the engine (hkv bench --variants)") {
+  const char* names[] = {"HKV_DN_SPLIT", "HKV_DN_TPC", "HKV_DECODE_FUSE"};
+  for (const char* n : names) REQUIRE_MESSAGE(std::getenv(n) == nullptr, n << " is set: this test needs the defaults");
+  Engine eng(head_layout_27b(true));
+  CHECK(eng.tuning().dn_split == 2);
+  CHECK(eng.tuning().dn_tpc == 2);
+  CHECK(eng.tuning().decode_fuse);
+  setenv("HKV_DN_SPLIT", "4", 1), setenv("HKV_DN_TPC", "1", 1), setenv("HKV_DECODE_FUSE", "0", 1);
+  CHECK(eng.tuning().dn_split == 2);  // the engine's own: unchanged until handed another
+  eng.set_tuning(cuda::tuning_from_env());
+  CHECK(eng.tuning().dn_split == 4);
+  CHECK(eng.tuning().dn_tpc == 1);
+  CHECK_FALSE(eng.tuning().decode_fuse);
+  for (const char* n : names) unsetenv(n);
+  eng.set_tuning(cuda::tuning_from_env());
+  CHECK(eng.tuning().dn_split == 2);
+  CHECK(eng.tuning().decode_fuse);
 }
 
 TEST_CASE("greedy decode with the argmax on the card: the ids of argmax(forward), the same states") {

@@ -207,40 +207,18 @@ TEST_CASE("matvec: every weight type, odd shapes, 1..11 input rows, byte for byt
 }
 
 namespace {
-// The decode MLX4 kernel's launch configurations, by index: (1) the programmatic dependent launch (the default)
-// and (0) the ordinary one (HKV_PDL=0), whose shapes under 16K rows take 3 chunks a round in one block of 20 warps;
-// then with 2 chunks a round (HKV_MV_U3=0): (4) one block of 24 warps, (3) 3 blocks of 8 warps (HKV_MV_BIG=0), (2) 2
-// blocks a multiprocessor with 4 chunks a round (HKV_MV_OCC3=0); (5) the default with 16K rows and more always in 4
-// rows a warp (HKV_MV_BALANCE=0); (6) the default with the records staged one load at a time and the norm weights read
-// after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0); (7) the default without the launch triggering its dependents at
-// its start (HKV_MV_TRIGGER=0; every other configuration triggers).
-const char* const kLaunch[] = {"plain",
-                               "pdl",
-                               "pdl,2-blocks",
-                               "pdl,3-blocks-of-8-warps",
-                               "pdl,2-chunks-24-warps",
-                               "pdl,4-rows-a-warp-past-16K",
-                               "pdl,prologue-unbatched",
-                               "pdl,no-trigger"};
-const int kLaunches[] = {1, 0, 2, 3, 4, 5, 6, 7};
-// f() under launch configuration cfg, then the defaults back.
-template <class F>
-void in_launch(int cfg, F&& f) {
-  cuda::set_pdl(cfg != 0);
-  cuda::set_mlx4_occ3(cfg != 2);
-  cuda::set_mlx4_big_blocks(cfg != 3);
-  cuda::set_mlx4_u3(cfg < 2 || cfg >= 5);
-  cuda::set_mlx4_balance(cfg != 5);
-  cuda::set_mlx4_prologue(cfg != 6, cfg != 6);
-  cuda::set_mlx4_trigger(cfg != 7);
-  f();
-  cuda::set_mlx4_trigger(true);
-  cuda::set_mlx4_prologue(true, true);
-  cuda::set_mlx4_balance(true);
-  cuda::set_pdl(true);
-  cuda::set_mlx4_occ3(true);
-  cuda::set_mlx4_big_blocks(true);
-  cuda::set_mlx4_u3(true);
+// The decode MLX4 kernel's launch configurations (cuda::Tuning), by index: (1) the programmatic dependent launch (the
+// default), (0) the ordinary one (HKV_PDL=0); (2) the default with the records staged one load at a time and the norm
+// weights read after pdl_wait (HKV_MV_STAGE=0, HKV_MV_NORMW=0) and no prefetch into L2 (HKV_MV_PF=0); (3) the default
+// with three rounds prefetched (HKV_MV_PF=9).
+const char* const kLaunch[] = {"plain", "pdl", "pdl,prologue-unbatched,no-prefetch", "pdl,prefetch-3-rounds"};
+const int kLaunches[] = {1, 0, 2, 3};
+cuda::Tuning launch_tuning(int cfg) {
+  cuda::Tuning t;
+  t.pdl = cfg != 0;
+  t.mv_stage = t.mv_normw = cfg != 2;
+  t.mv_prefetch = cfg == 2 ? 0 : cfg == 3 ? 9 : 3;
+  return t;
 }
 }  // namespace
 
@@ -283,7 +261,7 @@ TEST_CASE("matvec_multi: fused launches of several matrices, the wide-row paths,
       for (int cfg : kLaunches) {
         if (cfg != 1 && (sh.t != WType::MLX4 || N > 2)) continue;
         for (auto& o : outs) o->poison();
-        in_launch(cfg, [&] { cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr); });
+        cuda::matvec_multi(tasks.data(), int(tasks.size()), dx.p, sh.cols, N, xs.p, nullptr, launch_tuning(cfg));
         for (size_t m = 0; m < dms.size(); m++) {
           const int64_t R = sh.rows[m], ldy = R + 3;
           std::vector<float> ref(size_t(N * R)), got = outs[m]->get(), gotc(size_t(N * R));
@@ -325,8 +303,8 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
     int64_t cols;
     int group;
   };
-  // (17408 + 17408 rows: the gate|up shape, which the 3-chunk launch takes by HKV_MV_BALANCE on the H200's 132
-  // multiprocessors; 16537 rows take 4 rows a warp there; launch 5 turns the balance off)
+  // (17408 + 17408 rows: the gate|up shape, which the 3-chunk launch takes on the H200's 132 multiprocessors, where it
+  // leaves each warp less to carry; 16537 rows take 4 rows a warp there)
   const std::vector<Shape> shapes = {
       {{5120}, 6144, 64}, {{16500, 37}, 5120, 64}, {{70, 9, 1}, 1024, 32}, {{17408, 17408}, 1024, 64}};
   int passed = 0, total = 0;
@@ -374,9 +352,8 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
               tasks.push_back({dms[m], outs.back()->p, ldy, add == 1});
             }
             REQUIRE(cuda::matvec_fuses_records(tasks.data(), int(tasks.size()), N, mode != 0));
-            in_launch(cfg, [&] {
-              cuda::matvec_multi(tasks.data(), int(tasks.size()), nullptr, 0, N, nullptr, nullptr, &src);
-            });
+            cuda::matvec_multi(tasks.data(), int(tasks.size()), nullptr, 0, N, nullptr, nullptr, launch_tuning(cfg),
+                               &src);
             for (size_t m = 0; m < dms.size(); m++) {
               const int64_t R = sh.rows[m], ldy = R + 3;
               std::vector<float> prod(size_t(N * R)), want = y0[m];
@@ -420,7 +397,8 @@ TEST_CASE("matvec_multi making its own records (XSource): from x, from rmsnorm(x
   CHECK_FALSE(cuda::matvec_fuses_records(&t5, 1, 3, true));  // rounds of more than 2 rows take the records launch
   cuda::XSource src;
   src.x = reinterpret_cast<const float*>(keep.back()->p);
-  CHECK_THROWS_AS(cuda::matvec_multi(&td, 1, nullptr, 0, 1, nullptr, nullptr, &src), std::runtime_error);
+  CHECK_THROWS_AS(cuda::matvec_multi(&td, 1, nullptr, 0, 1, nullptr, nullptr, cuda::Tuning{}, &src),
+                  std::runtime_error);
 }
 
 TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record a launch, phases in order") {
@@ -432,11 +410,10 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
   DBuf<uint32_t> xs(size_t((1024 / 32 + 1) * cuda::kXqWords));
   cuda::xq_records(dx.p, 1024, 1, 1024, xs.p, nullptr);
   std::string d;
-  // on a stream of its own, where the dependent launches may overlap (HKV_MV_TRIGGER, on by default, would let the
-  // second launch's blocks start before the first has ended; the stamped launches must not)
+  // on a stream of its own, where the dependent launches may overlap (the decode launches let the next in at their
+  // start, which would let the second launch's blocks start before the first has ended; the stamped launches must not)
   cudaStream_t stream;
   HKV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cuda::set_mlx4_trigger(true);
   cuda::mlx4_stamps_begin(4);
   std::vector<std::unique_ptr<DBuf<float>>> outs;
   for (size_t m = 0; m < 2; m++) {
@@ -448,7 +425,6 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
   HKV_CUDA_CHECK(cudaStreamSynchronize(stream));
   const std::vector<cuda::MatvecStamps> st = cuda::mlx4_stamps_end();
   HKV_CUDA_CHECK(cudaStreamDestroy(stream));
-  cuda::reload_switches();  // the trigger as the environment has it
   for (size_t m = 0; m < 2 && d.empty(); m++) {
     std::vector<float> ref(size_t(ms.dev[m].rows));
     matmul(ms.host[m]->m, X.data(), 1, ref.data());
@@ -654,73 +630,70 @@ std::vector<float> test_row(int kind, int D, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("cache row packing: bf16, fp8, q4h bytes equal kv_pack_row") {
-  // both kernels: a warp a group (HKV_PACK_GROUPS, the default) and a warp a row
-  const bool groups0 = cuda::pack_groups_enabled();
-  for (bool by_group : {true, false})
-    for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
-      for (int D : {32, 64, 128, 256}) {
-        cuda::set_pack_groups(by_group);
-        const size_t rb = kv_row_bytes(f, D);
-        const int KV = 2, N = 6;  // rows are the six test kinds; K and V from different seeds
-        std::vector<float> k, v;
-        for (int r = 0; r < N; r++)
-          for (int h = 0; h < KV; h++) {
-            auto a = test_row(r, D, 1000 + uint64_t(r * 7 + h)),
-                 b = test_row((r + 3) % 6, D, 2000 + uint64_t(r * 7 + h));
-            k.insert(k.end(), a.begin(), a.end());
-            v.insert(v.end(), b.begin(), b.end());
-          }
-        std::vector<uint8_t> kref(size_t(N * KV) * rb), vref(size_t(N * KV) * rb);
-        for (int r = 0; r < N; r++)
-          for (int h = 0; h < KV; h++) {
-            kv_pack_row(f, k.data() + (r * KV + h) * D, D, kref.data() + size_t(r * KV + h) * rb);
-            kv_pack_row(f, v.data() + (r * KV + h) * D, D, vref.data() + size_t(r * KV + h) * rb);
-          }
-        DBuf<float> dk(k), dv(v);
-        DBuf<uint8_t> kc(kref.size()), vc(vref.size());
-        kc.poison();
-        vc.poison();
-        std::vector<uint8_t*> kp(size_t(N), kc.p), vp(size_t(N), vc.p);
-        std::vector<int> pos(static_cast<size_t>(N));
-        for (int r = 0; r < N; r++) pos[size_t(r)] = r;
-        DBuf<uint8_t*> dkp(kp), dvp(vp);
-        DBuf<int> dpos(pos), err(std::vector<int>{0});
-        cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
-                      nullptr);
-        std::vector<uint8_t> kg = kc.get(), vg = vc.get();
-        std::string d = first_diff_bytes(kg.data(), kref.data(), kref.size());
-        if (d.empty()) d = first_diff_bytes(vg.data(), vref.data(), vref.size());
-        std::printf("kv_pack(format=%s,D=%d,%s): %s\n", f.name().c_str(), D,
-                    by_group ? "a warp a group" : "a warp a row", d.empty() ? "OK" : d.c_str());
-        CHECK_MESSAGE(d.empty(), d);
-        CHECK(err.get()[0] == 0);
-        // a non-finite element sets the error flag (the oracle throws std::domain_error)
-        k[5] = std::nanf("");
-        CHECK_THROWS_AS(kv_pack_row(f, k.data(), D, kref.data()), std::domain_error);
-        dk.put(k);
-        cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
-                      nullptr);
-        CHECK((err.get()[0] & 1) == 1);
-        if (by_group && f.kind != KvKind::BF16 && D >= 128) {
-          // a scale past fp16 in the last group: the flag's bit 2, and (a warp a group) not one byte of the row written
-          std::vector<float> big = k;
-          big[5] = 1.0f;
-          for (int j = 0; j < 32; j++) big[size_t(D - 32 + j)] = 1e9f;  // row 0, K, head 0: its last group
-          dk.put(big);
-          err.put({0});
-          kc.poison();
-          const std::vector<uint8_t> before = kc.get();
-          cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
-                        nullptr);
-          CHECK((err.get()[0] & 2) == 2);
-          const std::vector<uint8_t> after = kc.get();
-          CHECK(first_diff_bytes(after.data(), before.data(), rb).empty());  // row 0 of K, head 0, as poisoned
+  for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()})
+    for (int D : {32, 64, 128, 256}) {
+      const size_t rb = kv_row_bytes(f, D);
+      const int KV = 2, N = 6;  // rows are the six test kinds; K and V from different seeds
+      std::vector<float> k, v;
+      for (int r = 0; r < N; r++)
+        for (int h = 0; h < KV; h++) {
+          auto a = test_row(r, D, 1000 + uint64_t(r * 7 + h)), b = test_row((r + 3) % 6, D, 2000 + uint64_t(r * 7 + h));
+          k.insert(k.end(), a.begin(), a.end());
+          v.insert(v.end(), b.begin(), b.end());
         }
+      std::vector<uint8_t> kref(size_t(N * KV) * rb), vref(size_t(N * KV) * rb);
+      for (int r = 0; r < N; r++)
+        for (int h = 0; h < KV; h++) {
+          kv_pack_row(f, k.data() + (r * KV + h) * D, D, kref.data() + size_t(r * KV + h) * rb);
+          kv_pack_row(f, v.data() + (r * KV + h) * D, D, vref.data() + size_t(r * KV + h) * rb);
+        }
+      DBuf<float> dk(k), dv(v);
+      DBuf<uint8_t> kc(kref.size()), vc(vref.size());
+      kc.poison();
+      vc.poison();
+      std::vector<uint8_t*> kp(size_t(N), kc.p), vp(size_t(N), vc.p);
+      std::vector<int> pos(static_cast<size_t>(N));
+      for (int r = 0; r < N; r++) pos[size_t(r)] = r;
+      DBuf<uint8_t*> dkp(kp), dvp(vp);
+      DBuf<int> dpos(pos), err(std::vector<int>{0});
+      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                    nullptr);
+      std::vector<uint8_t> kg = kc.get(), vg = vc.get();
+      std::string d = first_diff_bytes(kg.data(), kref.data(), kref.size());
+      if (d.empty()) d = first_diff_bytes(vg.data(), vref.data(), vref.size());
+      std::printf("kv_pack(format=%s,D=%d): %s\n", f.name().c_str(), D, d.empty() ? "OK" : d.c_str());
+      CHECK_MESSAGE(d.empty(), d);
+      CHECK(err.get()[0] == 0);
+      // a non-finite element sets the error flag (the oracle throws std::domain_error)
+      k[5] = std::nanf("");
+      CHECK_THROWS_AS(kv_pack_row(f, k.data(), D, kref.data()), std::domain_error);
+      dk.put(k);
+      cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                    nullptr);
+      CHECK((err.get()[0] & 1) == 1);
+      if (f.kind != KvKind::BF16 && D >= 128) {
+        // a scale past fp16 in the last group: the flag's bit 2, and not one byte of the row written
+        std::vector<float> big = k;
+        big[5] = 1.0f;
+        for (int j = 0; j < 32; j++) big[size_t(D - 32 + j)] = 1e9f;  // row 0, K, head 0: its last group
+        dk.put(big);
+        err.put({0});
+        kc.poison();
+        const std::vector<uint8_t> before = kc.get();
+        cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p,
+                      nullptr);
+        CHECK((err.get()[0] & 2) == 2);
+        const std::vector<uint8_t> after = kc.get();
+        CHECK(first_diff_bytes(after.data(), before.data(), rb).empty());  // row 0 of K, head 0, as poisoned
       }
-  cuda::set_pack_groups(groups0);
+    }
+  // head dims kv_pack does not take are refused before anything runs
+  CHECK_THROWS_AS(
+      cuda::kv_pack(KvKind::Q4H, nullptr, 48, nullptr, 48, nullptr, nullptr, nullptr, 1, 1, 48, nullptr, nullptr),
+      std::runtime_error);
 }
 
-TEST_CASE("attn_prep and kv_pack in one launch (HKV_PREP_PACK): the two launches' bytes") {
+TEST_CASE("attn_prep and kv_pack in one launch (attn_prep_pack): the two launches' bytes") {
   // q, k (normed and roped in place), the cache rows and the error word of attn_prep followed by kv_pack, against the
   // one launch; rows at odd positions of a batch, every format, head_dim 256 (the 27B shape), 128 and 64 with partial
   // RoPE; a row with a NaN in v (nothing of it written, bit 1) and, for fp8 and q4h, a v row whose scale overflows fp16
@@ -761,16 +734,14 @@ TEST_CASE("attn_prep and kv_pack in one launch (HKV_PREP_PACK): the two launches
         std::vector<uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
         DBuf<uint8_t*> dkp(kp), dvp(vp);
         dq.poison();
-        cuda::set_prep_pack(fused);
-        cuda::set_pack_groups(true);  // the fused launch packs as kv_pack_groups_kernel does
-        if (!cuda::attn_prep_pack(dqg.p, dq.p, dk.p, dv.p, int64_t(KV) * D, dqn.p, dkn.p, drope.p, N, H, KV, D, rd,
-                                  1e-6f, f.kind, dkp.p, dvp.p, dpos.p, derr.p, nullptr)) {
-          REQUIRE_FALSE(fused);  // the switch off: the two launches
+        if (fused) {
+          cuda::attn_prep_pack(dqg.p, dq.p, dk.p, dv.p, int64_t(KV) * D, dqn.p, dkn.p, drope.p, N, H, KV, D, rd, 1e-6f,
+                               f.kind, dkp.p, dvp.p, dpos.p, derr.p, nullptr);
+        } else {
           cuda::attn_prep(dqg.p, dq.p, dk.p, dqn.p, dkn.p, drope.p, N, H, KV, D, rd, 1e-6f, nullptr);
           cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, derr.p,
                         nullptr);
         }
-        cuda::forget_pack_switches();
         return Run{dq.get(), dk.get(), dkc.get(), dvc.get(), derr.get()[0]};
       };
       const Run two = run(false), one = run(true);
@@ -825,9 +796,9 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
                              // 202 chunks: the merge's batches of 32 loads, six past the first, the last one partial
                              {32, 2, 1, {103000, 700}}};
   // The 27B shape over more rows than multiprocessors, each of 1 to 64 keys (one chunk): the slim grid (4 KV heads ×
-  // 1 chunk × rows) is more than one wave of 4 blocks a multiprocessor, where fp8's rolled score loop is the default
-  // (HKV_ATTN_SLIM_FROLL=1). Not under racecheck: its kernels are the ones the cases above run with FROLL=2, and
-  // this case's 500-odd blocks a launch would take racecheck minutes.
+  // 1 chunk × rows) is more than one wave of 4 blocks a multiprocessor, where fp8 takes its rolled score loop
+  // (attn_slim_fp8_rolled), and the staged shapes' grids more than fits one wave doubled, where they keep one block a
+  // chunk (attn_dsplit). Not under racecheck: this case's 500-odd blocks a launch would take racecheck minutes.
   if (sanitizer_tool() != "racecheck") {
     std::vector<int> n(size_t(cuda::sm_count()) + 1);
     for (size_t i = 0; i < n.size(); i++) n[i] = 1 + int(i * 53 % 64);
@@ -862,7 +833,7 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         }
       DBuf<uint8_t> dkc(kc), dvc(vc);
       DBuf<float> dq(q), dgate(gate), out(q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
-      DBuf<uint32_t> dxq(size_t(N) * size_t(k.H * k.D / 32) * cuda::kXqWords);  // HKV_REC_PRODUCER: the merge's records
+      DBuf<uint32_t> dxq(size_t(N) * size_t(k.H * k.D / 32) * cuda::kXqWords);  // the merge's records (xq_out)
       DBuf<int> dn(k.n);
       std::vector<const uint8_t*> kp(size_t(N), dkc.p), vp(size_t(N), dvc.p);
       DBuf<const uint8_t*> dkp(kp), dvp(vp);
@@ -878,46 +849,33 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
         a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
         a.out = out.p, a.ldo = int64_t(k.H) * k.D;
         a.N = N, a.max_keys = cap, a.part = part.p, a.shape = shape;
-        // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default), and with the caller's leave (pre_ok) the
-        // staged shapes' rows below n − N copied before pdl_wait, the rest after (HKV_ATTN_PRE): rows of 1 to 1100
-        // keys in one batch, so the split falls before, inside and past a chunk; the scores by slim's loop
-        // (HKV_ATTN_FASTSC, head_dim 256); each chunk's values over two blocks (HKV_ATTN_DSPLIT), in the staged
-        // shapes with one element a thread; the merge's whole batches by the tested path too (HKV_MERGE_FAST=0);
-        // slim's runtime row stride at the 27B's layout
-        // (HKV_ATTN_SLIM_KVC=0); and fp8's score loop rolled there (HKV_ATTN_SLIM_FROLL=2: its grids here are below
-        // the one wave from which the default takes it)
+        // the value loop's unrolled keys (HKV_ATTN_VU; 32 the default); with the caller's leave (pre_ok) the
+        // staged shapes' rows below n − N copied before pdl_wait, the rest after: rows of 1 to 1100 keys in one batch,
+        // so the split falls before, inside and past a chunk; the merge's whole batches by the tested path too
+        // (HKV_MERGE_FAST=0); the merge and the chunk kernels without letting their dependents in early
+        // (HKV_OUT_TRIGGER=0, HKV_PDL_ALL=0)
         struct Switches {
           int vu;
-          bool pre, fastsc, dsplit, mfast = true, kvc = true;
-          int froll = 1;
+          bool pre, mfast = true, pdl = true;
         };
-        for (auto [vu, pre, fastsc, dsplit, mfast, kvc, froll] :
-             std::vector<Switches>{{32, false, false, false},
-                                   {4, false, false, false},
-                                   {8, false, false, false},
-                                   {16, false, false, false},
-                                   {32, true, false, false},
-                                   {32, false, true, false},
-                                   {32, true, true, false},
-                                   {32, false, false, true},
-                                   {32, true, true, true},
-                                   {32, false, false, false, false},
-                                   {32, false, false, false, true, false},
-                                   {32, false, false, false, true, true, 2}}) {
+        for (auto [vu, pre, mfast, pdl] : std::vector<Switches>{{32, false},
+                                                                {4, false},
+                                                                {8, false},
+                                                                {16, false},
+                                                                {32, true},
+                                                                {16, true},
+                                                                {32, false, false},
+                                                                {32, true, true, false}}) {
           out.poison();
           part.poison();
           dxq.poison();
           a.xq_out = dxq.p;
           a.pre_ok = pre;
-          cuda::set_attn_value_unroll(vu);
-          cuda::set_attn_pre(true);
-          cuda::set_attn_fast_scores(fastsc ? 1 : 0);  // fp8's (q4h's scores have one form), or none
-          cuda::set_attn_dsplit(dsplit ? 2 : 0);       // always where it applies, or never
-          cuda::set_attn_merge_fast(mfast);
-          cuda::set_attn_slim_kvc(kvc);
-          cuda::set_attn_slim_froll(froll);
-          cuda::attention(a, nullptr);
-          cuda::forget_attn_switches();
+          cuda::Tuning tu;
+          tu.attn_value_unroll = vu;
+          tu.merge_fast = mfast;
+          tu.out_trigger = tu.pdl_all = pdl;
+          cuda::attention(a, nullptr, tu);
           std::string d = first_diff(out.get(), ref);
           if (d.empty()) d = record_diff(dxq.get(), expected_records(ref.data(), N, int64_t(k.H) * k.D));
           // the shape and the switch reached their kernels (else a case would run another form twice): slim's kernel
@@ -931,35 +889,43 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
               shape != cuda::AttnShape::Auto
                   ? shape
                   : cuda::auto_attn_shape(f.kind, int64_t(k.KV) * ((cap + 511) / 512) * N, k.H / k.KV, cuda::sm_count(),
-                                          cuda::attn_auto_slim(), cuda::attn_slim_from());
+                                          tu.attn_slim, tu.attn_slim_from);
           if (d.empty() && launched.shape != want)
             d = std::string("shape ") + cuda::attn_shape_name(launched.shape) + " taken, " +
                 cuda::attn_shape_name(want) + " expected";
           if (d.empty() && launched.slim_kernel != (slim_ok && want == cuda::AttnShape::Slim))
             d = std::string("the slim kernel ") + (launched.slim_kernel ? "launched" : "not launched");
-          // (fp8 rolled by default where the grid, KV heads × chunks × rows at 6 heads a block, is more than one
-          // wave of 4 slim blocks a multiprocessor: the last case)
-          const bool kvc27 = kvc && launched.slim_kernel && k.KV == 4 && k.H == 24;
-          const bool wave = int64_t(k.KV) * ((cap + 511) / 512) * N > 4 * int64_t(cuda::sm_count());
-          const bool rolled = f.kind == KvKind::FP8 && kvc27 && (froll == 2 || (froll == 1 && wave));
+          // (fp8 rolled where the grid, KV heads × chunks × rows at 6 heads a block, is more than one wave of 4 slim
+          // blocks a multiprocessor: the last case)
+          const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
+          const bool kvc27 = launched.slim_kernel && k.KV == 4 && k.H == 24;
+          const bool rolled =
+              f.kind == KvKind::FP8 && kvc27 && cuda::attn_slim_fp8_rolled(chunk_blocks, cuda::sm_count());
           if (d.empty() && launched.slim_roll != rolled)
             d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
           if (d.empty() && launched.slim_kvc != kvc27)
             d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
-          if (d.empty() && launched.slim_scores != (slim_sc && (fastsc || launched.slim_kernel)))
+          if (d.empty() && launched.slim_scores != slim_sc)
             d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
-          // the split values: never without the switch, nor in the shapes with two elements a thread or nothing
-          // staged; always in the staged shapes with one element a thread at fp8's and q4h's head_dim 256
+          // the split values: never in the shapes with two elements a thread or nothing staged (bf16; fp8 and q4h rows
+          // not a multiple of 16 bytes); in the staged shapes with one element a thread where attn_dsplit says, over
+          // the chunk kernel's grid (KV heads × head blocks × chunks × rows)
           const bool staged1 = want == cuda::AttnShape::Narrow || want == cuda::AttnShape::NarrowH1 ||
                                want == cuda::AttnShape::NarrowH2 || want == cuda::AttnShape::NarrowV;
-          if (d.empty() && launched.dsplit != 1 && (!dsplit || !staged1))
-            d = "the values split over " + std::to_string(launched.dsplit) + " blocks";
-          if (d.empty() && dsplit && staged1 && f.kind != KvKind::BF16 && k.D == 256 && launched.dsplit != 2)
-            d = "the values not split";
+          const int qpk = k.H / k.KV, hpb = std::min(qpk, want == cuda::AttnShape::NarrowH1   ? 1
+                                                          : want == cuda::AttnShape::NarrowH2 ? 2
+                                                                                              : 8);
+          const int64_t grid = chunk_blocks * ((qpk + hpb - 1) / hpb);
+          const bool split =
+              staged1 && f.kind != KvKind::BF16 && rb % 16 == 0 && cuda::attn_dsplit(k.D, grid, cuda::sm_count()) == 2;
+          if (d.empty() && launched.dsplit != (split ? 2 : 1))
+            d = "the values split over " + std::to_string(launched.dsplit) + " blocks, " + (split ? "2" : "1") +
+                " expected";
           std::printf("attention(format=%s,D=%d,H=%d,KV=%d,max_keys=%d,shape=%s,unroll=%d%s%s%s%s%s%s): %s\n",
                       f.name().c_str(), k.D, k.H, k.KV, cap, cuda::attn_shape_name(shape), vu, pre ? ",pre" : "",
-                      fastsc ? ",fastsc" : "", launched.dsplit > 1 ? ",dsplit" : "", mfast ? "" : ",merge-tested",
-                      kvc ? "" : ",slim-kvc0", froll == 2 ? ",slim-froll2" : "", d.empty() ? "OK" : d.c_str());
+                      launched.dsplit > 1 ? ",dsplit" : "", mfast ? "" : ",merge-tested", pdl ? "" : ",no-pdl",
+                      launched.slim_roll ? ",slim-rolled" : "", launched.slim_kvc ? ",slim-kvc" : "",
+                      d.empty() ? "OK" : d.c_str());
           CHECK_MESSAGE(d.empty(), d);
         }
       }
@@ -969,8 +935,8 @@ TEST_CASE("attention over the cache: 512-key chunks, every format, byte for byte
 TEST_CASE("attention phase counts (hkv bench --attention-only --phases): the same bytes, every staged block counted") {
   // The 27B shape (head_dim 256, 24 query heads over 4 KV heads) over 1,100 keys (3 chunks), q4h and fp8: between
   // attn_phases_begin and attn_phases_end the staged shapes take their counting instantiation. Their output must equal
-  // attend()'s, every chunk block must be counted once (KV heads · blocks a KV head · chunks) and every phase must hold
-  // cycles; slim and wide count none.
+  // attend()'s, every chunk block must be counted once (KV heads · blocks a KV head · chunks · the blocks a chunk's
+  // values are split over, attn_dsplit) and every phase must hold cycles; slim and wide count none.
   const int D = 256, H = 24, KV = 4, n = 1100, maxch = 3;
   for (KvFormat f : {KvFormat::q4h(), KvFormat::fp8()}) {
     const size_t rb = kv_row_bytes(f, D), stride = size_t(KV) * rb;
@@ -999,13 +965,11 @@ TEST_CASE("attention phase counts (hkv bench --attention-only --phases): the sam
       a.kind = f.kind, a.D = D, a.H = H, a.KV = KV, a.row_bytes = rb;
       a.q = dq.p, a.ldq = int64_t(H) * D, a.n_keys = dn.p, a.k_rows = dkp.p, a.v_rows = dvp.p;
       a.out = out.p, a.ldo = int64_t(H) * D, a.N = 1, a.max_keys = n, a.part = part.p, a.shape = shape;
-      cuda::set_attn_dsplit(0);  // one block a chunk and head block, whatever HKV_ATTN_DSPLIT says
       cuda::attn_phases_begin();
       cuda::attention(a, nullptr);
       const cuda::AttnPhases ph = cuda::attn_phases_end();
-      cuda::forget_attn_switches();
       std::string d = first_diff(out.get(), ref);
-      const double want = double(KV * per_kv * maxch);
+      const double want = double(KV * per_kv * maxch * cuda::attn_last_launch().dsplit);
       if (d.empty() && ph.blocks != want)
         d = "blocks counted " + std::to_string(ph.blocks) + ", expected " + std::to_string(want);
       if (d.empty() && per_kv > 0 &&
@@ -1045,38 +1009,26 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     a.B = B, a.seq_first = dfirst.p, a.seq_rows = drows.p, a.conv_state = dconvp.p, a.S = dSp.p;
     a.conv_w = dconvw.p, a.A_log = dalog.p, a.dt_bias = ddtb.p, a.norm_w = dnormw.p;
     a.qkv = dqkv.p, a.conv_out = dconvout.p, a.z = dz.p, a.b = db.p, a.a = da.p, a.core = dcore.p, a.N = N;
-    // HKV_REC_PRODUCER: the records of core (xq_out), made by the split recurrence where a block holds whole 32-column
-    // chunks
+    // the records of core (xq_out), made by the split recurrence where a block holds whole 32-column chunks
     DBuf<uint32_t> dxq(size_t(N * (nv * dv / 32) * cuda::kXqWords));
     bool made = false;
     std::string rec_diff;
-    // early: HKV_DN_EARLY; preload: HKV_DN_PRELOAD; searly: HKV_DN_SEARLY (the fused 27B form, dk = dv = 128 over 2
-    // blocks of 2 threads a column, stores its state and conv windows early)
-    auto run = [&](int cl, int tpc, bool fused = false, bool early = true, bool preload = true, bool searly = true) {
+    // the tuning of (blocks, threads a column) = (cl, tpc), the one launch (fused) or three; early: HKV_DN_EARLY,
+    // preload: HKV_DN_PRELOAD
+    auto tuning = [](int cl, int tpc, bool fused, bool early = true, bool preload = true) {
+      cuda::Tuning t;
+      t.dn_split = cl, t.dn_tpc = tpc, t.dn_fused = fused, t.dn_early = early, t.dn_preload = preload;
+      return t;
+    };
+    auto run = [&](const cuda::Tuning& tu) {
       dconv.put(conv0);
       dS.put(S0);
       dcore.poison();
       dconvout.poison();
       dxq.poison();
       a.xq_out = dxq.p;
-      const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
-      const bool fused0 = cuda::deltanet_fused();
-      cuda::set_recurrence_split(cl, tpc);
-      const bool early0 = cuda::deltanet_early_enabled(), preload0 = cuda::deltanet_preload_enabled();
-      const bool searly0 = cuda::dn_searly_enabled();
-      cuda::set_deltanet_fused(fused);
-      cuda::set_deltanet_early(early);
-      cuda::set_deltanet_preload(preload);
-      cuda::set_dn_searly(searly);
-      // the switch reaches the 27B form's instantiation (else its cases below would run the default twice)
-      CHECK(cuda::fused_recurrence_mode() == (searly ? 2 : 0));
-      made = cuda::deltanet(a, nullptr);
+      made = cuda::deltanet(a, nullptr, tu);
       a.xq_out = nullptr;
-      cuda::set_dn_searly(searly0);
-      cuda::set_deltanet_preload(preload0);
-      cuda::set_deltanet_early(early0);
-      cuda::set_deltanet_fused(fused0);  // the default (or the environment's) for the tests after this one
-      cuda::set_recurrence_split(cl0, tpc0);
       std::vector<float> out = dcore.get(), st = dS.get(), cs = dconv.get(), co = dconvout.get();
       rec_diff = made ? record_diff(dxq.get(), expected_records(out.data(), N, int64_t(nv) * dv)) : "";
       out.insert(out.end(), st.begin(), st.end());
@@ -1084,13 +1036,10 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       out.insert(out.end(), co.begin(), co.end());  // q and k normalized, v as the conv made it
       return out;
     };
-    const std::vector<float> want = run(1, 1);
+    const std::vector<float> want = run(tuning(1, 1, false));
     for (auto [cl, tpc] : std::vector<std::pair<int, int>>{{1, 2}, {2, 1}, {2, 2}, {4, 1}, {4, 2}}) {
       if (dv > 128 || dv % (4 * cl) != 0 || (dv / cl * tpc) % 32 != 0) continue;  // the one-block kernel's shapes
-      const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
-      cuda::set_recurrence_split(cl, tpc);
-      const std::pair<int, int> form = cuda::recurrence_form(a);
-      cuda::set_recurrence_split(cl0, tpc0);
+      const std::pair<int, int> form = cuda::recurrence_form(a, tuning(cl, tpc, false));
       // the split kernel must be the one that runs (else this compares the one-block kernel with itself); a card
       // without thread-block clusters runs the one-block kernel, and there is nothing to compare
       if (!cuda::clusters_supported()) {
@@ -1099,7 +1048,7 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
         continue;
       }
       CHECK(form == std::make_pair(cl, tpc));
-      std::string d = first_diff(run(cl, tpc), want);
+      std::string d = first_diff(run(tuning(cl, tpc, false)), want);
       if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
       d += rec_diff;
       std::printf("deltanet recurrence(dk=%d,dv=%d,blocks=%d,threads a column=%d): %s\n", dk, dv, cl, tpc,
@@ -1110,13 +1059,7 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
     // column) with dv/blocks·threads = dk
     for (auto [cl, tpc] : std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {2, 2}}) {
       if (dv / cl * tpc != dk) continue;
-      const int cl0 = cuda::recurrence_split(), tpc0 = cuda::recurrence_tpc();
-      const bool fused0 = cuda::deltanet_fused();
-      cuda::set_recurrence_split(cl, tpc);
-      cuda::set_deltanet_fused(true);
-      const bool taken = cuda::deltanet_fused_form(a);
-      cuda::set_deltanet_fused(fused0);
-      cuda::set_recurrence_split(cl0, tpc0);
+      const bool taken = cuda::deltanet_fused_form(a, tuning(cl, tpc, true));
       if (!cuda::clusters_supported()) {  // the fused form needs clusters; without them the three launches run
         CHECK(!taken);
         std::printf("deltanet fused(blocks=%d): not run, this card has no thread-block clusters\n", cl);
@@ -1124,16 +1067,15 @@ TEST_CASE("DeltaNet recurrence over a cluster of blocks and over threads a colum
       }
       CHECK(taken);  // else this compares the three launches with themselves
       // S and the conv state read before pdl_wait (HKV_DN_EARLY) or after; b, a, z loaded with qkv (HKV_DN_PRELOAD)
-      // or where they are used; the state and conv windows stored early (HKV_DN_SEARLY) or at the end
-      for (auto [early, preload, searly] : std::vector<std::tuple<bool, bool, bool>>{
-               {true, true, true}, {false, true, true}, {true, false, true}, {true, true, false}}) {
-        std::string d = first_diff(run(cl, tpc, true, early, preload, searly), want);
+      // or where they are used (the 27B form, dk = dv = 128 over 2 blocks of 2 threads a column, stores its state and
+      // conv windows early)
+      for (auto [early, preload] : std::vector<std::pair<bool, bool>>{{true, true}, {false, true}, {true, false}}) {
+        std::string d = first_diff(run(tuning(cl, tpc, true, early, preload)), want);
         if (made != ((dv / cl) % 32 == 0)) d += " records of core made: " + std::to_string(made);
         d += rec_diff;
         std::printf(
-            "deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d%s%s%s): %s\n", dk,
-            dv, cl, tpc, early ? "" : ",late", preload ? "" : ",no preload", searly ? "" : ",stores at the end",
-            d.empty() ? "OK" : ("FAIL " + d).c_str());
+            "deltanet conv+l2norm+recurrence in one launch(dk=%d,dv=%d,blocks=%d,threads a column=%d%s%s): %s\n", dk,
+            dv, cl, tpc, early ? "" : ",late", preload ? "" : ",no preload", d.empty() ? "OK" : ("FAIL " + d).c_str());
         CHECK_MESSAGE(d.empty(), d);
       }
     }
@@ -1165,23 +1107,4 @@ TEST_CASE("DeltaNet step: byte for byte with deltanet_step over several tokens")
     std::printf("deltanet_step(dk=%d,dv=%d): %s\n", dk, dv, ok ? "OK" : d.c_str());
     CHECK_MESSAGE(ok, d);
   }
-}
-
-TEST_CASE("reload_switches: the decode switches read from the environment again (hkv bench --variants)") {
-  const char* names[] = {"HKV_DN_SPLIT", "HKV_DN_TPC", "HKV_DECODE_FUSE"};
-  for (const char* n : names) REQUIRE_MESSAGE(std::getenv(n) == nullptr, n << " is set: this test needs the defaults");
-  cuda::reload_switches();
-  CHECK(cuda::recurrence_split() == 2);
-  CHECK(cuda::recurrence_tpc() == 2);
-  CHECK(cuda::decode_fusion_enabled());
-  setenv("HKV_DN_SPLIT", "4", 1), setenv("HKV_DN_TPC", "1", 1), setenv("HKV_DECODE_FUSE", "0", 1);
-  CHECK(cuda::recurrence_split() == 2);  // read once: unchanged until reloaded
-  cuda::reload_switches();
-  CHECK(cuda::recurrence_split() == 4);
-  CHECK(cuda::recurrence_tpc() == 1);
-  CHECK_FALSE(cuda::decode_fusion_enabled());
-  for (const char* n : names) unsetenv(n);
-  cuda::reload_switches();
-  CHECK(cuda::recurrence_split() == 2);
-  CHECK(cuda::decode_fusion_enabled());
 }

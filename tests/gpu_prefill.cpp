@@ -96,19 +96,17 @@ TEST_CASE("fast prefill: dequant_rows_bf16 equals the oracle's Matrix::at rounde
         cuda::DMat D;
         D.type = t, D.rows = rows, D.cols = cols, D.group = W.group, D.data = dw.p, D.scales = ds.p, D.biases = db.p;
         const int64_t r0 = 3, n = 30;
-        for (bool words : {false, true}) {  // the element kernel, then (MLX4) the code-word kernel
-          if (words && t != WType::MLX4) continue;
-          CAPTURE(words);
-          cuda::set_dequant_mlx4_words(words);
-          DBuf<uint16_t> out(size_t(n * cols));
+        // into a 16-byte aligned buffer (MLX4: the code-word kernel), then one element past it (the element kernel)
+        for (int64_t off : {0, 1}) {
+          CAPTURE(off);
+          DBuf<uint16_t> out(size_t(n * cols + 1));
           out.poison();
-          cuda::dequant_rows_bf16(D, r0, n, out.p, nullptr);
-          cuda::set_dequant_mlx4_words(true);  // back to the default
+          cuda::dequant_rows_bf16(D, r0, n, out.p + off, nullptr);
           std::vector<uint16_t> got = out.get();
           int64_t bad = -1;
           for (int64_t r = 0; r < n && bad < 0; r++)
             for (int64_t c = 0; c < cols; c++)
-              if (got[size_t(r * cols + c)] != bf16_from_f32(W.at(r0 + r, c))) {
+              if (got[size_t(off + r * cols + c)] != bf16_from_f32(W.at(r0 + r, c))) {
                 bad = r * cols + c;
                 break;
               }
@@ -233,13 +231,15 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
       struct Run {
         int64_t spare;
         int splits;
-        int cfg;
+        int cfg;  // cfg_name's index
       };
       const char* cfg_name[] = {"8x2", "4x1", "wg", "wg2"};
       std::vector<uint16_t> wg_out[4];  // wg's output for each split count (0, 1, 3)
       for (const Run& run :
            {Run{0, 0, 0}, Run{333, 0, 0}, Run{0, 1, 0}, Run{0, 3, 0}, Run{0, 0, 1}, Run{0, 1, 1}, Run{0, 3, 1},
             Run{0, 0, 2}, Run{0, 1, 2}, Run{0, 3, 2}, Run{0, 0, 3}, Run{333, 0, 3}, Run{0, 1, 3}, Run{0, 3, 3}}) {
+        const cuda::FlashCfg forms[] = {cuda::FlashCfg::F8x2, cuda::FlashCfg::F4x1, cuda::FlashCfg::Wg,
+                                        cuda::FlashCfg::Wg2};
         if (run.cfg >= 2 && !cuda::fast_attn_wgmma_built()) {
           MESSAGE("the wgmma forms are not in this build (sm_90a): not checked");
           continue;
@@ -249,8 +249,6 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
         CAPTURE(spare);
         CAPTURE(splits);
         CAPTURE(run.cfg);
-        cuda::set_fast_attn_splits(splits);
-        cuda::set_fast_attn_config(run.cfg);
         DBuf<uint8_t> scratch(cuda::fast_attn_scratch_bytes(npos + spare, D));
         scratch.poison(0xff);  // NaN: a decoded row read before it is written makes the output NaN
         DBuf<uint16_t> out(size_t(n * H * D));
@@ -260,9 +258,7 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
         fa.q = dq.p, fa.ldq = H * D, fa.gate = dgate.p, fa.ldg = H * D, fa.gate_stride = D;
         fa.k_cache = dk.p, fa.v_cache = dv.p, fa.p0 = p0, fa.n = n, fa.out = out.p, fa.ldo = H * D;
         fa.max_keys = npos + spare, fa.scratch = scratch.p;
-        cuda::fast_attention(fa, nullptr);
-        cuda::set_fast_attn_splits(0);
-        cuda::set_fast_attn_config(-1);
+        cuda::fast_attention(fa, nullptr, forms[run.cfg], splits);
         std::vector<uint16_t> got = out.get();
         if (run.cfg == 2) wg_out[splits] = got;
         if (run.cfg == 3) {
@@ -290,41 +286,18 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
     }
 }
 
-// HKV_FLASH_CFG: each name picks its form (wg and wg2 only where the build has wgmma), auto the default, and
-// any other value is refused with the variable's name and the accepted values (not a silent default).
-TEST_CASE("fast prefill: HKV_FLASH_CFG picks the attention form and refuses unknown values") {
-  const char* old = std::getenv("HKV_FLASH_CFG");
-  const std::string saved = old ? old : "";
+// HKV_FLASH_CFG: each name picks its form (wg and wg2 only where the build has wgmma), auto the default (the parsing
+// and its refusals are tests/test_tuning.cpp's); the wgmma forms refused where the build has none.
+TEST_CASE("fast prefill: HKV_FLASH_CFG's forms") {
   const bool wg = cuda::fast_attn_wgmma_built();
-  for (auto [value, form] :
-       {std::array<const char*, 2>{"8x2", "8x2"}, std::array<const char*, 2>{"4x1", "4x1"},
-        std::array<const char*, 2>{"auto", wg ? "wg2" : "8x2"}, std::array<const char*, 2>{"", wg ? "wg2" : "8x2"}}) {
-    CAPTURE(value);
-    setenv("HKV_FLASH_CFG", value, 1);
-    cuda::set_fast_attn_config(-1);  // read the variable again
-    CHECK(std::string(cuda::fast_attn_form()) == form);
+  CHECK(std::string(cuda::fast_attn_form(cuda::FlashCfg::Auto)) == (wg ? "wg2" : "8x2"));
+  for (cuda::FlashCfg c : {cuda::FlashCfg::F8x2, cuda::FlashCfg::F4x1, cuda::FlashCfg::Wg, cuda::FlashCfg::Wg2})
+    CHECK(std::string(cuda::fast_attn_form(c)) == cuda::flash_cfg_name(c));
+  if (!wg) {
+    cuda::FastAttnArgs fa;
+    fa.D = 128, fa.H = 2, fa.KV = 1, fa.n = 1, fa.max_keys = 1, fa.scratch = &fa;  // refused before any launch
+    CHECK_THROWS_AS(cuda::fast_attention(fa, nullptr, cuda::FlashCfg::Wg), std::runtime_error);
   }
-  if (wg)
-    for (const char* v : {"wg", "wg2"}) {
-      setenv("HKV_FLASH_CFG", v, 1);
-      cuda::set_fast_attn_config(-1);
-      CHECK(std::string(cuda::fast_attn_form()) == v);
-    }
-  setenv("HKV_FLASH_CFG", "wg3", 1);
-  cuda::set_fast_attn_config(-1);
-  try {
-    cuda::fast_attn_form();
-    FAIL("HKV_FLASH_CFG=wg3 was accepted");
-  } catch (const std::runtime_error& e) {
-    const std::string m = e.what();
-    CHECK_MESSAGE(m.find("HKV_FLASH_CFG=wg3") != std::string::npos, m);
-    CHECK_MESSAGE(m.find("auto, 8x2, 4x1, wg or wg2") != std::string::npos, m);
-  }
-  if (old)
-    setenv("HKV_FLASH_CFG", saved.c_str(), 1);
-  else
-    unsetenv("HKV_FLASH_CFG");
-  cuda::set_fast_attn_config(-1);
 }
 
 // ---- the whole model: fast prefill against exact prefill, then decode ------------------------------------

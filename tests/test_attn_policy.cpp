@@ -60,4 +60,17 @@ TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and
   CHECK(dflt(KvKind::BF16, 4 * P - 1) == AttnShape::Narrow);
   CHECK(dflt(KvKind::BF16, 4 * P) == AttnShape::Wide);
 }
+
+TEST_CASE("attention: slim's fp8 score loop rolled past one wave, the values split while two blocks a chunk fit one") {
+  using hkv::cuda::attn_dsplit;
+  using hkv::cuda::attn_slim_fp8_rolled;
+  CHECK_FALSE(attn_slim_fp8_rolled(4 * P, P));  // 4 slim blocks a multiprocessor: one wave
+  CHECK(attn_slim_fp8_rolled(4 * P + 1, P));
+  CHECK_FALSE(attn_slim_fp8_rolled(b_at(65536), P));  // 512 slim blocks at 64K (batch 1)
+  CHECK(attn_slim_fp8_rolled(b_at(131072), P));       // 1024 at 128K
+  CHECK(attn_dsplit(256, P / 2, P) == 2);             // 132 blocks doubled: one wave
+  CHECK(attn_dsplit(256, P / 2 + 1, P) == 1);
+  CHECK(attn_dsplit(256, b_at(8192), P) == 2);  // the narrow shape's 64 blocks at 8K
+  CHECK(attn_dsplit(96, 8, P) == 1);            // head dims not a multiple of 64 keep one block
+}
 #endif

@@ -86,3 +86,10 @@ TEST_CASE("variants: on_change runs after each apply and restore, not from the d
   CHECK(seen == "5-5-");  // each call sees the environment already set
   CHECK(env_or("HKV_TEST_VAR_C", "-") == "-");
 }
+
+TEST_CASE("variants: a variable with the switches' prefix that is not a switch is named") {
+  const std::vector<std::string> known = {"HKV_PDL", "HKV_DN_SPLIT"};
+  CHECK(unknown_variable(parse_variants("default;HKV_PDL=0;HKV_DN_SPLIT=1"), known, "HKV_").empty());
+  CHECK(unknown_variable(parse_variants("default;HKV_PDL=0,HKV_MV_U3=0"), known, "HKV_") == "HKV_MV_U3");
+  CHECK(unknown_variable(parse_variants("OMP_NUM_THREADS=2"), known, "HKV_").empty());  // other variables pass
+}
