@@ -57,7 +57,9 @@ static std::string probe_spans(const Fixture& f, int64_t depth, int64_t rows, st
                                int64_t* questions) {
   int64_t block = 0;  // the probes' questions and answers
   for (const RecallProbe& r : f.recall) block += int64_t(r.ask.size() + r.answer.size());
-  const int64_t a = int64_t(f.ask.size()), q = depth - a - block;
+  // the questions end a sixteenth of the context before the passphrase's question, so that the text the scored rows
+  // follow is the fixture's text, as without probes
+  const int64_t a = int64_t(f.ask.size()), q = (depth - a) - (depth - a) / 16 - block;
   std::vector<std::pair<int64_t, int64_t>> plants;  // [start, end) of every plant
   if (!f.plant.empty()) {
     const int64_t p = int64_t(f.plant.size()), n = int64_t(f.answer.size());

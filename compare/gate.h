@@ -106,10 +106,11 @@ struct GateOptions {
 double oracle_gate_seconds(const Config& c, int64_t depth, int64_t rows, int sides, int threads);
 
 // The context for depth d, depth + rows tokens of the text with the recall probes written over it:
-//   [text … plant_1 … passphrase plant at d/2 … plant_k … | ask_1 answer_1 … ask_k answer_k | ask] answer …
-// Probe i's plant starts at floor(at_i · q), q the start of the block of the probes' questions, which ends where the
-// passphrase's question starts (d − |ask|); the passphrase's answer starts at d, the first scored row. Logits are
-// taken from q on, so that every answer is scored; the rows scored for KL stay d … d+rows−1.
+//   [text … plant_1 … passphrase plant at d/2 … plant_k … | ask_1 answer_1 … ask_k answer_k | text … | ask] answer …
+// Probe i's plant starts at floor(at_i · q), q the start of the block of the probes' questions, which ends a
+// sixteenth of the context before the passphrase's question (at e − e/16, e = d − |ask|), so that the text the scored
+// rows follow is the fixture's own; the passphrase's answer starts at d, the first scored row. Logits are taken from
+// q on, so that every answer is read; the rows scored for KL stay d … d+rows−1.
 struct ProbeSpan {
   double at;
   int64_t plant, answer, length;  // positions of the plant and the answer, and the answer's tokens

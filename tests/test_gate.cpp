@@ -100,8 +100,9 @@ TEST_CASE("the gate's context: recall probes planted across the context, asked j
   std::vector<int32_t> text(400, 'x');
   const GateLayout g = gate_layout(f, text, 192, 16);
   REQUIRE(g.ctx.size() == 208);
-  // the questions' block: 12 + 2 + 2 + 3 = 19 tokens ending where the passphrase's question starts (192 − 7)
-  const int64_t q = 192 - 7 - 19;
+  // the questions' block: 12 + 2 + 2 + 3 = 19 tokens ending a sixteenth of the context before the passphrase's
+  // question starts (192 − 7 = 185; 185 − 11 = 174)
+  const int64_t q = 174 - 19;
   CHECK(g.logits_from == q);
   REQUIRE(g.probes.size() == 3);
   CHECK(g.probes[0].plant == 96);  // the passphrase at d/2, its answer the first scored row
@@ -116,7 +117,7 @@ TEST_CASE("the gate's context: recall probes planted across the context, asked j
   CHECK(std::vector<int32_t>(g.ctx.begin() + q + 14, g.ctx.begin() + q + 19) == std::vector<int32_t>{4, 5, 6, 7, 8});
   CHECK(g.probes[2].answer == q + 16);
   CHECK(std::string(g.ctx.begin() + 192 - 7, g.ctx.begin() + 196) == " pass? ab12");
-  // at 64 the questions start at 38, before the passphrase's plant at 32 ends: the depth does not fit
+  // at 64 the questions start at 57 − 3 − 19 = 35, before the passphrase's plant at 32 ends: the depth does not fit
   CHECK(gate_layout_problem(f, 192, 16).empty());
   CHECK(gate_layout_problem(f, 64, 16) == "too short for the recall probes");
   CHECK_THROWS_WITH_AS(gate_layout(f, text, 64, 16), doctest::Contains("too short for the recall probes"),
