@@ -1,7 +1,10 @@
 #include "compare/format_study.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 
 #include "reference/synthetic.h"
 
@@ -38,13 +41,31 @@ std::vector<float> seeded_row(RowKind kind, uint64_t seed, int head_dim) {
   return x;
 }
 
-RoundTripError measure_round_trip(const KvFormat& f, RowKind kind, int rows, int head_dim, uint64_t seed) {
+CacheRows model_cache_rows(const Model& m, const std::vector<int32_t>& tokens) {
+  SequenceState s = new_sequence(m.config, KvFormat::f32(), int64_t(tokens.size()));
+  ForwardOptions opt;
+  opt.want_logits = false;
+  forward(m, s, tokens, opt);
+  CacheRows r;
+  r.head_dim = m.config.head_dim;
+  const size_t n = tokens.size() * size_t(m.config.num_key_value_heads) * size_t(r.head_dim);  // values a layer
+  r.k.resize(n * s.k_cache.size());
+  r.v.resize(n * s.v_cache.size());
+  for (size_t l = 0; l < s.k_cache.size(); l++) {  // an f32 row is its head_dim values as they are
+    std::memcpy(r.k.data() + l * n, s.k_cache[l].data(), n * 4);
+    std::memcpy(r.v.data() + l * n, s.v_cache[l].data(), n * 4);
+  }
+  return r;
+}
+
+// The error of packing and unpacking each row, over all of them (RoundTripError's definitions).
+static RoundTripError round_trip(const KvFormat& f, int rows, int head_dim,
+                                 const std::function<std::vector<float>(int)>& row) {
   std::vector<uint8_t> packed(kv_row_bytes(f, head_dim));
   std::vector<float> back(static_cast<size_t>(head_dim));
   double err2 = 0, sig2 = 0, worst = 0;
-  std::vector<double> row_worst;
   for (int r = 0; r < rows; r++) {
-    std::vector<float> x = seeded_row(kind, seed * 1000003u + uint64_t(r), head_dim);
+    const std::vector<float> x = row(r);
     kv_pack_row(f, x.data(), head_dim, packed.data());
     kv_unpack_row(f, packed.data(), head_dim, back.data());
     double rs = 0, rw = 0;
@@ -55,16 +76,30 @@ RoundTripError measure_round_trip(const KvFormat& f, RowKind kind, int rows, int
       rw = std::max(rw, std::fabs(e));
     }
     sig2 += rs;
-    worst = std::max(worst, rw / std::sqrt(rs / head_dim));
+    if (rs > 0) worst = std::max(worst, rw / std::sqrt(rs / head_dim));
   }
-  return {std::sqrt(err2 / sig2), worst};
+  return {sig2 > 0 ? std::sqrt(err2 / sig2) : 0.0, worst};
 }
 
-std::string grid_study_markdown(int rows, int head_dim, uint64_t seed) {
+RoundTripError measure_round_trip(const KvFormat& f, RowKind kind, int rows, int head_dim, uint64_t seed) {
+  return round_trip(f, rows, head_dim,
+                    [&](int r) { return seeded_row(kind, seed * 1000003u + uint64_t(r), head_dim); });
+}
+
+RoundTripError measure_round_trip_rows(const KvFormat& f, const std::vector<float>& rows, int head_dim) {
+  return round_trip(f, int(rows.size() / size_t(head_dim)), head_dim, [&](int r) {
+    return std::vector<float>(rows.begin() + ptrdiff_t(r) * head_dim, rows.begin() + ptrdiff_t(r + 1) * head_dim);
+  });
+}
+
+std::string grid_study_markdown(int rows, int head_dim, uint64_t seed, const CacheRows* model) {
   std::string out =
       "| grid | rotation | gaussian RMS | gaussian worst | outliers RMS | outliers worst | near-dup RMS | near-dup "
-      "worst |\n"
-      "|---|---|---|---|---|---|---|---|\n";
+      "worst |";
+  out += model
+             ? " model K RMS | model K worst | model V RMS | model V worst |\n|---|---|---|---|---|---|---|---|---|---|"
+               "---|---|\n"
+             : "\n|---|---|---|---|---|---|---|---|\n";
   const char* grids[3][2] = {
       {"", "q4_0-style −8..7 (q4h)"}, {"-sym", "symmetric absmax −7..7"}, {"-mid", "midpoint, 16 levels, no zero"}};
   // one table row: a format's error on each kind of row
@@ -77,12 +112,24 @@ std::string grid_study_markdown(int rows, int head_dim, uint64_t seed) {
       std::snprintf(line, sizeof line, cell, e.rms, e.worst);
       out += line;
     }
+    for (const std::vector<float>* m : {model ? &model->k : nullptr, model ? &model->v : nullptr})
+      if (m) {
+        RoundTripError e = measure_round_trip_rows(f, *m, head_dim);
+        std::snprintf(line, sizeof line, cell, e.rms, e.worst);
+        out += line;
+      }
     out += "\n";
   };
   for (auto& g : grids)
     for (int rot = 1; rot >= 0; rot--)
       row(KvFormat::parse(std::string("q4h") + (rot ? "" : "-norot") + g[0]), g[1], rot ? "Hadamard-32" : "none",
           " %.4f | %.3f |");
+  // the oracle's ablations at q4h's bytes (kvformat.h)
+  const char* ablations[][3] = {{"q4h-mse", "q4_0-style, scale searched (q4h-mse)", "Hadamard-32"},
+                                {"q4h-nf", "Normal, 16 Lloyd–Max levels (q4h-nf)", "Hadamard-32"},
+                                {"q4h-nf-mse", "Normal, scale searched (q4h-nf-mse)", "Hadamard-32"},
+                                {"q4h-seed", "q4_0-style, seeded signs (q4h-seed)", "S·H·S"}};
+  for (auto& a : ablations) row(KvFormat::parse(a[0]), a[1], a[2], " %.4f | %.3f |");
   for (const char* other : {"fp8", "bf16"})
     row(KvFormat::parse(other), std::string(other) + " (reference)", "none", " %.5f | %.4f |");
   return out;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reference/kvformat.h"
+#include "reference/model.h"
 
 namespace hkv {
 
@@ -24,7 +25,18 @@ struct RoundTripError {
 // Packs and unpacks `rows` seeded rows, returns the error over all of them.
 RoundTripError measure_round_trip(const KvFormat& f, RowKind kind, int rows, int head_dim, uint64_t seed);
 
-// The table of docs/FORMAT.md: each grid × rotation × row kind, as Markdown.
-std::string grid_study_markdown(int rows, int head_dim, uint64_t seed);
+// Realistic rows: the K and V rows a model's full-attention layers store for some tokens, taken from an f32 cache
+// (the values before any format), every layer, position and KV head in that order: [rows][head_dim] each.
+struct CacheRows {
+  int head_dim = 0;
+  std::vector<float> k, v;
+};
+CacheRows model_cache_rows(const Model& m, const std::vector<int32_t>& tokens);
+// Packs and unpacks each of the rows ([n][head_dim]), returns the error over all of them.
+RoundTripError measure_round_trip_rows(const KvFormat& f, const std::vector<float>& rows, int head_dim);
+
+// The table of docs/FORMAT.md: each grid × rotation × row kind, then the ablations at q4h's bytes (the searched
+// scale, the Normal grid, seeded signs), as Markdown. With `model` rows, two more columns each: their K and V rows.
+std::string grid_study_markdown(int rows, int head_dim, uint64_t seed, const CacheRows* model = nullptr);
 
 }  // namespace hkv

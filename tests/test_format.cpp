@@ -11,6 +11,7 @@
 #include "reference/kvformat.h"
 #include "reference/model.h"
 #include "reference/scalar.h"
+#include "reference/synthetic.h"
 #include "reference/tokens.h"
 
 using namespace hkv;
@@ -278,6 +279,30 @@ TEST_CASE("q4h-seed: another rotation, as good as H, read back in the original s
   std::vector<uint8_t> again(144);
   kv_pack_row(s1, y.data(), 256, again.data());
   CHECK(again == b);
+}
+
+TEST_CASE("realistic rows: a model's K and V rows, and the grid study on them") {
+  // The tiny model's f32 cache over 40 tokens: every full-attention layer's rows, as stored (bf16 reads them back
+  // within 2^-8); q4h-mse's error is at most q4h's on them as on any row; the study's table gains their columns.
+  const Model m = build_synthetic(builtin_spec("tiny"));
+  std::vector<int32_t> toks(40);
+  for (size_t i = 0; i < toks.size(); i++) toks[i] = int32_t(synth_bits(9, 9, i) % 256);
+  const CacheRows rows = model_cache_rows(m, toks);
+  const size_t n = 40 * size_t(m.config.num_key_value_heads) * size_t(m.config.n_full_layers());
+  REQUIRE(rows.head_dim == m.config.head_dim);
+  CHECK(rows.k.size() == n * size_t(rows.head_dim));
+  CHECK(rows.v.size() == n * size_t(rows.head_dim));
+  double energy = 0;
+  for (float x : rows.k) energy += double(x) * x;
+  CHECK(energy > 0);
+  CHECK(measure_round_trip_rows(KvFormat::bf16(), rows.k, rows.head_dim).rms < 0.004);
+  const RoundTripError q = measure_round_trip_rows(KvFormat::q4h(), rows.k, rows.head_dim);
+  CHECK(q.rms > 0.02);
+  CHECK(measure_round_trip_rows(KvFormat::parse("q4h-mse"), rows.k, rows.head_dim).rms <= q.rms);
+  const std::string table = grid_study_markdown(8, 256, 1, &rows);
+  CHECK(table.find("model K RMS") != std::string::npos);
+  CHECK(table.find("(q4h-nf-mse) | Hadamard-32 |") != std::string::npos);
+  CHECK(grid_study_markdown(8, 256, 1).find("model K RMS") == std::string::npos);
 }
 
 TEST_CASE("the 32-point Walsh-Hadamard transform is orthonormal and its own inverse") {
