@@ -373,11 +373,11 @@ TEST_CASE("fast prefill: the whole model against exact prefill by KL, then exact
     // Auto picks the fast path from kAutoFastPrefillTokens tokens on, never with a tap
     ForwardOptions o;
     o.prefill = Prefill::Auto;
-    CHECK(eng.uses_fast_prefill(kAutoFastPrefillTokens, o));
-    CHECK_FALSE(eng.uses_fast_prefill(kAutoFastPrefillTokens - 1, o));
+    CHECK(eng.uses_fast_prefill(cuda::kAutoFastPrefillTokens, o));
+    CHECK_FALSE(eng.uses_fast_prefill(cuda::kAutoFastPrefillTokens - 1, o));
     Tap tap = [](int, const char*, int64_t, const float*, int64_t) {};
     o.tap = &tap;
-    CHECK_FALSE(eng.uses_fast_prefill(kAutoFastPrefillTokens, o));
+    CHECK_FALSE(eng.uses_fast_prefill(cuda::kAutoFastPrefillTokens, o));
   }
   // two passes (4096 rows a pass), in two calls (the second continues the first's states)
   Model m = load_any_model("builtin:tiny");
