@@ -214,7 +214,7 @@ Cli::Cli()
   c = app.add_subcommand("bench-ops", "the exact MLX4 matrix-vector products of a 27B decode token alone (GPU)");
   opt(c, "--reps", "N", "repetitions a launch (default 50)")->check(counts(1, kNoLimit, false));
   flag(c, "--chain", "then time a token's 257 launches as one CUDA graph");
-  opt(c, "--variants", "A;B", "with --chain: engine switch settings compared, e.g. \"default;HKV_MV_U3=0\"");
+  opt(c, "--variants", "A;B", "with --chain: engine switch settings compared, e.g. \"default;HKV_MV_PF=0\"");
   opt(c, "--rounds", "N", "interleaved rounds of --variants (default 4)")->check(counts(1, kNoLimit, false));
   flag(c, "--phases", "with --chain: each launch's phases by %globaltimer");
   flag(c, "--as-token", "with --chain: the launches as a decode token makes them");

@@ -493,7 +493,7 @@ TEST_CASE("the GPU benches refuse a malformed option before anything runs, with 
       {{"bench", "--attention", "--attn-shape", "auto,sideways"},
        "hkv bench: --attn-shape: attention shape 'sideways': the shapes are auto, narrow, wide, narrow-v, narrow-h2, "
        "narrow-v2"},
-      {{"bench", "--attention-only", "--reps", "0"}, "hkv bench: --reps must be at least 1"},
+      {{"bench", "--attention-only", "--reps", "0"}, "hkv bench: --reps: '0' is not at least 1"},
       {{"bench", "--phases", "--variants", "default;HKV_DN_SPLIT=1"},
        "hkv bench: --phases counts one more token a row under the defaults, without --variants"},
       {{"bench-ops", "--phases"}, "hkv bench-ops: --phases stamps the --chain graph's launches"},
