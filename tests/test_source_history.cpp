@@ -80,11 +80,21 @@ TEST_CASE("source history: the scanner finds a planted line and passes a clean o
   fs::create_directories(dir / "scripts");
   std::ofstream(dir / "cuda" / "clean.cu") << "// the chunk's scores, in the order of ARITHMETIC.md\n"
                                               "// a session-free sessionless line; issue #a; sessions: none\n";
-  std::ofstream(dir / "cuda" / "planted.cu") << "int x;\n// " << "Sess" << "ion 12 measured this\n";
-  std::ofstream(dir / "cuda" / "planted2.cuh") << "// see " << "Iss" << "ue #7\n";
-  std::ofstream(dir / "cuda" / "plural.h") << "// " << "sess" << "ions 8, 9\n";
-  std::ofstream(dir / "scripts" / "run") << "# " << "iss" << "ue #4's goal\n";
-  std::ofstream(dir / "cuda" / "notes.md") << "# " << "sess" << "ion 3 (not a source file)\n";
+  std::ofstream(dir / "cuda" / "planted.cu") << "int x;\n// "
+                                             << "Sess"
+                                             << "ion 12 measured this\n";
+  std::ofstream(dir / "cuda" / "planted2.cuh") << "// see "
+                                               << "Iss"
+                                               << "ue #7\n";
+  std::ofstream(dir / "cuda" / "plural.h") << "// "
+                                           << "sess"
+                                           << "ions 8, 9\n";
+  std::ofstream(dir / "scripts" / "run") << "# "
+                                         << "iss"
+                                         << "ue #4's goal\n";
+  std::ofstream(dir / "cuda" / "notes.md") << "# "
+                                           << "sess"
+                                           << "ion 3 (not a source file)\n";
   const std::vector<std::string> found = history_lines(dir, {"cuda", "scripts"}, {"CMakeLists.txt"});
   fs::remove_all(dir);
   INFO(joined(found));
@@ -96,8 +106,8 @@ TEST_CASE("source history: the scanner finds a planted line and passes a clean o
 }
 
 TEST_CASE("source history: no source file names a session or an issue by number") {
-  const std::vector<std::string> found = history_lines(
-      HKV_SOURCE_DIR, {"reference", "cuda", "compare", "tests", "scripts"}, {"CMakeLists.txt"});
+  const std::vector<std::string> found =
+      history_lines(HKV_SOURCE_DIR, {"reference", "cuda", "compare", "tests", "scripts"}, {"CMakeLists.txt"});
   if (!found.empty())
     FAIL_CHECK(found.size() << " line(s) name a session or an issue; say what and why instead, and move the history "
                                "to docs/PERFORMANCE.md or docs/RESULTS.md, dated:\n"
