@@ -85,6 +85,19 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+// The known name nearest to `typed`, for "did you mean": within two edits, or one that the typed name begins or that
+// begins it (past three characters); "" when none is. The first of equally near names wins.
+std::string nearest(const std::string& typed, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = 3;
+  for (const std::string& k : known) {
+    size_t d = edit_distance(typed, k);
+    if (typed.size() > 3 && (k.rfind(typed, 0) == 0 || typed.rfind(k, 0) == 0)) d = std::min<size_t>(d, 1);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
 }  // namespace
 
 // ---- the grammar ------------------------------------------------------------------------------------
@@ -250,30 +263,20 @@ static std::string unknown_argument(CLI::App* sub, const std::string& arg) {
   if (arg.rfind("-", 0) != 0 || arg == "-")
     return cmd + ": unexpected argument '" + arg + "' (`" + cmd + " --help` lists the options)";
   const std::string name = arg.substr(0, arg.find('='));
-  std::string best;
-  size_t best_d = 3;  // suggest only what is within two edits, or what the typed name begins or ends
-  for (const CLI::Option* o : sub->get_options()) {
-    for (const std::string& ln : o->get_lnames()) {
-      const std::string known = "--" + ln;
-      size_t d = edit_distance(name, known);
-      if (name.size() > 3 && (known.rfind(name, 0) == 0 || name.rfind(known, 0) == 0)) d = std::min<size_t>(d, 1);
-      if (d < best_d) best_d = d, best = known;
-    }
-  }
+  std::vector<std::string> known;
+  for (const CLI::Option* o : sub->get_options())
+    for (const std::string& ln : o->get_lnames()) known.push_back("--" + ln);
+  const std::string best = nearest(name, known);
   return cmd + ": unknown option " + name + (best.empty() ? "" : " (did you mean " + best + "?)") + " (`" + cmd +
          " --help` lists the options)";
 }
 
 int Cli::parse(int argc, char** argv, Args* out) {
   if (argc > 1 && argv[1][0] != '-') {  // an unknown command, with the nearest known one
-    std::string best;
-    size_t best_d = 3;
-    bool known = false;
-    for (const CLI::App* sub : app.get_subcommands({})) {
-      known = known || sub->get_name() == argv[1];
-      const size_t d = edit_distance(argv[1], sub->get_name());
-      if (d < best_d) best_d = d, best = sub->get_name();
-    }
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    const bool known = std::find(names.begin(), names.end(), argv[1]) != names.end();
+    const std::string best = nearest(argv[1], names);
     if (!known) {
       std::fprintf(stderr, "hkv: error: hkv: unknown command '%s'%s (`hkv --help` lists the commands)\n", argv[1],
                    best.empty() ? "" : (" (did you mean " + best + "?)").c_str());
