@@ -1,7 +1,7 @@
 // What the oracle and the engine share about a sequence, on the host: its state (cache, DeltaNet and conv states,
 // position) and the file that saves it, the RoPE table, the options and checks of a forward call, and the greedy
 // choice. cuda/ includes this header, not reference/model.h (the oracle's arithmetic). Defined in
-// reference/model.cpp.
+// reference/sequence.cpp.
 #pragma once
 
 #include <cstdint>
