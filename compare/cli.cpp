@@ -98,10 +98,33 @@ int cmd_format(const Args& a) {
   const int head_dim = int(a.get_int("head-dim", 256));
   if (a.has("grids")) {
     const int rows = int(a.get_int("rows", 4096));
-    std::printf("Round-trip error of 4-bit grids, %d rows of head_dim %d, seed %lld.\n", rows, head_dim,
-                a.get_int("seed", 1));
+    std::unique_ptr<CacheRows> model_rows;
+    std::string model_note;
+    int dim = head_dim;
+    if (a.has("fixture")) {  // the rows a trained model stores, beside the seeded ones
+      Fixture f = load_fixture(a.get("fixture"));
+      Model m = load_model_arg(f.model);
+      if (a.has("head-dim") && head_dim != m.config.head_dim)
+        throw UsageError("hkv format: --head-dim " + std::to_string(head_dim) + " differs from the fixture's model (" +
+                         std::to_string(m.config.head_dim) + ")");
+      std::vector<int32_t> text = load_fixture_tokens(f, m.config.vocab_size);
+      const int64_t n = a.get_int("tokens", 1024);
+      if (n > int64_t(text.size()))
+        throw UsageError("hkv format: --tokens " + std::to_string(n) + " exceeds the fixture's text (" +
+                         std::to_string(text.size()) + " tokens in " + f.tokens_path + ")");
+      text.resize(size_t(n));
+      model_rows = std::make_unique<CacheRows>(model_cache_rows(m, text));
+      dim = model_rows->head_dim;
+      model_note = " Model rows: the fixture " + f.name +
+                   "'s K and V rows (every full-attention layer and KV head) over "
+                   "the first " +
+                   std::to_string(n) + " tokens of its text, " + std::to_string(model_rows->k.size() / size_t(dim)) +
+                   " rows each.";
+    }
+    std::printf("Round-trip error of 4-bit grids, %d rows of head_dim %d, seed %lld.%s\n", rows, dim,
+                a.get_int("seed", 1), model_note.c_str());
     std::printf("RMS: relative RMS error over all rows. worst: largest |error| / row RMS.\n\n");
-    std::fputs(grid_study_markdown(rows, head_dim, uint64_t(a.get_int("seed", 1))).c_str(), stdout);
+    std::fputs(grid_study_markdown(rows, dim, uint64_t(a.get_int("seed", 1)), model_rows.get()).c_str(), stdout);
     return 0;
   }
   KvFormat f = KvFormat::parse(a.get("format", "q4h"));

@@ -139,6 +139,11 @@ Cli::Cli()
   opt(c, "--head-dim", "N", "the row's length (default 256)")->check(counts(1, 65536, false));
   flag(c, "--grids", "print the grid study of docs/FORMAT.md instead");
   opt(c, "--rows", "N", "rows of the grid study (default 4096)")->check(counts(1, 1 << 24, false));
+  opt(c, "--fixture", "FILE", "with --grids: add the K and V rows the fixture's model stores for its text")
+      ->needs(c->get_option("--grids"));
+  opt(c, "--tokens", "N", "with --fixture: the text's first N tokens (default 1024)")
+      ->check(counts(1, kNoLimit, false))
+      ->needs(c->get_option("--fixture"));
 
   c = app.add_subcommand("logits", "run the model over a token file and write its fp32 logits [tokens][vocab]");
   opt(c, "--model", "MODEL", "the model (below)")->required();

@@ -283,3 +283,24 @@ TEST_CASE("cli: generate prints text for a byte-level model, ids with --ids") {
   for (const auto& t : j) bytes += char(static_cast<unsigned char>(t.get<int>()));
   CHECK(text.out == bytes + "\n");
 }
+
+TEST_CASE("cli: format --grids --fixture adds the model's K and V rows; --fixture and --tokens need what they extend") {
+  Scratch s;
+  const std::string fixture = std::string(HKV_SOURCE_DIR) + "/fixtures/trained-gate.json";
+  const HkvRun r = run(s, {"format", "--grids", "--fixture", fixture, "--tokens", "32", "--rows", "8"});
+  INFO("stderr: ", r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("over the first 32 tokens of its text") != std::string::npos);
+  CHECK(r.out.find("| model K RMS | model K worst | model V RMS | model V worst |") != std::string::npos);
+  // Without --grids, --fixture means nothing; without --fixture, --tokens means nothing: both refused, exit 2.
+  CHECK(run(s, {"format", "--fixture", fixture}).code == 2);
+  CHECK(run(s, {"format", "--grids", "--tokens", "32"}).code == 2);
+  // More tokens than the fixture's text: refused, naming the token file.
+  const HkvRun big = run(s, {"format", "--grids", "--fixture", fixture, "--tokens", "100M", "--rows", "8"});
+  CHECK(big.code != 0);
+  CHECK(big.err.find("exceeds the fixture's text") != std::string::npos);
+  // A head_dim other than the model's: refused, naming both.
+  const HkvRun hd = run(s, {"format", "--grids", "--fixture", fixture, "--head-dim", "128", "--rows", "8"});
+  CHECK(hd.code == 2);
+  CHECK(hd.err.find("differs from the fixture's model (256)") != std::string::npos);
+}
