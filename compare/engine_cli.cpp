@@ -12,12 +12,14 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "compare/cli.h"
 #include "compare/draft.h"
 #include "compare/gate.h"
 #include "compare/gpu_bench.h"
+#include "compare/peer.h"
 #include "compare/timeline.h"
 #include "compare/variants.h"
 #include "cuda/check.h"
@@ -476,6 +478,15 @@ int cmd_bench(const Args& a) {
     if (a.get_int("reps", 20) < 1) throw UsageError("hkv bench: --reps must be at least 1");
     attn_shapes(a);
   }
+  // --peer: read and checked before anything runs; its figures go beside hkv's in the table and the JSON
+  std::optional<PeerFigures> peer;
+  if (a.has("peer")) {
+    if (attn_only || a.has("variants"))
+      throw UsageError(
+          "hkv bench: --peer puts a peer's decode figures beside hkv's, without --attention-only or "
+          "--variants");
+    peer = load_peer(a.get("peer"));
+  }
   require_gpu("hkv bench");
   const cuda::Tuning tuning = cuda::tuning_from_env();  // the switches as found (each variant's: vo.tunings)
 
@@ -506,6 +517,15 @@ int cmd_bench(const Args& a) {
   std::printf("copy bandwidth (device-to-device, read+write): %.3f TB/s\n", bw / 1e12);
   js["tuning"] = tuning_json(tuning);
   std::printf("switches: %s\n", cuda::tuning_text(tuning).c_str());
+  if (peer) {
+    const bool same_card = peer->card == prop.name;
+    std::printf("peer: %s%s on %s (%s), its cache f16 beside bf16, q8_0 beside fp8, q4_0 beside q4h%s\n",
+                peer->peer.c_str(), peer->commit.empty() ? "" : (" " + peer->commit).c_str(), peer->card.c_str(),
+                peer->path.c_str(),
+                same_card ? "" : "; ANOTHER CARD than this run's: its figures are not comparable with these");
+    js["peer"] = {{"peer", peer->peer},   {"commit", peer->commit}, {"card", peer->card},
+                  {"model", peer->model}, {"file", peer->path},     {"same_card", same_card}};
+  }
 
   if (attn_only) {
     const Config cfg =
@@ -654,6 +674,12 @@ int cmd_bench(const Args& a) {
             row["round_medians_ms"] = round_ms[size_t(v)];
           }
           if (timeline) row["timeline"] = timelines[f.name() + "/" + std::to_string(depth)];
+          if (peer)
+            if (auto pr = peer->beside(f.name(), depth)) {
+              row["peer_kv"] = pr->kv;
+              row["peer_tokens_per_s"] = pr->tokens_per_s;
+              row["peer_pct_of_floor"] = 100.0 * (bytes / bw * 1e3) / (1e3 / pr->tokens_per_s);
+            }
           js["decode"].push_back(row);
           std::printf("  %s%s%s depth %lld: median %.3f ms/token (min %.3f, max %.3f over %zu tokens), peak %.2f GiB\n",
                       vname.c_str(), vname.empty() ? "" : ": ", f.name().c_str(), (long long)depth, med, tv.front(),
@@ -666,11 +692,22 @@ int cmd_bench(const Args& a) {
         "engine; %.2f GiB on the card)\n",
         mem.gib(), double(mem.base) / double(1ull << 30), double(prop.totalGlobalMem) / double(1ull << 30));
     if (variants.empty()) {
-      std::printf("| cache | depth | tokens/s | ms/token | GB read/token | floor ms | %% of floor | peak GiB |\n");
-      std::printf("|---|---|---|---|---|---|---|---|\n");
-      for (const Row& r : rows)
-        std::printf("| %s | %lld | %.1f | %.3f | %.2f | %.3f | %.0f%% | %.2f |\n", r.fmt.c_str(), r.depth, 1e3 / r.ms,
+      // with --peer, the peer's tokens/s and its share of the same floor (its weights and cache rows take the same
+      // bytes: 4.5 bits a weight, and the cache types that stand beside each format, compare/peer.h)
+      std::printf("| cache | depth | tokens/s | ms/token | GB read/token | floor ms | %% of floor | peak GiB |%s\n",
+                  peer ? (" " + peer->peer + " tokens/s | " + peer->peer + " % of floor |").c_str() : "");
+      std::printf("|---|---|---|---|---|---|---|---|%s\n", peer ? "---|---|" : "");
+      for (const Row& r : rows) {
+        std::printf("| %s | %lld | %.1f | %.3f | %.2f | %.3f | %.0f%% | %.2f |", r.fmt.c_str(), r.depth, 1e3 / r.ms,
                     r.ms, r.gb, r.floor_ms, 100.0 * r.floor_ms / r.ms, r.peak_gib);
+        if (peer) {
+          if (auto pr = peer->beside(r.fmt, r.depth))
+            std::printf(" %.1f (%s) | %.0f%% |", pr->tokens_per_s, pr->kv.c_str(), r.floor_ms * pr->tokens_per_s / 10);
+          else
+            std::printf(" — | — |");
+        }
+        std::printf("\n");
+      }
     } else {  // against the first variant of the same cache and depth; the rounds' medians show the spread
       std::printf("| variant | cache | depth | ms/token | vs first | round medians ms | floor ms | %% of floor |\n");
       std::printf("|---|---|---|---|---|---|---|---|\n");
