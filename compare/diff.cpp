@@ -13,8 +13,6 @@
 
 namespace hkv {
 
-std::vector<DiffCase> engine_diff_cases();  // compare/diff_engine.cpp (empty without the engine)
-
 // ---- comparing traces ------------------------------------------------------------------------------
 
 // First differing element of two float arrays of equal length, and how many differ.
@@ -160,6 +158,24 @@ std::vector<const DiffCase*> select_cases(const std::vector<DiffCase>& cases, co
   return out;
 }
 
+CaseResult run_case(const DiffCase& c) {
+  std::printf("  %s: ", c.name().c_str());
+  std::fflush(stdout);
+  const auto t0 = std::chrono::steady_clock::now();
+  CaseResult r;
+  try {
+    r = c.run();
+  } catch (const std::exception& e) {
+    r = {CaseResult::Fail, std::string("error: ") + e.what()};
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const char* word = r.status == CaseResult::Ok ? "OK" : r.status == CaseResult::Fail ? "FAIL" : "SKIP";
+  std::printf("%s%s%s%s (%.2f s)\n", word, r.detail.empty() ? "" : " (", r.detail.c_str(), r.detail.empty() ? "" : ")",
+              s);
+  std::fflush(stdout);
+  return r;
+}
+
 int run_diff(const std::vector<DiffCase>& cases, const DiffOptions& opt) {
   int passed = 0, failed = 0, skipped = 0;
   for (const DiffCase* cp : select_cases(cases, opt)) {
@@ -168,19 +184,7 @@ int run_diff(const std::vector<DiffCase>& cases, const DiffOptions& opt) {
       std::printf("%s\n", c.name().c_str());
       continue;
     }
-    std::printf("  %s: ", c.name().c_str());
-    std::fflush(stdout);
-    const auto t0 = std::chrono::steady_clock::now();
-    CaseResult r;
-    try {
-      r = c.run();
-    } catch (const std::exception& e) {
-      r = {CaseResult::Fail, std::string("error: ") + e.what()};
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const char* word = r.status == CaseResult::Ok ? "OK" : r.status == CaseResult::Fail ? "FAIL" : "SKIP";
-    std::printf("%s%s%s%s (%.2f s)\n", word, r.detail.empty() ? "" : " (", r.detail.c_str(),
-                r.detail.empty() ? "" : ")", s);
+    const CaseResult r = run_case(c);
     (r.status == CaseResult::Ok ? passed : r.status == CaseResult::Fail ? failed : skipped)++;
   }
   if (!opt.list_only) {

@@ -64,6 +64,13 @@ Trace oracle_trace(const Model& m, const KvFormat& f, const std::vector<int32_t>
 // and a GPU is present (otherwise they are listed as skipped).
 std::vector<DiffCase> diff_cases(bool with_engine);
 
+// The engine's cases (compare/diff_engine.cpp): every comparison of the engine with the oracle, ops (matvec, norms,
+// argmax, kv_pack, attention, DeltaNet, ...) and the whole model; empty without the engine. The GPU tests run them too
+// (tests/gpu_diff.cpp).
+std::vector<DiffCase> engine_diff_cases();
+// Frees the models and engines that the model cases keep from one case to the next (before a device reset).
+void release_engine_case_models();
+
 struct DiffOptions {
   std::string op;      // run only this op ("" = all)
   std::string filter;  // ECMAScript regex matched against the case name ("" = all)
@@ -73,6 +80,9 @@ struct DiffOptions {
 
 // The cases of the table that the options select (--op, --filter, --long), in order. std::regex_error for a bad filter.
 std::vector<const DiffCase*> select_cases(const std::vector<DiffCase>& cases, const DiffOptions& opt);
+
+// Runs one case and prints its line, `  OP(params): OK|FAIL|SKIP (detail) (seconds)`; an exception is a failure.
+CaseResult run_case(const DiffCase& c);
 
 // Runs the table, prints one line a case and the summary; returns the number of failures.
 int run_diff(const std::vector<DiffCase>& cases, const DiffOptions& opt);

@@ -4,14 +4,17 @@
 # [peer] [bench-ops] [bench-ab] [timeline] [profile] [profile-prefill] [profile-flash] [prefill-attn] [probe] [probe-imma]
 # [probe-q4h-int] [probe-q4h-int-values] [probe-mlx4-imma] [stalls] [prefill] [generate] [sass]
 # (default: ops engine bench)
+#   ops       the ops: the diff table's op and attention cases (tests/gpu_diff.cpp, all of engine_diff_cases() but
+#             the whole model's) and gpu_ops' kernel-internal checks; HKV_DIFF_FILTER=REGEX keeps the table's cases
+#             whose name matches, as hkv diff --filter
 #   alloc     tests/gpu_alloc.cpp: every device allocation of the engine made to fail in turn
-#   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over gpu_ops and over
-#             gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's log is
-#             $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default all
-#             eleven; "racecheck:engine:*resumed*" takes one test case), HKV_SAN_LIMIT overrides each run's limit
-#             (60 s; 150 s for racecheck:ops and the engine), HKV_SAN_PARALLEL=1 runs them at once;
-#             HKV_TEST_ATTN_SHAPES="slim,narrow-v2" keeps gpu_ops' attention case to those shapes (racecheck over
-#             all of them takes minutes)
+#   sanitize  compute-sanitizer memcheck (with the leak check), racecheck and initcheck over the ops (as the ops
+#             stage) and over gpu_engine with short contexts (HKV_GPU_SMALL=1), gpu_alloc and gpu_prefill; each run's
+#             log is $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default
+#             all eleven; "racecheck:engine:*resumed*" takes one test case, "racecheck:ops:*512-key*" the table's
+#             attention cases), HKV_SAN_LIMIT overrides each run's limit (60 s; 150 s for racecheck:ops and the
+#             engine), HKV_SAN_PARALLEL=1 runs them at once; HKV_DIFF_FILTER='shape=(slim|narrow-v2)\)' keeps the
+#             attention cases to those shapes (racecheck over all of them takes minutes)
 #   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=0" runs each under those variables (HKV_PDL=0: no PDL)
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
 #             card, against its copy bandwidth; $OUT/peer.json
@@ -21,6 +24,10 @@ OUT=${OUT:-/tmp/hkv-out}
 mkdir -p "$OUT"
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 stages="${*:-ops engine bench}"
+if [[ -n ${HKV_TEST_ATTN_SHAPES:-} ]]; then  # the attention cases are the diff table's now, picked by name
+  echo "HKV_TEST_ATTN_SHAPES is no longer read: HKV_DIFF_FILTER='shape=(slim|narrow-v2)\)' picks attention shapes" >&2
+  exit 2
+fi
 deps=()
 if ls .deps/*.deb > /dev/null 2>&1; then
   for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
@@ -38,6 +45,9 @@ cmake --build build-gpu -j16 --target hkv_gpu_tests hkv > "$OUT/build.log" 2>&1 
 echo "build: $((SECONDS - t0)) s" | tee -a "$summary"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-16}
 bin=build-gpu/tests/hkv_gpu_tests
+# The ops: gpu_ops' kernel-internal checks and the diff table's cases but the whole model's (hkv diff, the diff stage,
+# runs those; gpu_engine has the model's own contracts)
+ops_args=(--source-file='*gpu_ops*,*gpu_diff*' --test-case-exclude='*whole model*')
 run() {  # name timeout args...
   local name=$1 limit=$2
   shift 2
@@ -81,7 +91,7 @@ variant_suffix() { [[ $1 == default ]] || echo "-${1//[^A-Za-z0-9]/_}"; }
 variant_env() { [[ $1 == default ]] || echo "${1//,/ }"; }
 for s in $stages; do
   case $s in
-    ops) run gpu_ops 45 $bin --source-file='*gpu_ops*' ;;
+    ops) run gpu_ops 90 $bin "${ops_args[@]}" ;;
     engine) run gpu_engine 170 $bin --source-file='*gpu_engine*' ;;
     alloc) run gpu_alloc 120 $bin --source-file='*gpu_alloc*' ;;
     sanitize)
@@ -109,6 +119,7 @@ for s in $stages; do
           *) limit=60 ;;
         esac
         args=(--source-file="*gpu_${suite}*")
+        [[ $suite == ops ]] && args=("${ops_args[@]}")
         [[ -n $tcase ]] && args+=(--test-case="$tcase")
         # shellcheck disable=SC2206  # HKV_SAN_ENGINE_ARGS: doctest filters for the engine suite's runs
         [[ $suite == engine ]] && args+=(${HKV_SAN_ENGINE_ARGS:-})

@@ -14,39 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "compare/diff_engine.h"
 #include "cuda/check.h"
 
 namespace hkv::gputest {
 
-template <typename T>
-struct DBuf {
-  T* p = nullptr;
-  size_t n = 0;
-  explicit DBuf(size_t count) : n(count) { HKV_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
-  explicit DBuf(const std::vector<T>& v) : DBuf(v.size()) { put(v); }
-  ~DBuf() { cudaFree(p); }
-  DBuf(const DBuf&) = delete;
-  void put(const std::vector<T>& v) {
-    HKV_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  std::vector<T> get() const {
-    std::vector<T> v(n);
-    HKV_CUDA_CHECK(cudaDeviceSynchronize());
-    HKV_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-  }
-  // Fill with a byte pattern so that unwritten outputs show.
-  // 0xa5 bytes by default (a value no kernel computes); 0xff bytes are NaN in f32 and in bf16.
-  void poison(int byte = 0xa5) { HKV_CUDA_CHECK(cudaMemset(p, byte, std::max<size_t>(n, 1) * sizeof(T))); }
-};
-
-inline std::vector<float> gaussian(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+// Device buffers (put, get, poison) and seeded gaussian inputs: those of the engine's op cases (compare/diff_engine.h).
+using opcase::DBuf;
+using opcase::gaussian;
 
 inline std::vector<int32_t> random_tokens(size_t n, int64_t vocab, uint64_t seed) {
   std::mt19937_64 g(seed);
