@@ -109,7 +109,7 @@ __device__ __forceinline__ float warp_tree_sum(float v) {
 // One lane's share of a 32-element chunk's block fixed point (reference/scalar.h, x_chunks), the whole warp together,
 // lane j holding x_j: X_j = xq_int(x_j, e, TOP) and, as bits, the chunk's unit (0 for a chunk of zeros, the NaN
 // 0x7fc00000 for one holding an inf or NaN, whose X are 0: a NaN held in a float register nvcc writes as 0x7fffffff,
-// H200, 2026-11-30). TOP 21: the MLX4 products' records (xq_chunk); 13: the q4h scores' query (attention.cu).
+// H200, 2026-11-30). TOP 21: the MLX4 products' records (xq_chunk); 13: the q4h scores' query (q4h_record).
 template <int TOP>
 __device__ __forceinline__ int32_t xq_lane(float v, uint32_t& unit, bool& bad) {
   const uint32_t mb = __reduce_max_sync(kFull, hkv::f32_bits(v) & 0x7fffffffu);  // finite: ordered as floats

@@ -162,7 +162,7 @@ void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
 // without a prefill). Not an exact path.
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
 
-// ---- attention.cu -------------------------------------------------------------------------------
+// ---- attention (cuda/attention/: policy.cu, chunk.cu, slim.cu, merge.cu) ------------------------
 // How the chunk kernel spreads a chunk over threads (the arithmetic is the same): Narrow, 256 threads, one d
 // each for the values (few chunks; fp8 and q4h rows staged in shared memory); Wide, 64 threads, 8 d each
 // (many chunks); NarrowV, Narrow with only the V rows staged, so that two q4h blocks fit a multiprocessor
@@ -217,10 +217,11 @@ struct AttnArgs {
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 // Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_value_unroll, merge_fast, out_trigger and pdl_all.
 void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
-// Auto's shape (attention.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of all a KV head's
-// query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under tu.attn_slim = slim
-// (1: Slim for fp8 and q4h, 0: NarrowV2 there instead, 2: Slim for fp8 alone) and tu.attn_slim_from = from (Slim beyond
-// that many tenths of a chunk block a multiprocessor: 10, or 12, 15, 20, 30 for measuring).
+// Auto's shape (cuda/attention/policy.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of
+// all a KV head's query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under
+// tu.attn_slim = slim (1: Slim for fp8 and q4h, 0: NarrowV2 there instead, 2: Slim for fp8 alone) and
+// tu.attn_slim_from = from (Slim beyond that many tenths of a chunk block a multiprocessor: 10, or 12, 15, 20, 30 for
+// measuring).
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from);
 // Slim at the 27B's layout (4 KV heads of 6 query heads, head_dim 256) takes a kernel with the row stride as a
 // constant, so that a value batch's 16 code loads take immediate offsets from one address; there fp8's score loop is

@@ -272,9 +272,10 @@ for s in $stages; do
       echo "stalls: rc=$?" | tee -a "$summary"
       grep -E "^\||error|ERROR" "$OUT/stalls.log" | head -40 | tee -a "$summary" ;;
     sass)  # the machine code of the matvec and attention kernels, and the loops of the hot ones (scripts/sass_loops.py)
-      for f in matvec attention; do
-        cuobjdump -sass "build-gpu/CMakeFiles/hkv_cuda.dir/cuda/$f.cu.o" > "$OUT/$f.sass" 2>&1
-      done
+      cuobjdump -sass build-gpu/CMakeFiles/hkv_cuda.dir/cuda/matvec.cu.o > "$OUT/matvec.sass" 2>&1
+      for f in chunk slim merge; do  # cuda/attention/'s kernels, into one file
+        cuobjdump -sass "build-gpu/CMakeFiles/hkv_cuda.dir/cuda/attention/$f.cu.o"
+      done > "$OUT/attention.sass" 2>&1
       {
         python3 scripts/sass_loops.py "$OUT/matvec.sass" matvec_mlx4_smem_kernelILi1ELi2ELi4ELb1E --min 200
         python3 scripts/sass_loops.py "$OUT/attention.sass" attn_chunk_kernelILNS_6KvKindE2ELi6ELi256ELi1ELi1E --min 60

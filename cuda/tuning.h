@@ -25,7 +25,7 @@ struct Tuning {
   int mv_prefetch = 3;      // HKV_MV_PF: 16-byte chunks a lane prefetches into L2 before pdl_wait: 0, 1, 3, 6, 9
   bool decode_fuse = true;  // HKV_DECODE_FUSE: residual adds and x's records made inside the matvec launches
   bool out_trigger = true;  // HKV_OUT_TRIGGER: the merge and the recurrence let the o / out products start early
-  // ---- decode attention (cuda/attention.cu) ----
+  // ---- decode attention (cuda/attention/) ----
   int attn_slim = 1;           // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
   int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32

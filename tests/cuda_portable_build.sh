@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: tests/cuda_portable_build.sh NVCC SOURCE_DIR OUT_DIR FILE.cu...
 # Compiles each CUDA file's device code for sm_80 (a card before Hopper); exits 1 naming every file that fails.
-# The files compile side by side, HKV_JOBS at a time (default: the machine's cores): attention.cu alone takes minutes.
+# The files compile side by side, HKV_JOBS at a time (default: the machine's cores): attention/chunk.cu takes minutes.
 set -uo pipefail
 nvcc=$1 src=$2 out=$3
 shift 3

@@ -1,5 +1,5 @@
 // The engine's choice of decode-attention shape (cuda::auto_attn_shape, host code: no GPU needed), at the
-// boundaries cuda/attention.cu states with the measurements behind them. Built where the CUDA engine is.
+// boundaries cuda/attention/policy.cu states with the measurements behind them. Built where the CUDA engine is.
 #include <doctest/doctest.h>
 
 #if HKV_HAVE_CUDA
