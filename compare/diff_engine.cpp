@@ -828,7 +828,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     });
     if (d.empty()) d = opcase::record_diff(dxq.get(), in->records);
     // slim's kernel is for fp8 and q4h at head_dim 256, its score loop for fp8 (q4h's scores have one form); elsewhere
-    // Slim takes narrow-v2's path and fast scores are off
+    // Slim takes v-staged-x2's path and fast scores are off
     const cuda::AttnLaunch launched = cuda::attn_last_launch();
     const bool slim_ok = f.kind != KvKind::BF16 && k.D == 256, slim_sc = f.kind == KvKind::FP8 && k.D == 256;
     // Auto's choice by its rule over this launch's chunk blocks (KV heads × chunks × rows), the rule's own boundaries
@@ -855,11 +855,11 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     // the split values: never in the shapes with two elements a thread or nothing staged (bf16; fp8 and q4h rows not a
     // multiple of 16 bytes); in the staged shapes with one element a thread where attn_dsplit says, over the chunk
     // kernel's grid (KV heads × head blocks × chunks × rows)
-    const bool staged1 = want == cuda::AttnShape::Narrow || want == cuda::AttnShape::NarrowH1 ||
-                         want == cuda::AttnShape::NarrowH2 || want == cuda::AttnShape::NarrowV;
-    const int qpk = k.H / k.KV, hpb = std::min(qpk, want == cuda::AttnShape::NarrowH1   ? 1
-                                                    : want == cuda::AttnShape::NarrowH2 ? 2
-                                                                                        : 8);
+    const bool staged1 =
+        want == cuda::AttnShape::KvStaged || want == cuda::AttnShape::KvStagedH1 || want == cuda::AttnShape::KvStagedH2;
+    const int qpk = k.H / k.KV, hpb = std::min(qpk, want == cuda::AttnShape::KvStagedH1   ? 1
+                                                    : want == cuda::AttnShape::KvStagedH2 ? 2
+                                                                                          : 8);
     const int64_t grid = chunk_blocks * ((qpk + hpb - 1) / hpb);
     const bool split =
         staged1 && f.kind != KvKind::BF16 && in->rb % 16 == 0 && cuda::attn_dsplit(k.D, grid, cuda::sm_count()) == 2;
@@ -1116,9 +1116,9 @@ std::vector<DiffCase> engine_diff_cases() {
                                       // partial
                                       {32, 2, 1, {103000, 700}},
                                       {256, 24, 4, {}, true}};
-  const cuda::AttnShape shapes[] = {cuda::AttnShape::Auto,     cuda::AttnShape::Narrow,   cuda::AttnShape::Wide,
-                                    cuda::AttnShape::NarrowV,  cuda::AttnShape::NarrowH2, cuda::AttnShape::NarrowV2,
-                                    cuda::AttnShape::NarrowH1, cuda::AttnShape::Slim};
+  const cuda::AttnShape shapes[] = {
+      cuda::AttnShape::Auto,      cuda::AttnShape::KvStaged,   cuda::AttnShape::UnstagedX8, cuda::AttnShape::KvStagedH2,
+      cuda::AttnShape::VStagedX2, cuda::AttnShape::KvStagedH1, cuda::AttnShape::Slim};
   for (const char* fmt : {"bf16", "fp8", "q4h"})
     for (const AttnCase& k : attn)
       for (cuda::AttnShape shape : shapes)

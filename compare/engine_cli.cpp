@@ -345,7 +345,7 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
           const double all = p.wait_cycles + p.q_cycles + p.score_cycles + p.weight_cycles + p.value_cycles;
           if (p.blocks == 0) {
             std::printf(
-                "  phases: none counted (the staged shapes of fp8 and q4h count them: all but slim and wide)\n");
+                "  phases: none counted (the staged shapes of fp8 and q4h count them: all but slim and unstaged-x8)\n");
           } else {
             std::printf("  phases (%s, %s, depth %lld; %.0f blocks, cycles a block):", f.name().c_str(),
                         cuda::attn_shape_name(shape), (long long)depth, p.blocks);
@@ -426,7 +426,8 @@ nlohmann::json timeline_json(const TokenTimeline& t) {
 }  // namespace
 
 // hkv bench [--model builtin:27b-mlx4] [--depths 1024,32768] [--kv-cache bf16,q4h] [--tokens 16]
-//           [--json FILE] [--attention | --attention-only] [--attn-shape auto,narrow,wide] [--embed host|device]
+//           [--json FILE] [--attention | --attention-only] [--attn-shape auto,kv-staged,unstaged-x8] [--embed
+//           host|device]
 //           [--variants "default;VAR=VALUE[,VAR=VALUE]" [--rounds 4]] [--timeline] [--greedy device|host]
 // Decode tokens/s at batch 1 over a cache at each depth (rows written directly, no prefill; the timed tokens
 // sit at positions depth − tokens … depth − 1, so the cache holds `depth` positions), peak device memory, and

@@ -73,10 +73,10 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);
 // Diagnostic (hkv bench --attention-only --phases): between attn_phases_begin() and attn_phases_end(), the chunk
-// blocks of the staged shapes of fp8 and q4h (all but slim and wide) take an instantiation that adds thread 0's clock64
-// cycles in each phase to global sums: the wait (the block's start, its early copies, pdl_wait), q loaded and the rows'
-// copies issued, the scores, the chunk's maximum and weights (with lc), the weighted values (to the block's end); the
-// end returns the mean a block (blocks 0: no such launch ran). The same bytes.
+// blocks of the staged shapes of fp8 and q4h (all but slim and unstaged-x8) take an instantiation that adds thread 0's
+// clock64 cycles in each phase to global sums: the wait (the block's start, its early copies, pdl_wait), q loaded and
+// the rows' copies issued, the scores, the chunk's maximum and weights (with lc), the weighted values (to the block's
+// end); the end returns the mean a block (blocks 0: no such launch ran). The same bytes.
 struct AttnPhases {
   double blocks = 0, wait_cycles = 0, q_cycles = 0, score_cycles = 0, weight_cycles = 0, value_cycles = 0;
 };
@@ -163,24 +163,24 @@ void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
 
 // ---- attention (cuda/attention/: policy.cu, chunk.cu, slim.cu, merge.cu) ------------------------
-// How the chunk kernel spreads a chunk over threads (the arithmetic is the same): Narrow, 256 threads, one d
-// each for the values (few chunks; fp8 and q4h rows staged in shared memory); Wide, 64 threads, 8 d each
-// (many chunks); NarrowV, Narrow with only the V rows staged, so that two q4h blocks fit a multiprocessor
-// (72 KB each against 144 KB with K staged too); NarrowH2, Narrow with two query heads a block instead of
-// all of a KV head's (3× the blocks at 6:1, each K/V row decoded 3×). Auto picks by block count (attention()).
-// NarrowV2: NarrowV with two elements a thread in the value phase (128 threads), so that each key's weights,
-// scale and q4h code byte serve two elements; bf16 takes Narrow. Auto takes it rather than NarrowV (faster at every
-// depth in q4h and fp8).
-// NarrowH1: NarrowH2 with one query head a block (6× the blocks at 6:1, each K/V row decoded 6×), Auto's choice
-// while its blocks fit one wave (depths up to 2K at batch 1 in the 27B shape).
-// Slim (fp8 and q4h at head_dim 256; other formats and widths take the path NarrowV2 takes): 128 threads, V read from
-// global memory with its group scales staged, every thread busy in both phases (4 keys in the scores, 2 elements for
-// all the block's heads in the values). Auto's choice for fp8 and q4h beyond one chunk block a multiprocessor (17K at
-// batch 1), but for q4h not just below two (auto_attn_shape).
-enum class AttnShape { Auto, Narrow, Wide, NarrowV, NarrowH2, NarrowV2, NarrowH1, Slim };
-// The shapes' names as hkv bench takes them ("auto", "narrow", "wide", "narrow-v", "narrow-h2", "narrow-v2",
-// "narrow-h1", "slim"),
-// and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
+// How a chunk is spread over threads and what is staged in shared memory (the arithmetic is the same in all):
+//   kv-staged     256 threads, all of a KV head's query heads in a block, the chunk's K and V rows staged by cp.async
+//                 (fp8 at head_dim 256 stages V alone: K and V do not fit), one value element a thread (few chunks)
+//   kv-staged-h2  kv-staged with two query heads a block (3× the blocks at 6:1, each K/V row decoded 3×)
+//   kv-staged-h1  kv-staged with one query head a block (6× the blocks), Auto's choice while they fit one wave (to 2K)
+//   v-staged-x2   128 threads, V rows alone staged (two q4h blocks fit a multiprocessor), two value elements a thread,
+//                 so that each key's weights, scale and q4h code byte serve two elements
+//   unstaged-x8   64 threads, rows read from global memory, 8 consecutive value elements a thread (bf16, many chunks)
+//   slim          attn_slim_kernel (fp8 and q4h at head_dim 256; other formats and widths take v-staged-x2's path):
+//                 128 threads, codes read from global memory, only the K and V group scales staged, every thread busy
+//                 in both phases (4 keys in the scores, 2 elements for all the block's heads in the values); Auto's
+//                 choice for fp8 and q4h beyond one chunk block a multiprocessor (17K at batch 1), but for q4h not
+//                 just below two (auto_attn_shape)
+// bf16 stages nothing: its staged shapes take the chunk kernel's unstaged one-element form. Auto picks by block count
+// (attention()).
+enum class AttnShape { Auto, KvStaged, UnstagedX8, KvStagedH2, VStagedX2, KvStagedH1, Slim };
+// The shapes' names as hkv bench takes them ("auto", "kv-staged", "unstaged-x8", "kv-staged-h2", "v-staged-x2",
+// "kv-staged-h1", "slim"), and back; parse_attn_shape throws std::invalid_argument naming the text and the names.
 const char* attn_shape_name(AttnShape s);
 AttnShape parse_attn_shape(const std::string& name);
 
@@ -219,7 +219,7 @@ size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
 void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
 // Auto's shape (cuda/attention/policy.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of
 // all a KV head's query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under
-// tu.attn_slim = slim (1: Slim for fp8 and q4h, 0: NarrowV2 there instead, 2: Slim for fp8 alone) and
+// tu.attn_slim = slim (1: Slim for fp8 and q4h, 0: VStagedX2 there instead, 2: Slim for fp8 alone) and
 // tu.attn_slim_from = from (Slim beyond that many tenths of a chunk block a multiprocessor: 10, or 12, 15, 20, 30 for
 // measuring).
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from);
@@ -228,7 +228,7 @@ AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, 
 // rolled where the grid of `blocks` slim blocks is more than one wave on P multiprocessors (from 128K at batch 1),
 // unrolled within one wave, where it is faster. The same operations in the same order.
 bool attn_slim_fp8_rolled(int64_t blocks, int64_t P);
-// The staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v; fp8 and q4h, head
+// The staged shapes with one element a thread in the values (kv-staged, kv-staged-h1, kv-staged-h2; fp8 and q4h, head
 // dims a multiple of 64) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the
 // weighted values of half the head's elements (the first also lc), where the doubled grid of `blocks` blocks still fits
 // one wave of a block a multiprocessor (q4h and fp8 to 8K at batch 1); else 1. The operations and their order are
@@ -238,7 +238,7 @@ int attn_dsplit(int D, int64_t blocks, int64_t P);
 // bytes alone cannot: every form gives the same): the slim chunk kernel, and slim's score loop (in it, or as fast
 // scores).
 struct AttnLaunch {
-  AttnShape shape = AttnShape::Auto;  // the shape asked for, or Auto's choice (Slim where narrow-v2's path ran it)
+  AttnShape shape = AttnShape::Auto;  // the shape asked for, or Auto's choice (Slim where v-staged-x2's path ran it)
   bool slim_kernel = false, slim_scores = false;
   bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (attn_slim_fp8_rolled)
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant

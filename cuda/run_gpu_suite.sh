@@ -13,7 +13,7 @@
 #             log is $OUT/<tool>-<suite>.log. HKV_SAN_RUNS picks runs ("memcheck:ops racecheck:engine ..."; default
 #             all eleven; "racecheck:engine:*resumed*" takes one test case, "racecheck:ops:*512-key*" the table's
 #             attention cases), HKV_SAN_LIMIT overrides each run's limit (60 s; 150 s for racecheck:ops and the
-#             engine), HKV_SAN_PARALLEL=1 runs them at once; HKV_DIFF_FILTER='shape=(slim|narrow-v2)\)' keeps the
+#             engine), HKV_SAN_PARALLEL=1 runs them at once; HKV_DIFF_FILTER='shape=(slim|v-staged-x2)\)' keeps the
 #             attention cases to those shapes (racecheck over all of them takes minutes)
 #   bench, bench-ops: HKV_VARIANTS="default HKV_PDL=0" runs each under those variables (HKV_PDL=0: no PDL)
 #   peer      scripts/peer_torch.py: PyTorch's decode attention and bf16 matrix-vector products on the same
@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 stages="${*:-ops engine bench}"
 if [[ -n ${HKV_TEST_ATTN_SHAPES:-} ]]; then  # the attention cases are the diff table's now, picked by name
-  echo "HKV_TEST_ATTN_SHAPES is no longer read: HKV_DIFF_FILTER='shape=(slim|narrow-v2)\)' picks attention shapes" >&2
+  echo "HKV_TEST_ATTN_SHAPES is no longer read: HKV_DIFF_FILTER='shape=(slim|v-staged-x2)\)' picks attention shapes" >&2
   exit 2
 fi
 deps=()
@@ -209,7 +209,7 @@ for s in $stages; do
     attn)  # the decode attention kernels alone, every shape; $OUT/attn.json
       t=$SECONDS
       timeout "${HKV_ATTN_LIMIT:-170}" build-gpu/hkv bench --attention-only \
-        ${HKV_ATTN_ARGS:---depths 1024,8192,32768,131072,262144 --kv-cache q4h,bf16,fp8 --attn-shape auto,narrow,wide} \
+        ${HKV_ATTN_ARGS:---depths 1024,8192,32768,131072,262144 --kv-cache q4h,bf16,fp8 --attn-shape auto,kv-staged,unstaged-x8} \
         --json "$OUT/attn.json" > "$OUT/attn.log" 2>&1
       echo "attn: rc=$?, $((SECONDS - t)) s" | tee -a "$summary"
       grep -E "copy bandwidth|attention alone|^\||phases|error|exception" "$OUT/attn.log" | tee -a "$summary" ;;

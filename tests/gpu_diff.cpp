@@ -4,7 +4,7 @@
 // cuda/run_gpu_suite.sh sanitize's tool:suite:CASE runs) can pick a part: the attention cases, the other ops, the whole
 // model.
 //
-// HKV_DIFF_FILTER=REGEX keeps the cases whose name matches, as `hkv diff --filter` (e.g. 'shape=(slim|narrow-v2)\)'
+// HKV_DIFF_FILTER=REGEX keeps the cases whose name matches, as `hkv diff --filter` (e.g. 'shape=(slim|v-staged-x2)\)'
 // for two attention shapes under racecheck); HKV_DIFF_LONG=1 adds the long-context cases, as `hkv diff --long`.
 #include <doctest/doctest.h>
 

@@ -224,10 +224,9 @@ TEST_CASE("attention phase counts (hkv bench --attention-only --phases): the sam
     DBuf<float> dq(q), out(q.size()), part(cuda::attn_part_floats(1, H, D, n));
     DBuf<int> dn(std::vector<int>{n});
     DBuf<const uint8_t*> dkp(std::vector<const uint8_t*>{dkc.p}), dvp(std::vector<const uint8_t*>{dvc.p});
-    const std::pair<cuda::AttnShape, int> shapes[] = {{cuda::AttnShape::NarrowH1, 6}, {cuda::AttnShape::NarrowH2, 3},
-                                                      {cuda::AttnShape::Narrow, 1},   {cuda::AttnShape::NarrowV, 1},
-                                                      {cuda::AttnShape::NarrowV2, 1}, {cuda::AttnShape::Slim, 0},
-                                                      {cuda::AttnShape::Wide, 0}};
+    const std::pair<cuda::AttnShape, int> shapes[] = {
+        {cuda::AttnShape::KvStagedH1, 6}, {cuda::AttnShape::KvStagedH2, 3}, {cuda::AttnShape::KvStaged, 1},
+        {cuda::AttnShape::VStagedX2, 1},  {cuda::AttnShape::Slim, 0},       {cuda::AttnShape::UnstagedX8, 0}};
     for (auto [shape, per_kv] : shapes) {
       out.poison();
       cuda::AttnArgs a;

@@ -19,46 +19,46 @@ AttnShape dflt(KvKind k, int64_t b) { return auto_attn_shape(k, b, qpk, P, 1, 10
 
 TEST_CASE("attention shape: short contexts spread a chunk over more blocks, both 4-bit formats alike") {
   for (KvKind k : {KvKind::FP8, KvKind::Q4H}) {
-    CHECK(dflt(k, b_at(1024)) == AttnShape::NarrowH1);  // b·6 = 48 ≤ P
-    CHECK(dflt(k, 22) == AttnShape::NarrowH1);          // 132, one wave
-    CHECK(dflt(k, 23) == AttnShape::NarrowH2);          // 138 > P; 69 two-head blocks
-    CHECK(dflt(k, b_at(4096)) == AttnShape::NarrowH2);  // 32 · 3 = 96
-    CHECK(dflt(k, 45) == AttnShape::Narrow);            // 45 · 3 = 135 > P
-    CHECK(dflt(k, b_at(16384)) == AttnShape::Narrow);   // 128 < P
-    CHECK(dflt(k, P) == AttnShape::NarrowV2);           // one block a multiprocessor: slim's 4 warps alone
+    CHECK(dflt(k, b_at(1024)) == AttnShape::KvStagedH1);  // b·6 = 48 ≤ P
+    CHECK(dflt(k, 22) == AttnShape::KvStagedH1);          // 132, one wave
+    CHECK(dflt(k, 23) == AttnShape::KvStagedH2);          // 138 > P; 69 two-head blocks
+    CHECK(dflt(k, b_at(4096)) == AttnShape::KvStagedH2);  // 32 · 3 = 96
+    CHECK(dflt(k, 45) == AttnShape::KvStaged);            // 45 · 3 = 135 > P
+    CHECK(dflt(k, b_at(16384)) == AttnShape::KvStaged);   // 128 < P
+    CHECK(dflt(k, P) == AttnShape::VStagedX2);            // one block a multiprocessor: slim's 4 warps alone
     CHECK(dflt(k, P + 1) == AttnShape::Slim);
     CHECK(dflt(k, b_at(20480)) == AttnShape::Slim);  // 160
     CHECK(dflt(k, b_at(262144)) == AttnShape::Slim);
   }
 }
 
-TEST_CASE("attention shape: q4h keeps narrow-v2 where its grid still fits one wave and slim's would not") {
+TEST_CASE("attention shape: q4h keeps v-staged-x2 where its grid still fits one wave and slim's would not") {
   CHECK(dflt(KvKind::Q4H, 244) == AttnShape::Slim);  // 1.848 P
-  CHECK(dflt(KvKind::Q4H, 245) == AttnShape::NarrowV2);
-  CHECK(dflt(KvKind::Q4H, b_at(32768)) == AttnShape::NarrowV2);  // 256
-  CHECK(dflt(KvKind::Q4H, 2 * P) == AttnShape::NarrowV2);
+  CHECK(dflt(KvKind::Q4H, 245) == AttnShape::VStagedX2);
+  CHECK(dflt(KvKind::Q4H, b_at(32768)) == AttnShape::VStagedX2);  // 256
+  CHECK(dflt(KvKind::Q4H, 2 * P) == AttnShape::VStagedX2);
   CHECK(dflt(KvKind::Q4H, 2 * P + 1) == AttnShape::Slim);
   for (int64_t b : {245, 256, 264}) CHECK(dflt(KvKind::FP8, b) == AttnShape::Slim);
 }
 
 TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and bf16") {
   for (KvKind k : {KvKind::FP8, KvKind::Q4H}) {
-    CHECK(auto_attn_shape(k, 600, qpk, P, 0, 10) == AttnShape::NarrowV2);    // never slim
-    CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 30) == AttnShape::NarrowV2);  // 30: Slim only past 3P
+    CHECK(auto_attn_shape(k, 600, qpk, P, 0, 10) == AttnShape::VStagedX2);    // never slim
+    CHECK(auto_attn_shape(k, 3 * P, qpk, P, 1, 30) == AttnShape::VStagedX2);  // 30: Slim only past 3P
     CHECK(auto_attn_shape(k, 3 * P + 1, qpk, P, 1, 30) == AttnShape::Slim);
-    CHECK(auto_attn_shape(k, 158, qpk, P, 1, 12) == AttnShape::NarrowV2);  // 1.197 P
+    CHECK(auto_attn_shape(k, 158, qpk, P, 1, 12) == AttnShape::VStagedX2);  // 1.197 P
     CHECK(auto_attn_shape(k, 159, qpk, P, 1, 12) == AttnShape::Slim);
-    CHECK(auto_attn_shape(k, P - 1, qpk, P, 1, 10) == AttnShape::Narrow);  // below one wave no switch matters
-    CHECK(auto_attn_shape(k, 2 * P, qpk, P, 1, 20) == AttnShape::NarrowV2);
+    CHECK(auto_attn_shape(k, P - 1, qpk, P, 1, 10) == AttnShape::KvStaged);  // below one wave no switch matters
+    CHECK(auto_attn_shape(k, 2 * P, qpk, P, 1, 20) == AttnShape::VStagedX2);
     CHECK(auto_attn_shape(k, 2 * P + 1, qpk, P, 1, 20) == AttnShape::Slim);
     CHECK(auto_attn_shape(k, 199, qpk, P, 1, 15) == AttnShape::Slim);
-    CHECK(auto_attn_shape(k, 198, qpk, P, 1, 15) == AttnShape::NarrowV2);
+    CHECK(auto_attn_shape(k, 198, qpk, P, 1, 15) == AttnShape::VStagedX2);
   }
   CHECK(auto_attn_shape(KvKind::FP8, 600, qpk, P, 2, 10) == AttnShape::Slim);  // slim for fp8 alone
-  CHECK(auto_attn_shape(KvKind::Q4H, 600, qpk, P, 2, 10) == AttnShape::NarrowV2);
-  CHECK(dflt(KvKind::BF16, 8) == AttnShape::Narrow);  // bf16 has no slim kernel and no narrow-h shapes
-  CHECK(dflt(KvKind::BF16, 4 * P - 1) == AttnShape::Narrow);
-  CHECK(dflt(KvKind::BF16, 4 * P) == AttnShape::Wide);
+  CHECK(auto_attn_shape(KvKind::Q4H, 600, qpk, P, 2, 10) == AttnShape::VStagedX2);
+  CHECK(dflt(KvKind::BF16, 8) == AttnShape::KvStaged);  // bf16 has no slim kernel and no kv-staged-h shapes
+  CHECK(dflt(KvKind::BF16, 4 * P - 1) == AttnShape::KvStaged);
+  CHECK(dflt(KvKind::BF16, 4 * P) == AttnShape::UnstagedX8);
 }
 
 TEST_CASE("attention: slim's fp8 score loop rolled past one wave, the values split while two blocks a chunk fit one") {
@@ -70,7 +70,7 @@ TEST_CASE("attention: slim's fp8 score loop rolled past one wave, the values spl
   CHECK(attn_slim_fp8_rolled(b_at(131072), P));       // 1024 at 128K
   CHECK(attn_dsplit(256, P / 2, P) == 2);             // 132 blocks doubled: one wave
   CHECK(attn_dsplit(256, P / 2 + 1, P) == 1);
-  CHECK(attn_dsplit(256, b_at(8192), P) == 2);  // the narrow shape's 64 blocks at 8K
+  CHECK(attn_dsplit(256, b_at(8192), P) == 2);  // the kv-staged shape's 64 blocks at 8K
   CHECK(attn_dsplit(96, 8, P) == 1);            // head dims not a multiple of 64 keep one block
 }
 #endif

@@ -7,22 +7,20 @@
 // sharing each 16-byte load of q from shared memory. Weighted values: q4h a warp a group (q4h_int_values, every
 // shape); bf16 and fp8 thread tid owns DPT consecutive d (one group) for all NG heads and runs their chains over the
 // chunk's keys in order (over staged rows the loop unrolled by HKV_ATTN_VU keys, 32 by default, so later keys' loads
-// issue early); lc is kept by threads T−1−h. Two thread counts, same arithmetic: T = 64, DPT = 8 (wide: one 4-byte
-// word of q4h codes a key) when there are at least 4 blocks per multiprocessor; else T = 256, DPT = 1 (more threads
-// for few chunks).
-// At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece loop unrolled by two into
-// two buffers; a.fast_scores), and fp8 and q4h beyond one chunk block a multiprocessor take attn_slim_kernel (slim.cu;
-// auto_attn_shape, policy.cu).
-// Staged shapes copy the chunk's rows with cp.async; in decode (a.pre, from pre_ok) the rows below n − N, which the
-// kernel ahead cannot be writing, are copied before pdl_wait. The staged shapes with one element a thread (narrow,
-// narrow-h1, narrow-h2, narrow-v) take each chunk and head block over two blocks where the doubled grid still fits one
-// wave (a.dsplit, attn_dsplit: q4h and fp8 to 8K at batch 1): both compute every score, the maximum and the weights;
-// block r the value chains of elements [r·D/2, (r+1)·D/2), block 0 also lc. Few chunks leave most multiprocessors
-// idle, and the value phase, one chain of a chunk's keys a thread, is half a block's cycles.
-// The shapes' instantiations (launch_chunk_kernel, at the end): wide <F, NG, 64, 8>; narrow, narrow-h1 and narrow-h2
-// <F, NG, 256, 1, 2> (K and V staged) where a chunk's K and V rows fit kStageMax, else as narrow-v; narrow-v
-// <F, NG, 256, 1, 1> (V staged); narrow-v2 <F, NG, 256, 1, 1, 2> (V staged, two elements a thread); bf16, and rows
-// that cannot be staged, <F, NG, 256, 1>. The staged ones have a PH twin for attn_phases_begin.
+// issue early); lc is kept by threads T−1−h. Two thread counts, same arithmetic: T = 64, DPT = 8 (unstaged-x8: one
+// 4-byte word of q4h codes a key) when there are at least 4 blocks per multiprocessor; else T = 256, DPT = 1 (more
+// threads for few chunks). At head_dim 256 the fp8 scores go through slim_scores instead (the same chains, the piece
+// loop unrolled by two into two buffers; a.fast_scores), and fp8 and q4h beyond one chunk block a multiprocessor take
+// attn_slim_kernel (slim.cu; auto_attn_shape, policy.cu). Staged shapes copy the chunk's rows with cp.async; in decode
+// (a.pre, from pre_ok) the rows below n − N, which the kernel ahead cannot be writing, are copied before pdl_wait. The
+// staged shapes with one element a thread (kv-staged, kv-staged-h1, kv-staged-h2) take each chunk and head block over
+// two blocks where the doubled grid still fits one wave (a.dsplit, attn_dsplit: q4h and fp8 to 8K at batch 1): both
+// compute every score, the maximum and the weights; block r the value chains of elements [r·D/2, (r+1)·D/2), block 0
+// also lc. Few chunks leave most multiprocessors idle, and the value phase, one chain of a chunk's keys a thread, is
+// half a block's cycles. The shapes' instantiations (launch_chunk_kernel, at the end): unstaged-x8 <F, NG, 64, 8>;
+// kv-staged, kv-staged-h1 and kv-staged-h2 <F, NG, 256, 1, 2> (K and V staged) where a chunk's K and V rows fit
+// kStageMax, else <F, NG, 256, 1, 1> (V staged alone); v-staged-x2 <F, NG, 256, 1, 1, 2> (V staged, two elements a
+// thread); bf16, and rows that cannot be staged, <F, NG, 256, 1>. The staged ones have a PH twin for attn_phases_begin.
 // In this file, in order: the fp32 score chains (key_scores), the value chains over global or staged V rows, the row
 // copies (stage_rows), the kernel, its launch, the phases diagnostic.
 #include <cmath>
@@ -40,7 +38,7 @@ namespace {
 using namespace attn;
 
 // Diagnostic: the chunk kernel's phases, summed over blocks (attn_phases_begin / attn_phases_end)
-bool g_attn_phases = false;  // host: the staged launches (all but slim and wide) take their PH instantiation
+bool g_attn_phases = false;  // host: the staged launches (all but slim and unstaged-x8) take their PH instantiation
 __device__ unsigned long long g_attn_cycles[6];  // wait, q, scores, weights, values (cycles), blocks
 
 constexpr size_t kStageMax = 160 * 1024;  // staged rows of a chunk (fp8 V at head_dim 256: 139 KB)
@@ -147,7 +145,7 @@ __device__ __forceinline__ void value_loop(const uint8_t* base, size_t rstride, 
 // scale load and conversion for both, and one code load (q4h: the byte of both nibbles; fp8: two bytes).
 template <KvKind F, bool SMEM>
 __device__ __forceinline__ void value_pair(const uint8_t* row, int D, int d, float& v0, float& v1) {
-  if constexpr (F == KvKind::BF16) {  // compiled, never launched: bf16 takes the narrow shape
+  if constexpr (F == KvKind::BF16) {  // compiled, never launched: bf16 takes the kv-staged shape
     v0 = value_at<F, SMEM>(row, D, d), v1 = value_at<F, SMEM>(row, D, d + 1);
   } else if constexpr (F == KvKind::FP8) {
     const float s = f32_from_f16_hw(load_u16<SMEM>(row + D + 2 * (d / 32)));
@@ -161,7 +159,7 @@ __device__ __forceinline__ void value_pair(const uint8_t* row, int D, int d, flo
   }
 }
 
-// value_loop for two elements a thread, d and d + 1 (the narrow-v2 shape): both share the
+// value_loop for two elements a thread, d and d + 1 (the v-staged-x2 shape): both share the
 // key's weights, its group scale and its code load; each (head, element) chain takes the keys in order as in
 // value_loop.
 // U: the keys unrolled (HKV_ATTN_VU), so that later keys' shared-memory loads issue before earlier keys' fmas.
@@ -207,15 +205,15 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
   cp_async_commit();
 }
 
-// STAGE (narrow shape, fp8 and q4h, rows a multiple of 16 bytes): 1, the chunk's V
+// STAGE (kv-staged shape, fp8 and q4h, rows a multiple of 16 bytes): 1, the chunk's V
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
 // for before the scores). The operations and their order are unchanged.
-// PH (a diagnostic; the staged shapes, fp8 and q4h: all but slim and wide): thread 0 counts its cycles in each
+// PH (a diagnostic; the staged shapes, fp8 and q4h: all but slim and unstaged-x8): thread 0 counts its cycles in each
 // phase (attn_phases_begin): the wait (the block's start, the early copies, pdl_wait), q, the scores, the weights (the
 // chunk's maximum, exp_c, and lc by threads T−1−h), the values (until every thread of the block has ended).
 template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, bool PH = false>
-// (__launch_bounds__(T) alone: a min-blocks hint of 1 lets ptxas give the narrow-v2 shape 160 registers instead of
+// (__launch_bounds__(T) alone: a min-blocks hint of 1 lets ptxas give the v-staged-x2 shape 160 registers instead of
 // 112, so one block fits a multiprocessor instead of two.)
 __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr bool phases = PH;  // a diagnostic (attn_phases_begin): thread 0's cycles a phase
@@ -334,8 +332,8 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
       cp_async_wait<0>();
       __syncthreads();
     }
-    if constexpr (VP == 2) {  // narrow-v2: elements 2·tid and 2·tid + 1, staged V rows
-      static_assert(STAGE > 0, "narrow-v2 reads staged V rows");
+    if constexpr (VP == 2) {  // v-staged-x2: elements 2·tid and 2·tid + 1, staged V rows
+      static_assert(STAGE > 0, "v-staged-x2 reads staged V rows");
       for (int d = 2 * tid; d < D; d += 2 * T) {
         float oc[NG][2];
 #pragma unroll
@@ -358,7 +356,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
           });
         } else if constexpr (F == KvKind::BF16) {
           // 32 keys' values are loaded before any is used, so 32 loads are in flight; the chains still take
-          // the keys in order. fp8 and q4h keep one key at a time (and, in the narrow shape, their rows staged
+          // the keys in order. fp8 and q4h keep one key at a time (and, in the kv-staged shape, their rows staged
           // in shared memory): with 32 keys in flight q4h is slower.
           value_chains<F, NG, 32>(vbase, stride, D, d, len, e_s, oc);
         } else {
@@ -459,7 +457,7 @@ void launch_staged(bool pdl, dim3 grid, size_t smem, cudaStream_t st, A... args)
   launch_k(pdl, Kernel, grid, dim3(256), smem, st, args...);
 }
 
-// The staged shapes with one element a thread in the values (narrow, narrow-h1, narrow-h2, narrow-v): a with
+// The staged shapes with one element a thread in the values (kv-staged, kv-staged-h1, kv-staged-h2): a with
 // attn_dsplit's blocks a chunk and head block; recorded in rec for attn_last_launch.
 AttnArgs with_dsplit(const AttnArgs& a, dim3 grid, AttnLaunch& rec) {
   AttnArgs b = a;
@@ -480,10 +478,10 @@ void launch_chunk_kernel(const ChunkGrid& cg, AttnShape shape, AttnLaunch& rec) 
   const float scale = cg.scale;
   const cudaStream_t st = cg.st;
   const bool pdl = cg.pdl;
-  if (shape == AttnShape::Wide) {
+  if (shape == AttnShape::UnstagedX8) {
     launch_k(pdl, attn_chunk_kernel<F, NG, 64, 8>, grid, dim3(64), 0, st, a, qblocks, hpb, maxch, scale);
-  } else if (shape != AttnShape::NarrowV && shape != AttnShape::NarrowV2 && F != KvKind::BF16 &&
-             a.row_bytes % 16 == 0 && 2 * kChunk * a.row_bytes <= kStageMax) {
+  } else if (shape != AttnShape::VStagedX2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
+             2 * kChunk * a.row_bytes <= kStageMax) {
     // K and V staged (q4h at head_dim 256: 144 KB); each chunk's values over b.dsplit blocks (attn_dsplit)
     const AttnArgs b = with_dsplit(a, grid, rec);
     const dim3 g(grid.x * unsigned(b.dsplit), grid.y, grid.z);
@@ -493,7 +491,7 @@ void launch_chunk_kernel(const ChunkGrid& cg, AttnShape shape, AttnLaunch& rec) 
     else
       launch_staged<attn_chunk_kernel<F, NG, 256, 1, 2>>(pdl, g, 2 * kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
                                                          scale);
-  } else if (shape == AttnShape::NarrowV2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
+  } else if (shape == AttnShape::VStagedX2 && F != KvKind::BF16 && a.row_bytes % 16 == 0 &&
              kChunk * a.row_bytes <= kStageMax) {
     // V staged, two elements a thread
     if (g_attn_phases)

@@ -3,8 +3,8 @@
 //                   format decoders, q4h's records and integer scores, the fp32 score chains of fp8 at head_dim 256,
 //                   the chunk's maximum, weights and lc
 //   q4h_values.cuh  q4h's weighted values in integers on the tensor cores
-//   chunk.cu        attn_chunk_kernel: the staged shapes (narrow, narrow-h1, narrow-h2, narrow-v, narrow-v2), wide
-//   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
+//   chunk.cu        attn_chunk_kernel: the staged shapes (kv-staged, kv-staged-h1, kv-staged-h2, v-staged-x2),
+//   unstaged-x8 slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel
 //   policy.cu       this file: the shapes' names, Auto's choice of shape by depth and format, attention()
@@ -30,8 +30,8 @@ using namespace attn;
 
 AttnLaunch g_last_launch;  // what the last attention() launched (attn_last_launch)
 
-constexpr const char* kShapeNames[] = {"auto",      "narrow",    "wide",      "narrow-v",
-                                       "narrow-h2", "narrow-v2", "narrow-h1", "slim"};  // AttnShape's order
+constexpr const char* kShapeNames[] = {"auto",        "kv-staged",    "unstaged-x8", "kv-staged-h2",
+                                       "v-staged-x2", "kv-staged-h1", "slim"};  // AttnShape's order
 
 // The kernel of `shape` for format F and NG heads a block: slim's where it applies, else the chunk kernel's form.
 template <KvKind F, int NG>
@@ -43,7 +43,8 @@ void launch_shape(const ChunkGrid& cg, AttnShape shape) {
         return;
       }
     }
-    shape = AttnShape::NarrowV2;  // slim is written for fp8 and q4h at head_dim 256; the others take narrow-v2's path
+    shape =
+        AttnShape::VStagedX2;  // slim is written for fp8 and q4h at head_dim 256; the others take v-staged-x2's path
   }
   launch_chunk_kernel<F, NG>(cg, shape, g_last_launch);
 }
@@ -82,22 +83,23 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
-// the multiprocessors (P). q4h and fp8: NarrowH1 while its blocks (b · qpk) fit one wave, NarrowH2 while its blocks
-// (b · ⌈qpk/2⌉) fit one wave, then Narrow while b < P, then NarrowV2 (V alone staged, two blocks a multiprocessor, two
-// elements a thread in the values) or Slim; bf16: Narrow while b < 4P, then Wide. Each is the fastest shape, or within
-// 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B shape, batch 1, depths 1K–262K).
-// Slim for b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 12, 15, 20 and 30 for measuring): past b = 2P
-// NarrowV2's grid is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. q4h keeps NarrowV2 for
-// 1.85P ≤ b ≤ 2P, where Slim's blocks reach a third on some multiprocessors while NarrowV2's still fit one wave.
-// slim (HKV_ATTN_SLIM): 0 NarrowV2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the measurements.
+// the multiprocessors (P). q4h and fp8: KvStagedH1 while its blocks (b · qpk) fit one wave, KvStagedH2 while its blocks
+// (b · ⌈qpk/2⌉) fit one wave, then KvStaged while b < P, then VStagedX2 (V alone staged, two blocks a multiprocessor,
+// two elements a thread in the values) or Slim; bf16: KvStaged while b < 4P, then UnstagedX8. Each is the fastest
+// shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B shape, batch 1,
+// depths 1K–262K). Slim for b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 12, 15, 20 and 30 for measuring):
+// past b = 2P VStagedX2's grid is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. q4h keeps
+// VStagedX2 for 1.85P ≤ b ≤ 2P, where Slim's blocks reach a third on some multiprocessors while VStagedX2's still fit
+// one wave. slim (HKV_ATTN_SLIM): 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the
+// measurements.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
-  if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::Wide : AttnShape::Narrow;
-  if (b * qpk <= P) return AttnShape::NarrowH1;
-  if (b * ((qpk + 1) / 2) <= P) return AttnShape::NarrowH2;
-  if (b < P) return AttnShape::Narrow;
-  if (!(slim == 1 || (slim == 2 && kind == KvKind::FP8))) return AttnShape::NarrowV2;
-  if (10 * b <= from * P) return AttnShape::NarrowV2;
-  if (kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P) return AttnShape::NarrowV2;
+  if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
+  if (b * qpk <= P) return AttnShape::KvStagedH1;
+  if (b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
+  if (b < P) return AttnShape::KvStaged;
+  if (!(slim == 1 || (slim == 2 && kind == KvKind::FP8))) return AttnShape::VStagedX2;
+  if (10 * b <= from * P) return AttnShape::VStagedX2;
+  if (kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P) return AttnShape::VStagedX2;
   return AttnShape::Slim;
 }
 
@@ -125,10 +127,10 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   if (shape == AttnShape::Auto)
     shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from);
   g_last_launch.shape = shape;
-  // NarrowH2 and NarrowH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
-  const int hpb = std::min(qpk, shape == AttnShape::NarrowH1   ? 1
-                                : shape == AttnShape::NarrowH2 ? 2
-                                                               : kMaxG),
+  // KvStagedH2 and KvStagedH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
+  const int hpb = std::min(qpk, shape == AttnShape::KvStagedH1   ? 1
+                                : shape == AttnShape::KvStagedH2 ? 2
+                                                                 : kMaxG),
             qblocks = (qpk + hpb - 1) / hpb;
   ChunkGrid cg;
   cg.a = a;

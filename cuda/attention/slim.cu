@@ -1,6 +1,6 @@
 // attn_slim_kernel: every thread busy in both phases, V read from global memory (fp8 and q4h at head_dim 256).
 // The operations and their order are attn_chunk_kernel's (attend(), contract.cuh); what changes is who runs them
-// and how they are fed. In narrow-v2 half the block waits in the value phase (128 of 256 threads own two elements
+// and how they are fed. In v-staged-x2 half the block waits in the value phase (128 of 256 threads own two elements
 // each), and its SASS spends about two instructions an fma (register copies of the next piece, whose loop is not
 // unrolled; three instructions a decoded value). Here 128 threads take a chunk of one KV head for its NG query heads:
 //   scores: thread tid takes keys tid + 128·k (k < 4), the 4 keys in one pass, so each 16-byte shared load of q serves
