@@ -220,8 +220,7 @@ Cli::Cli()
       "each token's argmax on the card (device, default) or its logits copied back (host)")
       ->check(one_of({"device", "host"}));
   opt(c, "--json", "FILE", "write the table as JSON (schema hkv-bench-1)");
-  opt(c, "--peer", "FILE",
-      "a peer's figures from the same card (scripts/peer/llama_bench.sh's peer.json), printed beside hkv's");
+  opt(c, "--peer", "FILE", "a peer's figures from the same card (a peer.json: compare/peer.h), printed beside hkv's");
   flag(c, "--attention", "then time the decode attention kernels alone");
   flag(c, "--attention-only", "time only the decode attention kernels");
   opt(c, "--attn-shape", "LIST", "attention kernel shapes to time (default auto; see docs/TUNING.md)");

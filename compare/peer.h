@@ -1,5 +1,6 @@
-// A peer's decode figures (another engine timed on the same card in the same run, e.g. llama.cpp's llama-bench by
-// scripts/peer/llama_bench.sh), read from its JSON so that `hkv bench --peer FILE` prints them beside hkv's:
+// A peer's decode figures (another engine timed on the same card in the same run, e.g. llama.cpp's llama-bench by the
+// peer script of docs/receipts/2026-12-06-d/), read from its JSON so that `hkv bench --peer FILE` prints them beside
+// hkv's:
 //   {"peer": "llama.cpp", "commit": "...", "card": "NVIDIA H100 80GB HBM3", "model": "...",
 //    "results": [{"depth": 1024, "kv": "f16", "tokens_per_s": 41.2}, ...]}
 // The peer's cache types stand beside hkv's formats of the same bytes a row: f16 beside bf16, q8_0 beside fp8 (one
