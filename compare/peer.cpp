@@ -1,10 +1,10 @@
 #include "compare/peer.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
+
+#include "reference/tokens.h"  // read_file
 
 namespace hkv {
 
@@ -72,12 +72,6 @@ PeerFigures parse_peer(const std::string& json_text, const std::string& path) {
   return p;
 }
 
-PeerFigures load_peer(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw std::runtime_error(path + ": cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return parse_peer(ss.str(), path);
-}
+PeerFigures load_peer(const std::string& path) { return parse_peer(read_file(path), path); }
 
 }  // namespace hkv

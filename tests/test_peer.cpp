@@ -57,4 +57,5 @@ TEST_CASE("peer: a bad file is refused, naming the file and the field") {
                                                        {"depth":1,"kv":"f16","tokens_per_s":3}]})") ==
         "peer.json: field 'results[1]': a second result for depth 1 and kv f16");
   CHECK(error_of(R"({"peer":"p","card":"c","results":[]})").empty());
+  CHECK_THROWS_WITH(hkv::load_peer("/nonexistent/peer.json"), "/nonexistent/peer.json: cannot be read");
 }
