@@ -666,7 +666,7 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int N) {
       kv_pack_row(f, v.data() + (r * KV + h) * D, D, vref.data() + size_t(r * KV + h) * rb);
     }
   DBuf<float> dk(k), dv(v);
-  DBuf<uint8_t> kc(kref.size()), vc(vref.size());
+  DBuf<uint8_t> kc(cuda::kv_cache_bytes(N, KV, rb)), vc(cuda::kv_cache_bytes(N, KV, rb));  // the device layout
   kc.poison();
   vc.poison();
   std::vector<uint8_t*> kp(size_t(N), kc.p), vp(size_t(N), vc.p);
@@ -678,7 +678,9 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int N) {
     cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, err.p, nullptr);
   };
   pack();
-  const std::vector<uint8_t> kg = kc.get(), vg = vc.get();
+  std::vector<uint8_t> kg(kref.size()), vg(vref.size());  // in position order, as kref
+  cuda::kv_blocks_to_rows(kc.get().data(), kg.data(), N, KV, rb);
+  cuda::kv_blocks_to_rows(vc.get().data(), vg.data(), N, KV, rb);
   std::string d = byte_diff(kref.data(), kg.data(), kref.size(), rb);
   if (!d.empty()) return {CaseResult::Fail, "K cache: " + d};
   d = byte_diff(vref.data(), vg.data(), vref.size(), rb);
@@ -708,7 +710,7 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int N) {
     pack();
     if ((err.get()[0] & 2) != 2) return {CaseResult::Fail, "a scale past fp16 left the error word's bit 2 clear"};
     const std::vector<uint8_t> after = kc.get();
-    d = byte_diff(before.data(), after.data(), rb, rb);
+    d = byte_diff(before.data(), after.data(), rb, rb);  // K row 0, head 0: offset 0 in the device layout
     if (!d.empty()) return {CaseResult::Fail, "the row whose scale overflows was written: " + d};
   }
   return {CaseResult::Ok, ""};
@@ -791,7 +793,9 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
   const auto in = attn_inputs(f, k);
   const int64_t N = int64_t(in->n.size());
   const int cap = in->cap;
-  DBuf<uint8_t> dkc(in->kc), dvc(in->vc);
+  // the cache in the device layout (attend() reads in->kc in position order)
+  DBuf<uint8_t> dkc(cuda::kv_rows_to_blocks(in->kc.data(), cap, k.KV, in->rb)),
+      dvc(cuda::kv_rows_to_blocks(in->vc.data(), cap, k.KV, in->rb));
   DBuf<float> dq(in->q), dgate(in->gate), out(in->q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
   DBuf<uint32_t> dxq(size_t(N) * size_t(k.H * k.D / 32) * cuda::kXqWords);
   DBuf<int> dn(in->n);

@@ -45,11 +45,16 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(D));
-  std::vector<uint8_t> pat(size_t(kPattern) * KV * rb * 2);  // K rows, then V rows
+  std::vector<uint8_t> rows(size_t(kPattern) * KV * rb * 2);  // K rows, then V rows, in position order
   for (size_t r = 0; r < size_t(kPattern) * KV * 2; r++) {
     for (float& v : x) v = nd(rng);
-    kv_pack_row(f, x.data(), D, pat.data() + r * rb);
+    kv_pack_row(f, x.data(), D, rows.data() + r * rb);
   }
+  // the pattern in the device layout (whole blocks: kPattern is a multiple of cuda::kKvBlock), K's, then V's
+  static_assert(kPattern % cuda::kKvBlock == 0, "the pattern is whole blocks");
+  std::vector<uint8_t> pat = cuda::kv_rows_to_blocks(rows.data(), kPattern, KV, rb);
+  const std::vector<uint8_t> vpat = cuda::kv_rows_to_blocks(rows.data() + size_t(kPattern) * KV * rb, kPattern, KV, rb);
+  pat.insert(pat.end(), vpat.begin(), vpat.end());
   std::printf(
       "hkv bench-prefill --attention-only: %s attention (%d heads, %d KV heads, head_dim %d, %d of %d layers) "
       "on %s, cache %s, HKV_FLASH_CFG=%s\n",
@@ -64,12 +69,12 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
       explicit Buf(size_t b) { HKV_CUDA_CHECK(cudaMalloc(&p, b)); }
       ~Buf() { cudaFree(p); }
     };
-    const size_t cache_b = size_t(T) * KV * rb;
+    const size_t cache_b = cuda::kv_cache_bytes(T, KV, rb);
     Buf kc(cache_b), vc(cache_b), q(size_t(n) * H * D * 4), gate(size_t(n) * H * D * 4), out(size_t(n) * H * D * 2),
         scratch(cuda::fast_attn_scratch_bytes(T, D));
     const size_t blk = size_t(kPattern) * KV * rb;
     for (int64_t p = 0; p < T; p += kPattern) {
-      const size_t bytes = size_t(std::min<int64_t>(kPattern, T - p)) * KV * rb;
+      const size_t bytes = cuda::kv_cache_bytes(std::min<int64_t>(kPattern, T - p), KV, rb);  // whole blocks
       HKV_CUDA_CHECK(
           cudaMemcpy(static_cast<uint8_t*>(kc.p) + size_t(p) * KV * rb, pat.data(), bytes, cudaMemcpyHostToDevice));
       HKV_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(vc.p) + size_t(p) * KV * rb, pat.data() + blk, bytes,

@@ -25,7 +25,8 @@
 
 namespace hkv::cuda {
 
-// One sequence's device state: cache [capacity][kv_heads][row_bytes] per full-attention layer (K and V),
+// One sequence's device state: a cache per full-attention layer (K and V) in kv_row_offset's layout of blocks of
+// kKvBlock positions (cuda/kernels.h; download and upload convert to and from SequenceState's position order),
 // conv [conv_dim][K−1] and S [nv][dk][dv] per DeltaNet layer. Owned memory; freed with the object.
 class Sequence {
  public:

@@ -144,8 +144,29 @@ void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning
 void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning& tu = Tuning{});
 
 // ---- kvcache.cu ---------------------------------------------------------------------------------
+// The device cache's layout (docs/FORMAT.md, "In device memory"): a layer's K (or V) cache is blocks of kKvBlock
+// positions, [capacity / kKvBlock][KV][kKvBlock][row_bytes], so that the rows of one KV head's attention chunk (the
+// same kKvBlock keys) are one contiguous stretch of memory. Each row is the format's row (kv_pack_row), unchanged.
+// The host's SequenceState keeps rows in position order, [capacity][KV][row_bytes]: Engine::download and upload
+// convert.
+constexpr int kKvBlock = 512;
+// The byte offset of the row of position pos, KV head h, in a layer's cache of KV heads and rows of rb bytes.
+__host__ __device__ __forceinline__ size_t kv_row_offset(int64_t pos, int h, int KV, size_t rb) {
+  return ((size_t(pos) / kKvBlock) * size_t(KV) + size_t(h)) * kKvBlock * rb + (size_t(pos) % kKvBlock) * rb;
+}
+// The bytes of a layer's K (or V) cache that holds positions [0, npos): whole blocks.
+inline size_t kv_cache_bytes(int64_t npos, int KV, size_t rb) {
+  return size_t((npos + kKvBlock - 1) / kKvBlock) * kKvBlock * size_t(KV) * rb;
+}
+
+// Host copies of a layer's rows for positions [0, npos) between position order ([npos][KV][rb]) and the device layout
+// (kv_cache_bytes(npos, KV, rb) bytes; the last block's rows past npos are zeros).
+std::vector<uint8_t> kv_rows_to_blocks(const uint8_t* rows, int64_t npos, int KV, size_t rb);
+void kv_blocks_to_rows(const uint8_t* blocks, uint8_t* rows, int64_t npos, int KV, size_t rb);
+
 // kv_pack_row of K and V rows: for row r < N and kv head h: K row k[r·ldk + h·D …] goes to
-// kdst[r] + (pos[r]·KV + h)·row_bytes, V likewise, a warp a group of 32 (head_dim a multiple of 32, at most 1024).
+// kdst[r] + kv_row_offset(pos[r], h, KV, row_bytes), V likewise, a warp a group of 32 (head_dim a multiple of 32, at
+// most 1024).
 // Non-finite input sets bit 1 of *err, a scale that overflows fp16 bit 2 (the oracle throws std::domain_error); such
 // rows are not written at all.
 void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
@@ -158,8 +179,8 @@ void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
                     const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
                     KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st,
                     const Tuning& tu = Tuning{});
-// Valid random rows for positions [0, npos) of a [capacity][KV] cache (benchmarks: a cache at depth d
-// without a prefill). Not an exact path.
+// Valid random rows for positions [0, npos) of a cache (benchmarks: a cache at depth d without a prefill), and for the
+// rest of npos's last block: kv_cache_bytes(npos, KV, row bytes) are written. Not an exact path.
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
 
 // ---- attention (cuda/attention/: policy.cu, chunk.cu, slim.cu, merge.cu) ------------------------
@@ -193,7 +214,7 @@ struct AttnArgs {
   const float* gate = nullptr;  // [N][ldg], head h at h·gate_stride (null: no gate)
   int64_t ldg = 0, gate_stride = 0;
   const int* n_keys = nullptr;             // [N] keys each row attends to (its position + 1)
-  const uint8_t* const* k_rows = nullptr;  // [N] K cache base of the row's sequence, [capacity][KV][row_bytes]
+  const uint8_t* const* k_rows = nullptr;  // [N] K cache base of the row's sequence (kv_row_offset's layout)
   const uint8_t* const* v_rows = nullptr;
   float* out = nullptr;  // [N][ldo], head h at h·D
   int64_t ldo = 0;

@@ -56,7 +56,7 @@ struct FastAttnArgs {
   int64_t ldq = 0;
   const float* gate = nullptr;  // [n][ldg], head h at h·gate_stride (null: no gate)
   int64_t ldg = 0, gate_stride = 0;
-  const uint8_t* k_cache = nullptr;  // [capacity][KV][row_bytes]
+  const uint8_t* k_cache = nullptr;  // kv_row_offset's layout (cuda/kernels.h)
   const uint8_t* v_cache = nullptr;
   int64_t p0 = 0, n = 0;
   uint16_t* out = nullptr;  // [n][ldo] bf16, head h at h·D

@@ -235,9 +235,10 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const int D = a.D, qpk = a.H / a.KV, kvh = bx / qblocks, qb = bx % qblocks;
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
   const bool v16 = a.row_bytes % 16 == 0;
-  const size_t stride = size_t(a.KV) * a.row_bytes;
-  const uint8_t* kbase = a.k_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
-  const uint8_t* vbase = a.v_rows[row] + size_t(kvh) * a.row_bytes + size_t(c0) * stride;
+  // the chunk's rows of KV head kvh: one contiguous block of the cache (kv_row_offset; kChunk = kKvBlock)
+  const size_t stride = a.row_bytes;
+  const uint8_t* kbase = a.k_rows[row] + kv_row_offset(c0, kvh, a.KV, a.row_bytes);
+  const uint8_t* vbase = a.v_rows[row] + kv_row_offset(c0, kvh, a.KV, a.row_bytes);
   constexpr bool KS = STAGE == 2;
   uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
   // a.pre (the caller's pre_ok): the rows no kernel that may still run writes are copied before pdl_wait, so that their
