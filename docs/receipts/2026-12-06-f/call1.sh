@@ -5,7 +5,7 @@
 # - the device cache in blocks of 512 positions (kv_row_offset): this tree is built (run_gpu_suite.sh's build-gpu) and
 #   its exactness suites run (ops: the diff table's op and attention cases and gpu_ops; engine), then the table's
 #   whole-model cases (`hkv diff --op model`), then the fast prefill (gpu_prefill, `hkv diff --op fast_prefill`);
-#   meanwhile the base tree (the position-order cache, .carry/base.tgz) is built into build-base/ for timing.
+#   meanwhile the base tree (the position-order cache: .carry/base-files.tgz over this tree) is built into build-base/ for timing.
 # Exactness does not depend on what else runs on the card; nothing here is timed against anything.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-06-f/call1.sh
 set -uo pipefail
@@ -19,7 +19,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   echo "training: rc=$?" >> "$back/train_log.txt"
 ) &
 trainpid=$!
-tar xzf .carry/base.tgz -C build-base/src
+# the base tree: this tree with the code files the layout change touched at their base versions (.carry/base-files.tgz)
+tar cf - --exclude=./build-gpu --exclude=./build-base --exclude=./.carry --exclude=./.whl . | tar xf - -C build-base/src
+tar xzf .carry/base-files.tgz -C build-base/src
 for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
 here=$(pwd)
 (

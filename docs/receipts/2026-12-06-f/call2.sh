@@ -1,45 +1,50 @@
 #!/usr/bin/env bash
-# Call 2, on the machine call1.sh left warm (build-gpu/ and build-base/ built there): for this tree and the base tree,
-# ncu's DRAM bytes read by one token's q4h decode attention at 256K (attention alone), then decode tokens/s
-# (hkv bench), the two trees in turn, two rounds.
+# Call 2 on the lent card (warm after call1.sh, or fresh: then both trees are built here first):
+# - the recall fixture: fixtures/recall/hf and mlx exported from the training state carried in .carry/state
+#   (train_recall.py --export-only; they come back as $OUT/recall/), then the engine's fidelity gate on it
+#   (fixtures/recall-gate.json) with the recall row, at the depths in HKV_GATE_DEPTHS;
+# - decode speed of this tree (the device cache in blocks of 512 positions) against the base tree (position order,
+#   build-base/), the two in turn, two rounds: q4h at 1K and 256K with the attention kernels alone, bf16 at 1K.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-06-f/call2.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
-mkdir -p "$back"
+mkdir -p "$back/recall" build-base/src /tmp/deps
+for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+t=$SECONDS
+python3 fixtures/recall/train_recall.py --resume .carry/state --export-only --out fixtures/recall > /tmp/export.log 2>&1
+echo "export: rc=$?, $((SECONDS - t)) s" | tee "$back/call2-summary.txt"
+tail -3 /tmp/export.log | tee -a "$back/call2-summary.txt"
+cp -r fixtures/recall/hf fixtures/recall/mlx "$back/recall/" 2>/dev/null
+if [[ ! -x build-base/build/hkv ]]; then
+  tar cf - --exclude=./build-gpu --exclude=./build-base --exclude=./.carry --exclude=./.whl . | tar xf - -C build-base/src
+  tar xzf .carry/base-files.tgz -C build-base/src
+  (cmake -S build-base/src -B build-base/build -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DHKV_DEPS_PREFIX=/tmp/deps/usr > /tmp/base-configure.log 2>&1 &&
+    cmake --build build-base/build -j8 --target hkv > /tmp/base-build.log 2>&1) &
+fi
+t=$SECONDS
+cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_STANDARD=17 -DCMAKE_CUDA_FLAGS=-lineinfo \
+  -DHKV_DEPS_PREFIX=/tmp/deps/usr > /tmp/configure.log 2>&1 && cmake --build build-gpu -j16 --target hkv > /tmp/build.log 2>&1
+echo "build: rc=$?, $((SECONDS - t)) s" | tee -a "$back/call2-summary.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$back/call2-summary.txt"
+t=$SECONDS
+timeout "${HKV_GATE_LIMIT:-240}" build-gpu/hkv gate --fixture fixtures/recall-gate.json --backend cuda --no-floor \
+  --depths "${HKV_GATE_DEPTHS:-1K,8K,32K,64K,128K,256K}" --json "$back/gate-recall-cuda.json" \
+  > /tmp/gate.log 2>&1
+echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a "$back/call2-summary.txt"
+grep -E "^(fp8|q4h|recall|gate)" /tmp/gate.log | tee -a "$back/call2-summary.txt"
+wait
+[[ -x build-base/build/hkv ]] || { echo "no base build"; tail -20 /tmp/base-build.log; }
 bin_of() { if [[ $1 == base ]]; then echo build-base/build/hkv; else echo build-gpu/hkv; fi; }
-{
-  for tree in new base; do
-    echo "== $tree: ncu, q4h decode attention at 256K (attention alone), one token's 16 slim launches"
-    timeout 150 ncu --kernel-name regex:attn_slim --launch-skip 32 --launch-count 16 --csv \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
-      "$(bin_of $tree)" bench --attention-only --depths 256K --kv-cache q4h --reps 3 > "$back/ncu-$tree.csv" 2>&1
-    python3 - "$tree" "$back/ncu-$tree.csv" <<'EOF'
-import csv, sys
-rows = list(csv.reader(l for l in open(sys.argv[2]) if l.startswith('"')))
-m = {}
-for r in rows[1:]:
-    d = dict(zip(rows[0], r))
-    m.setdefault(d["Metric Name"], []).append(float(d["Metric Value"].replace(",", "")))
-t, b = m.get("gpu__time_duration.sum", []), m.get("dram__bytes_read.sum", [])
-p = m.get("dram__throughput.avg.pct_of_peak_sustained_elapsed", [])
-rows_bytes = 2 * 262144 * 4 * 144  # K and V rows of one layer at 256K, 4 KV heads, 144 bytes a row
-if t and b:
-    print(f"{sys.argv[1]}: {len(t)} launches, mean {sum(t)/len(t)/1e3:.1f} us a layer, DRAM read "
-          f"{sum(b)/len(b)/1e6:.1f} MB a layer against the rows' {rows_bytes/1e6:.1f} MB "
-          f"({sum(b)/len(b)/rows_bytes:.2f}x), DRAM throughput {sum(p)/len(p):.1f}% of peak")
-else:
-    print(sys.argv[1], "ncu: no metrics read")
-EOF
-  done
-} 2>&1 | tee "$back/ncu-summary.txt"
 for round in 1 2; do
   for tree in new base; do
-    for args in "--depths 1K,32K,128K,256K --kv-cache q4h --attention" "--depths 1K,128K --kv-cache bf16"; do
+    for args in "--depths 1K,256K --kv-cache q4h --attention" "--depths 1K --kv-cache bf16"; do
       # shellcheck disable=SC2086
       "$(bin_of $tree)" bench $args --tokens 16 > /tmp/ab.log 2>&1
       echo "== $tree round $round: $args (exit $?)"
       grep -E "^\| (bf16|q4h)|copy bandwidth|on NVIDIA" /tmp/ab.log
-      cat /tmp/ab.log >> "$back/ab-$tree.log"
+      cat /tmp/ab.log >> "/tmp/ab-$tree.log"
     done
   done
 done 2>&1 | tee "$back/ab-summary.txt"
+tar czf "$back/call2-logs.tgz" -C /tmp gate.log ab-new.log ab-base.log export.log build.log 2>/dev/null
