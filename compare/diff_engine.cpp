@@ -666,7 +666,8 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int N) {
       kv_pack_row(f, v.data() + (r * KV + h) * D, D, vref.data() + size_t(r * KV + h) * rb);
     }
   DBuf<float> dk(k), dv(v);
-  DBuf<uint8_t> kc(cuda::kv_cache_bytes(N, KV, rb)), vc(cuda::kv_cache_bytes(N, KV, rb));  // the device layout
+  const int B = cuda::kv_block(f.kind);
+  DBuf<uint8_t> kc(cuda::kv_cache_bytes(N, KV, rb, B)), vc(cuda::kv_cache_bytes(N, KV, rb, B));  // the device layout
   kc.poison();
   vc.poison();
   std::vector<uint8_t*> kp(size_t(N), kc.p), vp(size_t(N), vc.p);
@@ -679,8 +680,8 @@ CaseResult kv_pack_case(const KvFormat& f, int D, int KV, int N) {
   };
   pack();
   std::vector<uint8_t> kg(kref.size()), vg(vref.size());  // in position order, as kref
-  cuda::kv_blocks_to_rows(kc.get().data(), kg.data(), N, KV, rb);
-  cuda::kv_blocks_to_rows(vc.get().data(), vg.data(), N, KV, rb);
+  cuda::kv_blocks_to_rows(kc.get().data(), kg.data(), N, KV, rb, B);
+  cuda::kv_blocks_to_rows(vc.get().data(), vg.data(), N, KV, rb, B);
   std::string d = byte_diff(kref.data(), kg.data(), kref.size(), rb);
   if (!d.empty()) return {CaseResult::Fail, "K cache: " + d};
   d = byte_diff(vref.data(), vg.data(), vref.size(), rb);
@@ -794,8 +795,9 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
   const int64_t N = int64_t(in->n.size());
   const int cap = in->cap;
   // the cache in the device layout (attend() reads in->kc in position order)
-  DBuf<uint8_t> dkc(cuda::kv_rows_to_blocks(in->kc.data(), cap, k.KV, in->rb)),
-      dvc(cuda::kv_rows_to_blocks(in->vc.data(), cap, k.KV, in->rb));
+  const int B = cuda::kv_block(f.kind);
+  DBuf<uint8_t> dkc(cuda::kv_rows_to_blocks(in->kc.data(), cap, k.KV, in->rb, B)),
+      dvc(cuda::kv_rows_to_blocks(in->vc.data(), cap, k.KV, in->rb, B));
   DBuf<float> dq(in->q), dgate(in->gate), out(in->q.size()), part(cuda::attn_part_floats(N, k.H, k.D, cap));
   DBuf<uint32_t> dxq(size_t(N) * size_t(k.H * k.D / 32) * cuda::kXqWords);
   DBuf<int> dn(in->n);

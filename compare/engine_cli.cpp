@@ -305,7 +305,7 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
   for (const std::string& fs : formats)
     for (int64_t depth : depths) {
       const KvFormat f = KvFormat::parse(fs);
-      const size_t rb = kv_row_bytes(f, D), layer = cuda::kv_cache_bytes(depth, KV, rb);
+      const size_t rb = kv_row_bytes(f, D), layer = cuda::kv_cache_bytes(depth, KV, rb, cuda::kv_block(f.kind));
       uint8_t* cache = nullptr;
       HKV_CUDA_CHECK(cudaMalloc(&cache, 2 * size_t(L) * layer));
       for (int i = 0; i < 2 * L; i++)

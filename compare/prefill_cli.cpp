@@ -52,8 +52,10 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
   }
   // the pattern in the device layout (whole blocks: kPattern is a multiple of cuda::kKvBlock), K's, then V's
   static_assert(kPattern % cuda::kKvBlock == 0, "the pattern is whole blocks");
-  std::vector<uint8_t> pat = cuda::kv_rows_to_blocks(rows.data(), kPattern, KV, rb);
-  const std::vector<uint8_t> vpat = cuda::kv_rows_to_blocks(rows.data() + size_t(kPattern) * KV * rb, kPattern, KV, rb);
+  const int B = cuda::kv_block(f.kind);
+  std::vector<uint8_t> pat = cuda::kv_rows_to_blocks(rows.data(), kPattern, KV, rb, B);
+  const std::vector<uint8_t> vpat =
+      cuda::kv_rows_to_blocks(rows.data() + size_t(kPattern) * KV * rb, kPattern, KV, rb, B);
   pat.insert(pat.end(), vpat.begin(), vpat.end());
   std::printf(
       "hkv bench-prefill --attention-only: %s attention (%d heads, %d KV heads, head_dim %d, %d of %d layers) "
@@ -69,12 +71,12 @@ int bench_attention_only(const Args& a, const Config& c, const KvFormat& f, cons
       explicit Buf(size_t b) { HKV_CUDA_CHECK(cudaMalloc(&p, b)); }
       ~Buf() { cudaFree(p); }
     };
-    const size_t cache_b = cuda::kv_cache_bytes(T, KV, rb);
+    const size_t cache_b = cuda::kv_cache_bytes(T, KV, rb, B);
     Buf kc(cache_b), vc(cache_b), q(size_t(n) * H * D * 4), gate(size_t(n) * H * D * 4), out(size_t(n) * H * D * 2),
         scratch(cuda::fast_attn_scratch_bytes(T, D));
     const size_t blk = size_t(kPattern) * KV * rb;
     for (int64_t p = 0; p < T; p += kPattern) {
-      const size_t bytes = cuda::kv_cache_bytes(std::min<int64_t>(kPattern, T - p), KV, rb);  // whole blocks
+      const size_t bytes = cuda::kv_cache_bytes(std::min<int64_t>(kPattern, T - p), KV, rb, B);  // whole blocks
       HKV_CUDA_CHECK(
           cudaMemcpy(static_cast<uint8_t*>(kc.p) + size_t(p) * KV * rb, pat.data(), bytes, cudaMemcpyHostToDevice));
       HKV_CUDA_CHECK(cudaMemcpy(static_cast<uint8_t*>(vc.p) + size_t(p) * KV * rb, pat.data() + blk, bytes,

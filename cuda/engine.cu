@@ -315,7 +315,7 @@ std::unique_ptr<Sequence> Engine::new_sequence(const KvFormat& f, int64_t capaci
   s->format_ = f;
   s->capacity_ = capacity;
   s->row_bytes_ = kv_row_bytes(f, c_.head_dim);
-  const size_t cache = align256(kv_cache_bytes(capacity, c_.num_key_value_heads, s->row_bytes_));
+  const size_t cache = align256(kv_cache_bytes(capacity, c_.num_key_value_heads, s->row_bytes_, kv_block(f.kind)));
   const int K = c_.linear_conv_kernel_dim;
   const size_t conv_f = size_t(c_.conv_dim()) * size_t(K - 1);
   const size_t S_f =
@@ -345,14 +345,22 @@ std::unique_ptr<Sequence> Engine::new_sequence(const KvFormat& f, int64_t capaci
 
 // A layer's cache rows for positions [0, npos) from the device's layout (kv_row_offset) to the host's position order
 // [npos][KV][rb], and back.
-static void cache_rows_to_host(const uint8_t* dev, uint8_t* host, int64_t npos, int KV, size_t rb) {
-  std::vector<uint8_t> blocks(kv_cache_bytes(npos, KV, rb));
+static void cache_rows_to_host(const uint8_t* dev, uint8_t* host, int64_t npos, int KV, size_t rb, int B) {
+  if (B == 1) {  // position order on both sides
+    HKV_CUDA_CHECK(cudaMemcpy(host, dev, kv_cache_bytes(npos, KV, rb, B), cudaMemcpyDeviceToHost));
+    return;
+  }
+  std::vector<uint8_t> blocks(kv_cache_bytes(npos, KV, rb, B));
   HKV_CUDA_CHECK(cudaMemcpy(blocks.data(), dev, blocks.size(), cudaMemcpyDeviceToHost));
-  kv_blocks_to_rows(blocks.data(), host, npos, KV, rb);
+  kv_blocks_to_rows(blocks.data(), host, npos, KV, rb, B);
 }
 
-static void cache_rows_to_device(const uint8_t* host, uint8_t* dev, int64_t npos, int KV, size_t rb) {
-  const std::vector<uint8_t> blocks = kv_rows_to_blocks(host, npos, KV, rb);
+static void cache_rows_to_device(const uint8_t* host, uint8_t* dev, int64_t npos, int KV, size_t rb, int B) {
+  if (B == 1) {
+    HKV_CUDA_CHECK(cudaMemcpy(dev, host, kv_cache_bytes(npos, KV, rb, B), cudaMemcpyHostToDevice));
+    return;
+  }
+  const std::vector<uint8_t> blocks = kv_rows_to_blocks(host, npos, KV, rb, B);
   HKV_CUDA_CHECK(cudaMemcpy(dev, blocks.data(), blocks.size(), cudaMemcpyHostToDevice));
 }
 
@@ -360,10 +368,10 @@ SequenceState Engine::download(const Sequence& s) const {
   SequenceState st = hkv::new_sequence(c_, s.format_, s.capacity_);
   st.pos = s.pos_;
   HKV_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  const int KV = c_.num_key_value_heads;
+  const int KV = c_.num_key_value_heads, B = kv_block(s.format_.kind);
   for (int i = 0; i < n_full_; i++) {
-    cache_rows_to_host(s.k_[size_t(i)], st.k_cache[size_t(i)].data(), s.capacity_, KV, s.row_bytes_);
-    cache_rows_to_host(s.v_[size_t(i)], st.v_cache[size_t(i)].data(), s.capacity_, KV, s.row_bytes_);
+    cache_rows_to_host(s.k_[size_t(i)], st.k_cache[size_t(i)].data(), s.capacity_, KV, s.row_bytes_, B);
+    cache_rows_to_host(s.v_[size_t(i)], st.v_cache[size_t(i)].data(), s.capacity_, KV, s.row_bytes_, B);
   }
   for (int i = 0; i < n_lin_; i++) {
     HKV_CUDA_CHECK(cudaMemcpy(st.conv[size_t(i)].data(), s.conv_[size_t(i)], st.conv[size_t(i)].size() * 4,
@@ -379,10 +387,10 @@ std::unique_ptr<Sequence> Engine::upload(const SequenceState& st) {
   if (st.k_cache.size() != size_t(n_full_) || st.conv.size() != size_t(n_lin_))
     throw std::runtime_error("engine: sequence state is for another model shape");
   s->pos_ = st.pos;
-  const int KV = c_.num_key_value_heads;
+  const int KV = c_.num_key_value_heads, B = kv_block(s->format_.kind);
   for (int i = 0; i < n_full_; i++) {
-    cache_rows_to_device(st.k_cache[size_t(i)].data(), s->k_[size_t(i)], s->capacity_, KV, s->row_bytes_);
-    cache_rows_to_device(st.v_cache[size_t(i)].data(), s->v_[size_t(i)], s->capacity_, KV, s->row_bytes_);
+    cache_rows_to_device(st.k_cache[size_t(i)].data(), s->k_[size_t(i)], s->capacity_, KV, s->row_bytes_, B);
+    cache_rows_to_device(st.v_cache[size_t(i)].data(), s->v_[size_t(i)], s->capacity_, KV, s->row_bytes_, B);
   }
   for (int i = 0; i < n_lin_; i++) {
     HKV_CUDA_CHECK(cudaMemcpy(s->conv_[size_t(i)], st.conv[size_t(i)].data(), st.conv[size_t(i)].size() * 4,

@@ -144,28 +144,34 @@ void silu_mul(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning
 void add_inplace(float* a, const float* b, int64_t n, cudaStream_t st, const Tuning& tu = Tuning{});
 
 // ---- kvcache.cu ---------------------------------------------------------------------------------
-// The device cache's layout (docs/FORMAT.md, "In device memory"): a layer's K (or V) cache is blocks of kKvBlock
-// positions, [capacity / kKvBlock][KV][kKvBlock][row_bytes], so that the rows of one KV head's attention chunk (the
-// same kKvBlock keys) are one contiguous stretch of memory. Each row is the format's row (kv_pack_row), unchanged.
-// The host's SequenceState keeps rows in position order, [capacity][KV][row_bytes]: Engine::download and upload
-// convert.
+// The device cache's layout (docs/FORMAT.md, "In device memory"): a layer's K (or V) cache is blocks of B positions,
+// [capacity / B][KV][B][row_bytes], B = kv_block(kind). q4h takes B = kKvBlock, the attention's chunk, so that the rows
+// of one KV head's chunk are one contiguous stretch of memory; bf16 and fp8 take B = 1, position order
+// ([capacity][KV][row_bytes]), where their kernels measure faster (docs/PERFORMANCE.md). Each row is the format's row
+// (kv_pack_row), unchanged. The host's SequenceState keeps rows in position order: Engine::download and upload convert.
 constexpr int kKvBlock = 512;
-// The byte offset of the row of position pos, KV head h, in a layer's cache of KV heads and rows of rb bytes.
-__host__ __device__ __forceinline__ size_t kv_row_offset(int64_t pos, int h, int KV, size_t rb) {
-  return ((size_t(pos) / kKvBlock) * size_t(KV) + size_t(h)) * kKvBlock * rb + (size_t(pos) % kKvBlock) * rb;
+__host__ __device__ constexpr int kv_block(KvKind kind) { return kind == KvKind::Q4H ? kKvBlock : 1; }
+// The byte offset of the row of position pos, KV head h, in a layer's cache of KV heads, rows of rb bytes, blocks of B.
+// Positions are below 2^31 (int), so the block's number is a 32-bit quotient.
+__host__ __device__ __forceinline__ size_t kv_row_offset(int64_t pos, int h, int KV, size_t rb, int B) {
+  const uint32_t p = uint32_t(pos), b = uint32_t(B), blk = p / b;
+  return (size_t(blk) * size_t(KV) + size_t(h)) * size_t(b) * rb + size_t(p - blk * b) * rb;
+}
+// The bytes between rows p and p + 1 of one KV head inside a block (B = 1: the next position's row of that head).
+__host__ __device__ __forceinline__ size_t kv_row_stride(int KV, size_t rb, int B) {
+  return B == 1 ? size_t(KV) * rb : rb;
 }
 // The bytes of a layer's K (or V) cache that holds positions [0, npos): whole blocks.
-inline size_t kv_cache_bytes(int64_t npos, int KV, size_t rb) {
-  return size_t((npos + kKvBlock - 1) / kKvBlock) * kKvBlock * size_t(KV) * rb;
+inline size_t kv_cache_bytes(int64_t npos, int KV, size_t rb, int B) {
+  return size_t((npos + B - 1) / B) * size_t(B) * size_t(KV) * rb;
 }
-
 // Host copies of a layer's rows for positions [0, npos) between position order ([npos][KV][rb]) and the device layout
-// (kv_cache_bytes(npos, KV, rb) bytes; the last block's rows past npos are zeros).
-std::vector<uint8_t> kv_rows_to_blocks(const uint8_t* rows, int64_t npos, int KV, size_t rb);
-void kv_blocks_to_rows(const uint8_t* blocks, uint8_t* rows, int64_t npos, int KV, size_t rb);
+// of blocks of B (kv_cache_bytes(npos, KV, rb, B) bytes; the last block's rows past npos are zeros).
+std::vector<uint8_t> kv_rows_to_blocks(const uint8_t* rows, int64_t npos, int KV, size_t rb, int B);
+void kv_blocks_to_rows(const uint8_t* blocks, uint8_t* rows, int64_t npos, int KV, size_t rb, int B);
 
 // kv_pack_row of K and V rows: for row r < N and kv head h: K row k[r·ldk + h·D …] goes to
-// kdst[r] + kv_row_offset(pos[r], h, KV, row_bytes), V likewise, a warp a group of 32 (head_dim a multiple of 32, at
+// kdst[r] + kv_row_offset(pos[r], h, KV, row_bytes, kv_block(kind)), V likewise, a warp a group of 32 (head_dim a multiple of 32, at
 // most 1024).
 // Non-finite input sets bit 1 of *err, a scale that overflows fp16 bit 2 (the oracle throws std::domain_error); such
 // rows are not written at all.
@@ -180,7 +186,7 @@ void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
                     KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st,
                     const Tuning& tu = Tuning{});
 // Valid random rows for positions [0, npos) of a cache (benchmarks: a cache at depth d without a prefill), and for the
-// rest of npos's last block: kv_cache_bytes(npos, KV, row bytes) are written. Not an exact path.
+// rest of npos's last block: kv_cache_bytes(npos, KV, row bytes, kv_block(kind)) are written. Not an exact path.
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);
 
 // ---- attention (cuda/attention/: policy.cu, chunk.cu, slim.cu, merge.cu) ------------------------

@@ -98,7 +98,7 @@ __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, 
   const int tid = threadIdx.x, h = blockIdx.y, which = blockIdx.z;
   const int64_t row = blockIdx.x;
   const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
-  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + kv_row_offset(pos[row], h, KV, row_bytes);
+  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + kv_row_offset(pos[row], h, KV, row_bytes, kv_block(kind));
   pack_row_groups(kind, x[tid], out, D, err);  // element tid: lane `lane` of group g
 }
 
@@ -129,12 +129,12 @@ __global__ void prep_pack_kernel(const float* qg, float* q, float* k, const floa
     if (hh < H) return;
     __syncthreads();  // warp 0's buf
     const int h = hh - H;
-    pack_row_groups(kind, buf[tid], kdst[row] + kv_row_offset(pos[row], h, KV, row_bytes), D, err);
+    pack_row_groups(kind, buf[tid], kdst[row] + kv_row_offset(pos[row], h, KV, row_bytes, kv_block(kind)), D, err);
     return;
   }
   const int h = hh - H - KV;
   pack_row_groups(kind, v[row * ldv + int64_t(h) * D + tid],
-                  vdst[row] + kv_row_offset(pos[row], h, KV, row_bytes), D, err);
+                  vdst[row] + kv_row_offset(pos[row], h, KV, row_bytes, kv_block(kind)), D, err);
 }
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {
@@ -191,23 +191,23 @@ void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t
            ldv, q_norm, k_norm, rope, H, KV, D, rd, eps, kind, kdst, vdst, pos, stored_row_bytes(kind, D), err, true);
 }
 
-std::vector<uint8_t> kv_rows_to_blocks(const uint8_t* rows, int64_t npos, int KV, size_t rb) {
-  std::vector<uint8_t> blocks(kv_cache_bytes(npos, KV, rb), 0);
+std::vector<uint8_t> kv_rows_to_blocks(const uint8_t* rows, int64_t npos, int KV, size_t rb, int B) {
+  std::vector<uint8_t> blocks(kv_cache_bytes(npos, KV, rb, B), 0);
   for (int64_t p = 0; p < npos; p++)
     for (int h = 0; h < KV; h++)
-      std::memcpy(blocks.data() + kv_row_offset(p, h, KV, rb), rows + (size_t(p) * size_t(KV) + size_t(h)) * rb, rb);
+      std::memcpy(blocks.data() + kv_row_offset(p, h, KV, rb, B), rows + (size_t(p) * size_t(KV) + size_t(h)) * rb, rb);
   return blocks;
 }
 
-void kv_blocks_to_rows(const uint8_t* blocks, uint8_t* rows, int64_t npos, int KV, size_t rb) {
+void kv_blocks_to_rows(const uint8_t* blocks, uint8_t* rows, int64_t npos, int KV, size_t rb, int B) {
   for (int64_t p = 0; p < npos; p++)
     for (int h = 0; h < KV; h++)
-      std::memcpy(rows + (size_t(p) * size_t(KV) + size_t(h)) * rb, blocks + kv_row_offset(p, h, KV, rb), rb);
+      std::memcpy(rows + (size_t(p) * size_t(KV) + size_t(h)) * rb, blocks + kv_row_offset(p, h, KV, rb, B), rb);
 }
 
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st) {
   const size_t rb = stored_row_bytes(kind, D);
-  const int64_t nbytes = int64_t(kv_cache_bytes(npos, KV, rb));
+  const int64_t nbytes = int64_t(kv_cache_bytes(npos, KV, rb, kv_block(kind)));
   if (nbytes <= 0) return;
   kv_fill_kernel<<<4096, 256, 0, st>>>(kind, cache, nbytes, rb, D, seed);
   HKV_CHECK_LAUNCH();

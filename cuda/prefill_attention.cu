@@ -56,7 +56,7 @@ __global__ void kv_decode_rows_kernel(const uint8_t* k_cache, const uint8_t* v_c
   const int d0 = int(e % per_row) * 8;
   uint32_t w[4] = {0, 0, 0, 0};
   if (key < nkeys) {
-    const uint8_t* row = (is_v ? v_cache : k_cache) + kv_row_offset(key, kvh, KV, row_bytes);
+    const uint8_t* row = (is_v ? v_cache : k_cache) + kv_row_offset(key, kvh, KV, row_bytes, kv_block(F));
 #pragma unroll
     for (int j = 0; j < 4; j++)
       w[j] = uint32_t(hkv::bf16_from_f32(value_at<F>(row, D, d0 + 2 * j))) |

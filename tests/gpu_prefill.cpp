@@ -210,8 +210,8 @@ TEST_CASE("fast prefill: the tensor-core attention equals the exact attention wi
           kv_pack_row(f, v.data() + (p * KV + h) * D, D, vc.data() + (size_t(p) * KV + h) * rb);
         }
       std::vector<float> q = gaussian(size_t(n * H * D), 23, 2.0f), gate = gaussian(size_t(n * H * D), 24);
-      DBuf<uint8_t> dk(cuda::kv_rows_to_blocks(kc.data(), npos, KV, rb)),  // the device layout
-          dv(cuda::kv_rows_to_blocks(vc.data(), npos, KV, rb));
+      DBuf<uint8_t> dk(cuda::kv_rows_to_blocks(kc.data(), npos, KV, rb, cuda::kv_block(f.kind))),  // the device layout
+          dv(cuda::kv_rows_to_blocks(vc.data(), npos, KV, rb, cuda::kv_block(f.kind)));
       DBuf<float> dq(q), dgate(gate), dexact(size_t(n * H * D));
       std::vector<int> nkeys(static_cast<size_t>(n));
       for (int64_t t = 0; t < n; t++) nkeys[size_t(t)] = int(p0 + t + 1);

@@ -235,10 +235,11 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   const int D = a.D, qpk = a.H / a.KV, kvh = bx / qblocks, qb = bx % qblocks;
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
   const bool v16 = a.row_bytes % 16 == 0;
-  // the chunk's rows of KV head kvh: one contiguous block of the cache (kv_row_offset; kChunk = kKvBlock)
-  const size_t stride = a.row_bytes;
-  const uint8_t* kbase = a.k_rows[row] + kv_row_offset(c0, kvh, a.KV, a.row_bytes);
-  const uint8_t* vbase = a.v_rows[row] + kv_row_offset(c0, kvh, a.KV, a.row_bytes);
+  // the chunk's rows of KV head kvh, stride bytes apart (q4h: one contiguous block of the cache; kv_row_offset)
+  constexpr int B = kv_block(F);
+  const size_t stride = kv_row_stride(a.KV, a.row_bytes, B);
+  const uint8_t* kbase = a.k_rows[row] + kv_row_offset(c0, kvh, a.KV, a.row_bytes, B);
+  const uint8_t* vbase = a.v_rows[row] + kv_row_offset(c0, kvh, a.KV, a.row_bytes, B);
   constexpr bool KS = STAGE == 2;
   uint8_t* const vstage = stage_s + (KS ? size_t(kChunk) * a.row_bytes : 0);
   // a.pre (the caller's pre_ok): the rows no kernel that may still run writes are copied before pdl_wait, so that their

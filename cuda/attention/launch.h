@@ -11,7 +11,7 @@
 namespace hkv::cuda::attn {
 
 constexpr int kChunk = 512;                // keys a chunk: a fixed size, never a fixed count (ARITHMETIC.md §6)
-static_assert(kChunk == kKvBlock, "a chunk's rows of one KV head are one block of the device cache");
+static_assert(kKvBlock % kChunk == 0, "a chunk's rows of one KV head lie in one block of the device cache");
 constexpr int kMaxG = 8;                   // query heads a chunk block, at most
 constexpr int kMaxD = 256;                 // head_dim, at most
 constexpr int kSlimT = 128, kSlimD = 256;  // slim.cu: threads a block; the head_dim it is written for

@@ -180,7 +180,7 @@ __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP
 // wave, attn_slim_fp8_rolled) by slim_scores_rolled. The value loop: the V scales converted to fp32 once, into shared
 // memory, and the whole batches without a test a key (sm_90a SASS of the q4h NG = 6 loop: 711 instructions, 22 a key,
 // 384 of them the fmas; fp8 757). KVC: the KV heads as a constant (4, the 27B's; other layouts take KVC = 0), and with
-// it the row stride (a row's bytes, the chunk's rows being contiguous), so that a batch's loads take immediate offsets.
+// it the row stride, so that a batch's loads take immediate offsets.
 template <KvKind F, int NG, bool ROLL = false, int KVC = 0>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
@@ -204,12 +204,14 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   const int c = blockIdx.y, c0 = c * kChunk;
   const int qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
   const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
-  // The chunk's rows of KV head kvh are one contiguous block of the cache (kv_row_offset; kChunk = kKvBlock), a row's
-  // bytes apart. KVC (the caller has checked a.KV == KVC and that the rows are the format's at kSlimD): the stride as a
-  // constant, so that the value loop's loads of a batch take immediate offsets from one address.
-  const size_t stride = KVC ? size_t(Fm::row_bytes(D)) : a.row_bytes;
-  const uint8_t* kbase = a.k_rows[row] + kv_row_offset(c0, kvh, KVC ? KVC : a.KV, a.row_bytes);
-  const uint8_t* vbase = a.v_rows[row] + kv_row_offset(c0, kvh, KVC ? KVC : a.KV, a.row_bytes);
+  // The chunk's rows of KV head kvh, stride bytes apart (q4h: one contiguous block of the cache; kv_row_offset). KVC
+  // (the caller has checked a.KV == KVC and that the rows are the format's at kSlimD): the stride as a constant, so
+  // that the value loop's loads of a batch take immediate offsets from one address.
+  constexpr int B = kv_block(F);
+  const int KV = KVC ? KVC : a.KV;
+  const size_t stride = KVC ? kv_row_stride(KVC, Fm::row_bytes(D), B) : kv_row_stride(a.KV, a.row_bytes, B);
+  const uint8_t* kbase = a.k_rows[row] + kv_row_offset(c0, kvh, KV, a.row_bytes, B);
+  const uint8_t* vbase = a.v_rows[row] + kv_row_offset(c0, kvh, KV, a.row_bytes, B);
   pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
   const int n = a.n_keys[row];
   if (c0 >= n) return;
