@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Call 3 on the lent card: the cache in blocks for q4h alone (kv_block: bf16 and fp8 back in position order, where
 # call 2 measured them faster). Builds this tree and the base tree (position order for every format: the files the
-# layout change touched, .carry/base-files.tgz, over this tree) at once, runs the exactness suites (ops, engine), times
-# both trees in turn, two rounds (q4h at 1K and 256K with attention alone, bf16 and fp8 at 1K), then the whole-model
+# layout change touched, .carry/base-files.tgz, over this tree) at once, runs the op cases (ops), times both trees in
+# turn, two rounds (q4h at 1K and 256K with attention alone, bf16 and fp8 at 1K), then gpu_engine and the whole-model
 # diff cases as time allows.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-06-f/call3.sh
 set -uo pipefail
@@ -15,9 +15,10 @@ tar xzf .carry/base-files.tgz -C build-base/src
 (cmake -S build-base/src -B build-base/build -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
   -DHKV_DEPS_PREFIX=/tmp/deps/usr > /tmp/base-configure.log 2>&1 &&
   cmake --build build-base/build -j6 --target hkv > /tmp/base-build.log 2>&1; echo "base build: rc=$?" > /tmp/base.txt) &
-OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run3 ops engine
+OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run3 ops
+cp /tmp/hkv-back/run3-summary.txt "$back/call3-summary.txt"
 wait
-cat /tmp/base.txt /tmp/hkv-back/run3-summary.txt > "$back/call3-summary.txt"
+cat /tmp/base.txt >> "$back/call3-summary.txt"
 bin_of() { if [[ $1 == base ]]; then echo build-base/build/hkv; else echo build-gpu/hkv; fi; }
 for round in 1 2; do
   for tree in new base; do
@@ -30,6 +31,8 @@ for round in 1 2; do
     done
   done
 done 2>&1 | tee "$back/ab-summary.txt"
+OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run4 engine
+cat /tmp/hkv-back/run4-summary.txt >> "$back/call3-summary.txt"
 t=$SECONDS
 timeout "${HKV_DIFF_LIMIT:-140}" build-gpu/hkv diff --op model > /tmp/diff-model.log 2>&1
 echo "hkv diff --op model: rc=$?, $(tail -1 /tmp/diff-model.log), $((SECONDS - t)) s" | tee -a "$back/call3-summary.txt"
