@@ -3,7 +3,7 @@
 # call 2 measured them faster). Builds this tree and the base tree (position order for every format: the files the
 # layout change touched, .carry/base-files.tgz, over this tree) at once, runs the op cases (ops), times both trees in
 # turn, two rounds (q4h at 1K and 256K with attention alone, bf16 and fp8 at 1K), then gpu_engine and the whole-model
-# diff cases as time allows.
+# diff cases as time allows (HKV_CALL3_ENGINE=0: not these; HKV_CALL3_ROUNDS: the rounds, 2).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-06-f/call3.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -20,7 +20,7 @@ cp /tmp/hkv-back/run3-summary.txt "$back/call3-summary.txt"
 wait
 cat /tmp/base.txt >> "$back/call3-summary.txt"
 bin_of() { if [[ $1 == base ]]; then echo build-base/build/hkv; else echo build-gpu/hkv; fi; }
-for round in 1 2; do
+for round in $(seq 1 "${HKV_CALL3_ROUNDS:-2}"); do
   for tree in new base; do
     for args in "--depths 1K,256K --kv-cache q4h --attention" "--depths 1K --kv-cache bf16,fp8 --attention"; do
       # shellcheck disable=SC2086
@@ -31,6 +31,7 @@ for round in 1 2; do
     done
   done
 done 2>&1 | tee "$back/ab-summary.txt"
+[[ ${HKV_CALL3_ROUNDS:-2} -ge 1 && ${HKV_CALL3_ENGINE:-1} == 0 ]] && exit 0  # the op cases and the times alone
 OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run4 engine
 cat /tmp/hkv-back/run4-summary.txt >> "$back/call3-summary.txt"
 t=$SECONDS
