@@ -31,11 +31,12 @@ for round in $(seq 1 "${HKV_CALL3_ROUNDS:-2}"); do
     done
   done
 done 2>&1 | tee "$back/ab-summary.txt"
-[[ ${HKV_CALL3_ROUNDS:-2} -ge 1 && ${HKV_CALL3_ENGINE:-1} == 0 ]] && exit 0  # the op cases and the times alone
-OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run4 engine
-cat /tmp/hkv-back/run4-summary.txt >> "$back/call3-summary.txt"
-t=$SECONDS
-timeout "${HKV_DIFF_LIMIT:-140}" build-gpu/hkv diff --op model > /tmp/diff-model.log 2>&1
-echo "hkv diff --op model: rc=$?, $(tail -1 /tmp/diff-model.log), $((SECONDS - t)) s" | tee -a "$back/call3-summary.txt"
+if [[ ${HKV_CALL3_ENGINE:-1} != 0 ]]; then  # else the op cases and the times alone
+  OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run4 engine
+  cat /tmp/hkv-back/run4-summary.txt >> "$back/call3-summary.txt"
+  t=$SECONDS
+  timeout "${HKV_DIFF_LIMIT:-140}" build-gpu/hkv diff --op model > /tmp/diff-model.log 2>&1
+  echo "hkv diff --op model: rc=$?, $(tail -1 /tmp/diff-model.log), $((SECONDS - t)) s" | tee -a "$back/call3-summary.txt"
+fi
 tar czf "$back/call3-logs.tgz" -C /tmp hkv-back ab-new.log ab-base.log diff-model.log base-build.log 2>/dev/null
 cat "$back/call3-summary.txt"
