@@ -144,7 +144,7 @@ TEST_CASE("a fixture whose token file does not match its hash is refused, naming
 }
 
 TEST_CASE("the committed fixtures load and their token files match") {
-  for (const char* name : {"tiny-gate.json", "trained-gate.json"}) {
+  for (const char* name : {"tiny-gate.json", "trained-gate.json", "recall-gate.json"}) {
     Fixture f = load_fixture(std::string(HKV_SOURCE_DIR) + "/fixtures/" + name);
     CHECK(load_fixture_tokens(f, 256).size() >= size_t(f.depths.back() + f.rows));
   }
