@@ -171,10 +171,9 @@ std::vector<uint8_t> kv_rows_to_blocks(const uint8_t* rows, int64_t npos, int KV
 void kv_blocks_to_rows(const uint8_t* blocks, uint8_t* rows, int64_t npos, int KV, size_t rb, int B);
 
 // kv_pack_row of K and V rows: for row r < N and kv head h: K row k[r·ldk + h·D …] goes to
-// kdst[r] + kv_row_offset(pos[r], h, KV, row_bytes, kv_block(kind)), V likewise, a warp a group of 32 (head_dim a multiple of 32, at
-// most 1024).
-// Non-finite input sets bit 1 of *err, a scale that overflows fp16 bit 2 (the oracle throws std::domain_error); such
-// rows are not written at all.
+// kdst[r] + kv_row_offset(pos[r], h, KV, row_bytes, kv_block(kind)), V likewise, a warp a group of 32 (head_dim a
+// multiple of 32, at most 1024). Non-finite input sets bit 1 of *err, a scale that overflows fp16 bit 2 (the oracle
+// throws std::domain_error); such rows are not written at all.
 void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
              uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st,
              const Tuning& tu = Tuning{});

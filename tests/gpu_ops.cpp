@@ -158,7 +158,8 @@ TEST_CASE("attn_prep and kv_pack in one launch (attn_prep_pack): the two launche
         for (int i = 0; i < D; i++)  // row 2, last head: its scales (amax/448 for fp8, amax/8 for q4h) past fp16
           v[size_t(2 * KV * D + (KV - 1) * D + i)] *= 1e9f;
       const std::vector<int> pos = {4, 0, 8};
-      std::vector<uint8_t> cache0(cuda::kv_cache_bytes(cap, KV, rb, cuda::kv_block(f.kind)));  // the device layout's bytes for cap positions
+      std::vector<uint8_t> cache0(
+          cuda::kv_cache_bytes(cap, KV, rb, cuda::kv_block(f.kind)));  // the device layout's bytes for cap positions
       for (size_t i = 0; i < cache0.size(); i++) cache0[i] = uint8_t(i * 131 + 7);
       struct Run {
         std::vector<float> q, k;
@@ -221,7 +222,8 @@ TEST_CASE("attention phase counts (hkv bench --attention-only --phases): the sam
       attend(f, q.data() + h * D, D, kc.data() + size_t(h / (H / KV)) * rb, vc.data() + size_t(h / (H / KV)) * rb,
              stride, n, ref.data() + h * D);
     const int B = cuda::kv_block(f.kind);
-    DBuf<uint8_t> dkc(cuda::kv_rows_to_blocks(kc.data(), n, KV, rb, B)), dvc(cuda::kv_rows_to_blocks(vc.data(), n, KV, rb, B));
+    DBuf<uint8_t> dkc(cuda::kv_rows_to_blocks(kc.data(), n, KV, rb, B)),
+        dvc(cuda::kv_rows_to_blocks(vc.data(), n, KV, rb, B));
     DBuf<float> dq(q), out(q.size()), part(cuda::attn_part_floats(1, H, D, n));
     DBuf<int> dn(std::vector<int>{n});
     DBuf<const uint8_t*> dkp(std::vector<const uint8_t*>{dkc.p}), dvp(std::vector<const uint8_t*>{dvc.p});
