@@ -358,7 +358,8 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
             std::printf("\n");
           }
         }
-        const double med = t.median, bytes = 2.0 * double(L) * double(depth) * KV * double(rb), gbs = bytes / (med * 1e-3) / 1e9;
+        const double med = t.median, bytes = 2.0 * double(L) * double(depth) * KV * double(rb),
+                     gbs = bytes / (med * 1e-3) / 1e9;
         const bool in_l2 = bytes < 2.0 * double(l2);
         std::printf("| %s | %lld | %s | %.1f%s | %.1f | %.0f | %.0f%% |\n", f.name().c_str(), (long long)depth,
                     cuda::attn_shape_name(shape), bytes / 1e6, in_l2 ? " *" : "", med * 1e3, gbs,

@@ -10,7 +10,7 @@
 
 namespace hkv::cuda::attn {
 
-constexpr int kChunk = 512;                // keys a chunk: a fixed size, never a fixed count (ARITHMETIC.md §6)
+constexpr int kChunk = 512;  // keys a chunk: a fixed size, never a fixed count (ARITHMETIC.md §6)
 static_assert(kKvBlock % kChunk == 0, "a chunk's rows of one KV head lie in one block of the device cache");
 constexpr int kMaxG = 8;                   // query heads a chunk block, at most
 constexpr int kMaxD = 256;                 // head_dim, at most
