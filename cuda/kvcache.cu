@@ -20,6 +20,19 @@
 namespace hkv::cuda {
 namespace {
 
+// kv_row_offset with the format's block as a constant in each case, so that no thread divides by a
+// runtime block size (the packing kernels take the format as an argument).
+__device__ __forceinline__ size_t packed_row_offset(KvKind kind, int pos, int h, int KV, size_t row_bytes) {
+  switch (kind) {
+    case KvKind::BF16:
+      return kv_row_offset(pos, h, KV, row_bytes, kv_block(KvKind::BF16));
+    case KvKind::FP8:
+      return kv_row_offset(pos, h, KV, row_bytes, kv_block(KvKind::FP8));
+    default:
+      return kv_row_offset(pos, h, KV, row_bytes, kv_block(KvKind::Q4H));
+  }
+}
+
 __device__ __forceinline__ void put_u16(uint8_t* p, uint16_t v) {
   p[0] = uint8_t(v & 0xff);
   p[1] = uint8_t(v >> 8);
@@ -98,7 +111,7 @@ __global__ void kv_pack_groups_kernel(KvKind kind, const float* k, int64_t ldk, 
   const int tid = threadIdx.x, h = blockIdx.y, which = blockIdx.z;
   const int64_t row = blockIdx.x;
   const float* x = which == 0 ? k + row * ldk + int64_t(h) * D : v + row * ldv + int64_t(h) * D;
-  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + kv_row_offset(pos[row], h, KV, row_bytes, kv_block(kind));
+  uint8_t* out = (which == 0 ? kdst[row] : vdst[row]) + packed_row_offset(kind, pos[row], h, KV, row_bytes);
   pack_row_groups(kind, x[tid], out, D, err);  // element tid: lane `lane` of group g
 }
 
@@ -129,12 +142,12 @@ __global__ void prep_pack_kernel(const float* qg, float* q, float* k, const floa
     if (hh < H) return;
     __syncthreads();  // warp 0's buf
     const int h = hh - H;
-    pack_row_groups(kind, buf[tid], kdst[row] + kv_row_offset(pos[row], h, KV, row_bytes, kv_block(kind)), D, err);
+    pack_row_groups(kind, buf[tid], kdst[row] + packed_row_offset(kind, pos[row], h, KV, row_bytes), D, err);
     return;
   }
   const int h = hh - H - KV;
   pack_row_groups(kind, v[row * ldv + int64_t(h) * D + tid],
-                  vdst[row] + kv_row_offset(pos[row], h, KV, row_bytes, kv_block(kind)), D, err);
+                  vdst[row] + packed_row_offset(kind, pos[row], h, KV, row_bytes), D, err);
 }
 
 __device__ __forceinline__ uint64_t mix64(uint64_t z) {

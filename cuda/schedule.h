@@ -8,8 +8,9 @@
 // every earlier item has been taken by a block that is running, the list finishes for any number of blocks: a block
 // waits only on items already taken by running blocks.
 //
-// simulate() runs a list on the host with a number of blocks, random item times and a bandwidth model, checking that
-// no item starts before what it reads is complete and that the list finishes; its time is a model, not a measurement.
+// simulate() runs a list on the host with a number of blocks, random item times and a bandwidth model: each ticket goes
+// to the block free first, and its item completes no earlier than the items it reads. A list that Schedule::check()
+// refuses (a wait on a later op) is reported as unable to finish. Its time is a model, not a measurement.
 #pragma once
 
 #include <cstdint>
@@ -68,7 +69,7 @@ struct SimConfig {
 
 struct SimResult {
   bool finished = false;
-  std::string error;         // an item started before its deps, or the list did not finish (which item, which dep)
+  std::string error;         // why the list cannot finish (which op waits on which)
   double seconds = 0;        // the modelled token
   double floor_seconds = 0;  // bytes / bandwidth
   double wait_seconds = 0;   // blocks' time waiting on counters, summed over blocks

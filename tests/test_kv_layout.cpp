@@ -4,6 +4,7 @@
 
 #if HKV_HAVE_CUDA
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -56,6 +57,13 @@ TEST_CASE("kv layout: position order to blocks and back gives the same bytes; th
   for (int B : {1, 512}) {
     const std::vector<uint8_t> blocks = hc::kv_rows_to_blocks(rows.data(), npos, KV, rb, B);
     REQUIRE(blocks.size() == hc::kv_cache_bytes(npos, KV, rb, B));
+    // each row where kv_row_offset puts it (a conversion pair that agreed on another layout would pass the round trip)
+    bool placed = true;
+    for (int64_t p = 0; p < npos; p++)
+      for (int h = 0; h < KV; h++)
+        placed = placed && std::memcmp(blocks.data() + hc::kv_row_offset(p, h, KV, rb, B),
+                                       rows.data() + (size_t(p) * KV + size_t(h)) * rb, rb) == 0;
+    CHECK(placed);
     std::vector<uint8_t> back(rows.size());
     hc::kv_blocks_to_rows(blocks.data(), back.data(), npos, KV, rb, B);
     CHECK(back == rows);
