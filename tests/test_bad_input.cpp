@@ -492,8 +492,7 @@ TEST_CASE("the GPU benches refuse a malformed option before anything runs, with 
       {{"bench", "--depths", "1024,,x"}, "hkv bench: --depths: wants numbers like 1024, 8K or 1M, got '1024,,x'"},
       {{"bench", "--attention", "--attn-shape", "auto,sideways"},
        "hkv bench: --attn-shape: attention shape 'sideways': the shapes are auto, kv-staged, unstaged-x8, "
-       "kv-staged-h2, "
-       "v-staged-x2"},
+       "kv-staged-h2, v-staged-x2, kv-staged-h1, slim"},
       {{"bench", "--attention-only", "--reps", "0"}, "hkv bench: --reps: '0' is not at least 1"},
       {{"bench", "--phases", "--variants", "default;HKV_DN_SPLIT=1"},
        "hkv bench: --phases counts one more token a row under the defaults, without --variants"},
