@@ -813,12 +813,27 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
   struct Switches {
     int vu;
     bool pre, mfast = true, pdl = true;
+    int slim_k = 0;  // tu.attn_slim_k
   };
-  const std::vector<Switches> settings = {{32, false}, {4, false}, {8, false},         {16, false},
-                                          {32, true},  {16, true}, {32, false, false}, {32, true, true, false}};
+  // every slim_k form (its bits) once, with the other switches at their defaults
+  const std::vector<Switches> settings = {{32, false},
+                                          {4, false},
+                                          {8, false},
+                                          {16, false},
+                                          {32, true},
+                                          {16, true},
+                                          {32, false, false},
+                                          {32, true, true, false},
+                                          {32, false, true, true, 1},
+                                          {32, false, true, true, 2},
+                                          {32, false, true, true, 3},
+                                          {32, false, true, true, 4},
+                                          {32, false, true, true, 5},
+                                          {32, false, true, true, 6},
+                                          {32, false, true, true, 7}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
-  for (const auto& [vu, pre, mfast, pdl] : settings) {
+  for (const auto& [vu, pre, mfast, pdl, slim_k] : settings) {
     out.poison();
     part.poison();
     dxq.poison();
@@ -827,6 +842,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     tu.attn_value_unroll = vu;
     tu.merge_fast = mfast;
     tu.out_trigger = tu.pdl_all = pdl;
+    tu.attn_slim_k = slim_k;
     cuda::attention(a, nullptr, tu);
     std::string d = float_diff(in->ref, out.get(), [&k](size_t i) {
       return "row " + std::to_string(i / size_t(k.H * k.D)) + ", head " +
@@ -856,6 +872,9 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
     if (d.empty() && launched.slim_kvc != kvc27)
       d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
+    const int want_k = f.kind == KvKind::Q4H && kvc27 ? slim_k : 0;
+    if (d.empty() && launched.slim_k != want_k)
+      d = "slim's q4h form " + std::to_string(launched.slim_k) + " taken, " + std::to_string(want_k) + " expected";
     if (d.empty() && launched.slim_scores != slim_sc)
       d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
     // the split values: never in the shapes with two elements a thread or nothing staged (bf16; fp8 and q4h rows not a
@@ -873,9 +892,10 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
       d = "the values split over " + std::to_string(launched.dsplit) + " blocks, " + (split ? "2" : "1") + " expected";
     if (!d.empty())
       return {CaseResult::Fail, "vu=" + std::to_string(vu) + (pre ? ",pre" : "") + (mfast ? "" : ",merge-tested") +
-                                    (pdl ? "" : ",no-pdl") + ": " + d};
+                                    (pdl ? "" : ",no-pdl") + (slim_k ? ",slim-k=" + std::to_string(slim_k) : "") +
+                                    ": " + d};
     for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
-                             launched.slim_kvc ? "slim-kvc" : ""})
+                             launched.slim_kvc ? "slim-kvc" : "", launched.slim_k == 7 ? "slim-k" : ""})
       if (*form && seen.find(form) == std::string::npos) seen += std::string(seen.empty() ? "" : ", ") + form;
   }
   return {CaseResult::Ok, std::to_string(settings.size()) + " switch settings" + (seen.empty() ? "" : "; " + seen)};

@@ -152,9 +152,33 @@ __device__ __forceinline__ float q4h_group_p(const uint32_t (&x)[8], const uint3
   return __int2float_rn(hi * 256 + lo) * unit_g;
 }
 
+// One group g of KP keys for NG heads: acc[k][h] = fma(s_g, p_g, acc[k][h]) (q4h_group_p), from the keys' 16 code
+// bytes of the group as words (w[k]) and their scales (sg[k]). Each head's record is loaded once for the KP keys.
+template <int NG, int KP>
+__device__ __forceinline__ void q4h_int_group(const uint32_t (&w)[KP][4], const float (&sg)[KP], const float* q_s,
+                                              int D, int g, float (&acc)[KP][NG]) {
+  uint32_t x[KP][8];
+#pragma unroll
+  for (int k = 0; k < KP; k++) prep<KvKind::Q4H>(w[k], x[k]);
+#pragma unroll
+  for (int h = 0; h < NG; h++) {
+    const uint32_t* rec = reinterpret_cast<const uint32_t*>(q_s + h * D + 32 * g);
+    uint32_t r[16];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const uint4 v = reinterpret_cast<const uint4*>(rec)[i];
+      r[4 * i] = v.x, r[4 * i + 1] = v.y, r[4 * i + 2] = v.z, r[4 * i + 3] = v.w;
+    }
+    const uint2 un = *reinterpret_cast<const uint2*>(rec + 16);
+    const float unit_g = __uint_as_float(un.x);
+#pragma unroll
+    for (int k = 0; k < KP; k++) acc[k][h] = hkv::fma_rn(sg[k], q4h_group_p(x[k], r, int(un.y), unit_g), acc[k][h]);
+  }
+}
+
 // The scaled scores of KP keys (rows kr[k], 16-byte aligned when v16, in shared memory when KS) for NG heads over
-// q4h records in q_s: per key and head acc = fma(s_g, p_g, acc) over the groups in order; the group scales from skr[k]
-// (SKS: the K rows' scales staged) or from the rows. Each head's record is loaded once a group for the KP keys.
+// q4h records in q_s: per key and head acc = fma(s_g, p_g, acc) over the groups in order (q4h_int_group); the group
+// scales from skr[k] (SKS: the K rows' scales staged) or from the rows. A group's codes are loaded one group ahead.
 template <int NG, int KP, bool KS, bool SKS>
 __device__ __forceinline__ void q4h_int_scores(const uint8_t* const (&kr)[KP], const float* q_s, int D, bool v16,
                                                float scale, float (&score)[KP][NG],
@@ -176,11 +200,9 @@ __device__ __forceinline__ void q4h_int_scores(const uint8_t* const (&kr)[KP], c
 #pragma unroll
       for (int k = 0; k < KP; k++) load16<KS>(kr[k] + Fm::code_off(Fm::epp * (g + 1)), v16, nxt[k]);
     }
-    uint32_t x[KP][8];
     float sg[KP];
 #pragma unroll
     for (int k = 0; k < KP; k++) {
-      prep<KvKind::Q4H>(cur[k], x[k]);
       uint16_t raw;
       if constexpr (SKS)
         raw = skr[k][g];
@@ -188,20 +210,7 @@ __device__ __forceinline__ void q4h_int_scores(const uint8_t* const (&kr)[KP], c
         raw = load_u16<KS>(kr[k] + Fm::scale_off(D, g));
       sg[k] = scale_from<KvKind::Q4H>(raw);
     }
-#pragma unroll
-    for (int h = 0; h < NG; h++) {
-      const uint32_t* rec = reinterpret_cast<const uint32_t*>(q_s + h * D + 32 * g);
-      uint32_t r[16];
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const uint4 v = reinterpret_cast<const uint4*>(rec)[i];
-        r[4 * i] = v.x, r[4 * i + 1] = v.y, r[4 * i + 2] = v.z, r[4 * i + 3] = v.w;
-      }
-      const uint2 un = *reinterpret_cast<const uint2*>(rec + 16);
-      const float unit_g = __uint_as_float(un.x);
-#pragma unroll
-      for (int k = 0; k < KP; k++) acc[k][h] = hkv::fma_rn(sg[k], q4h_group_p(x[k], r, int(un.y), unit_g), acc[k][h]);
-    }
+    q4h_int_group<NG, KP>(cur, sg, q_s, D, g, acc);
 #pragma unroll
     for (int k = 0; k < KP; k++)
 #pragma unroll

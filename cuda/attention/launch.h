@@ -27,6 +27,7 @@ struct ChunkGrid {
   float scale = 0;  // fp32(1/sqrt(head_dim)), as attend()
   cudaStream_t st = nullptr;
   bool pdl = true;  // launch_k's pdl (tu.pdl_all)
+  int slim_k = 0;   // tu.attn_slim_k: how slim's q4h kernel at the 27B's layout asks for its rows (slim.cu's KX)
 };
 
 // chunk.cu: attn_chunk_kernel<F, NG, …> in the form `shape` takes (any shape but Auto and Slim), with a.dsplit where
