@@ -813,9 +813,9 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
   struct Switches {
     int vu;
     bool pre, mfast = true, pdl = true;
-    int slim_k = 0;  // tu.attn_slim_k
+    int q4h_form = 0;  // tu.attn_q4h_form
   };
-  // every slim_k form (its bits) once, with the other switches at their defaults
+  // the slim shape's q4h forms (tu.attn_q4h_form 1 and 8) once each, the other switches at their defaults
   const std::vector<Switches> settings = {{32, false},
                                           {4, false},
                                           {8, false},
@@ -825,15 +825,10 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                           {32, false, false},
                                           {32, true, true, false},
                                           {32, false, true, true, 1},
-                                          {32, false, true, true, 2},
-                                          {32, false, true, true, 3},
-                                          {32, false, true, true, 4},
-                                          {32, false, true, true, 5},
-                                          {32, false, true, true, 6},
-                                          {32, false, true, true, 7}};
+                                          {32, false, true, true, 8}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
-  for (const auto& [vu, pre, mfast, pdl, slim_k] : settings) {
+  for (const auto& [vu, pre, mfast, pdl, q4h_form] : settings) {
     out.poison();
     part.poison();
     dxq.poison();
@@ -842,7 +837,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     tu.attn_value_unroll = vu;
     tu.merge_fast = mfast;
     tu.out_trigger = tu.pdl_all = pdl;
-    tu.attn_slim_k = slim_k;
+    tu.attn_q4h_form = q4h_form;
     cuda::attention(a, nullptr, tu);
     std::string d = float_diff(in->ref, out.get(), [&k](size_t i) {
       return "row " + std::to_string(i / size_t(k.H * k.D)) + ", head " +
@@ -872,9 +867,13 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
     if (d.empty() && launched.slim_kvc != kvc27)
       d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
-    const int want_k = f.kind == KvKind::Q4H && kvc27 ? slim_k : 0;
-    if (d.empty() && launched.slim_k != want_k)
-      d = "slim's q4h form " + std::to_string(launched.slim_k) + " taken, " + std::to_string(want_k) + " expected";
+    // form 1 at the 27B's layout alone; form 8 wherever q4h's slim kernel runs (head_dim 256), where built
+    const bool q4h_slim = f.kind == KvKind::Q4H && launched.slim_kernel;
+    const int want_k = q4h_form == 1 && q4h_slim && kvc27                     ? 1
+                       : q4h_form == 8 && q4h_slim && cuda::attn_bulk_built() ? 8
+                                                                              : 0;
+    if (d.empty() && launched.q4h_form != want_k)
+      d = "slim's q4h form " + std::to_string(launched.q4h_form) + " taken, " + std::to_string(want_k) + " expected";
     if (d.empty() && launched.slim_scores != slim_sc)
       d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
     // the split values: never in the shapes with two elements a thread or nothing staged (bf16; fp8 and q4h rows not a
@@ -892,10 +891,10 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
       d = "the values split over " + std::to_string(launched.dsplit) + " blocks, " + (split ? "2" : "1") + " expected";
     if (!d.empty())
       return {CaseResult::Fail, "vu=" + std::to_string(vu) + (pre ? ",pre" : "") + (mfast ? "" : ",merge-tested") +
-                                    (pdl ? "" : ",no-pdl") + (slim_k ? ",slim-k=" + std::to_string(slim_k) : "") +
+                                    (pdl ? "" : ",no-pdl") + (q4h_form ? ",q4h-form=" + std::to_string(q4h_form) : "") +
                                     ": " + d};
     for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
-                             launched.slim_kvc ? "slim-kvc" : "", launched.slim_k == 7 ? "slim-k" : ""})
+                             launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : ""})
       if (*form && seen.find(form) == std::string::npos) seen += std::string(seen.empty() ? "" : ", ") + form;
   }
   return {CaseResult::Ok, std::to_string(settings.size()) + " switch settings" + (seen.empty() ? "" : "; " + seen)};

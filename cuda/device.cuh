@@ -290,6 +290,55 @@ __device__ __forceinline__ float conv_step(float (&s)[MK], const float (&w)[MK],
   return hkv::silu_c(acc);
 }
 
+// mbarriers and bulk copies (sm_90: the fast prefill's wg2 form, the decode attention's bulk form). Empty in a build
+// for an older card, where the kernels that use them are never launched (fast_attn_wgmma_built, attn_bulk_built).
+// An mbarrier in shared memory counts arrivals and bytes of copies in flight (tx); its phase completes when
+// both reach zero, and waiters poll the parity of the phase they wait for.
+__device__ __forceinline__ uint32_t saddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+// This thread's accesses to shared memory so far, ordered before the async proxy's (bulk copies, wgmma) after it.
+__device__ __forceinline__ void async_proxy_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(saddr(bar)), "r"(count) : "memory");
+#endif
+}
+// The initialized barriers, visible to the async proxy (the bulk copies that complete on them).
+__device__ __forceinline__ void mbar_init_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// This thread's arrival, and `bytes` more expected from copies in this phase.
+__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(saddr(bar)), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+#if __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(saddr(bar)), "r"(parity)
+                 : "memory");
+#endif
+}
+// `bytes` (a multiple of 16, both addresses 16-aligned) from global to this block's shared memory by the copy
+// engine; its completion counts the bytes off bar's tx.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(saddr(dst)),
+      "l"(src), "r"(bytes), "r"(saddr(bar))
+      : "memory");
+#endif
+}
+
 // cp.async (sm_80+): 16 bytes from global to shared memory without a register; commit_group closes
 // a group, wait_group<N> waits until at most N of the thread's groups are in flight. A thread sees its own
 // copies after the wait; other threads' copies after the wait and a barrier.

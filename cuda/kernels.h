@@ -241,7 +241,7 @@ struct AttnArgs {
   int dsplit = 1;                     // set by attention() where the shape takes it (attn_dsplit): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
-// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_slim_k, attn_value_unroll, merge_fast, out_trigger and
+// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_q4h_form, attn_value_unroll, merge_fast, out_trigger and
 // pdl_all.
 void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
 // Auto's shape (cuda/attention/policy.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of
@@ -269,10 +269,13 @@ struct AttnLaunch {
   bool slim_kernel = false, slim_scores = false;
   bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (attn_slim_fp8_rolled)
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant
-  int slim_k = 0;          // q4h's slim kernel with the KV heads as a constant: tu.attn_slim_k's form (else 0)
+  int q4h_form = 0;        // the slim shape's q4h form taken: 1 (slim's VLATE), 8 (attn_bulk_kernel), else 0
   int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
 };
 AttnLaunch attn_last_launch();
+// Whether this build's device code has attn_bulk_kernel's bulk copies (sm_90 and later): else attn_q4h_form 8 runs
+// slim's default form.
+bool attn_bulk_built();
 
 // ---- deltanet.cu --------------------------------------------------------------------------------
 struct DeltaArgs {

@@ -360,7 +360,7 @@ __global__ void __launch_bounds__(WARPS * 32, WARPS == 4 ? 2 : 1) flash_attn_ker
       cp_async_commit();
       cp_async_wait<0>();
     }
-    if constexpr (WG) wg::proxy_fence();  // this thread's copies and stores, seen by wgmma's async proxy
+    if constexpr (WG) wg::async_proxy_fence();  // this thread's copies and stores, seen by wgmma's async proxy
     __syncthreads();
     const int stage = STAGES == 2 ? (kt - kt0) & 1 : 0;
     const uint16_t* ks = Ks + stage * kBN * LDS;
@@ -468,7 +468,7 @@ __global__ void __launch_bounds__(256, 1) flash_attn_wg2_kernel(FlashArgs f) {
   load_queries<D, ROT, BM, 8, D, true>(f, r0, Qs, warp, lane);
   for (uint32_t i = uint32_t(tid) * 16; i < TILE; i += 256 * 16)  // V stage 1 zeros, for step 0's empty P·V
     *reinterpret_cast<uint4*>(Vs + TILE + i) = make_uint4(0, 0, 0, 0);
-  wg::proxy_fence();  // Q's and the zeros' stores, seen by wgmma's async proxy
+  wg::async_proxy_fence();  // Q's and the zeros' stores, seen by wgmma's async proxy
   __syncthreads();
   if (tid == 0 && n > 0) {  // round 0: K_0
     wg::mbar_arrive_expect(&bar[0], TILE);

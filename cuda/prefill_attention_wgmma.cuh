@@ -8,7 +8,6 @@
 //   A-fragment layout), B = V MN-major (trans-b).
 //   Descriptors: the constants below, settled on the H200 by tests/probe_wgmma.cu (both QK candidates and the
 //   first PV candidate match a float64 product; the swapped PV encoding does not).
-// Also the mbarrier and bulk-copy (cp.async.bulk) helpers of the wg2 form.
 #pragma once
 
 namespace wg {
@@ -124,54 +123,14 @@ __device__ __forceinline__ void commit_wait() {
   commit();
   wait<0>();
 }
-__device__ __forceinline__ void proxy_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
 
-// ---- mbarriers and bulk copies (sm_90), for the wg2 form -------------------------------------------------
-// (Like the wgmma helpers above, empty outside an sm_90a build, so that the file builds for any card; the
-// kernels that use them are launched only where fast_attn_wgmma_built() is true.)
-// An mbarrier in shared memory counts arrivals and bytes of copies in flight (tx); its phase completes when
-// both reach zero, and waiters poll the parity of the phase they wait for.
-__device__ __forceinline__ uint32_t saddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(saddr(bar)), "r"(count) : "memory");
-#endif
-}
-// The initialized barriers, visible to the async proxy (the bulk copies that complete on them).
-__device__ __forceinline__ void mbar_init_fence() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
-// This thread's arrival, and `bytes` more expected from copies in this phase.
-__device__ __forceinline__ void mbar_arrive_expect(uint64_t* bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(saddr(bar)), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  uint32_t done = 0;
-  while (!done)
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(saddr(bar)), "r"(parity)
-                 : "memory");
-#endif
-}
-// `bytes` (a multiple of 16, both addresses 16-aligned) from global to this block's shared memory by the copy
-// engine; its completion counts the bytes off bar's tx.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(saddr(dst)),
-      "l"(src), "r"(bytes), "r"(saddr(bar))
-      : "memory");
-#endif
-}
+// The mbarrier and bulk-copy helpers of the wg2 form are device.cuh's (mbar_init, …, bulk_copy).
+using hkv::cuda::async_proxy_fence;
+using hkv::cuda::bulk_copy;
+using hkv::cuda::mbar_arrive_expect;
+using hkv::cuda::mbar_init;
+using hkv::cuda::mbar_init_fence;
+using hkv::cuda::mbar_wait;
+using hkv::cuda::saddr;
 
 }  // namespace wg

@@ -139,7 +139,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   cg.scale = float(1.0 / std::sqrt(double(a.D)));  // as attend(): fp32(1/sqrt(head_dim))
   cg.st = st;
   cg.pdl = tu.pdl_all;
-  cg.slim_k = tu.attn_slim_k;
+  cg.q4h_form = tu.attn_q4h_form;
   switch (a.kind) {
     case KvKind::BF16:
       launch_chunks<KvKind::BF16>(cg, shape);

@@ -168,71 +168,6 @@ __device__ __forceinline__ void slim_scores_rolled(const uint8_t* const (&kr)[KP
   scaled_scores(acc, scale, score);
 }
 
-// q4h_int_scores for rows whose 32-byte sectors each hold two groups' codes: the 27B's 144-byte rows in the device's
-// blocks (kv_row_offset), where a row starts on a sector (even rows) or half-way into one (odd: its group 0 shares a
-// sector with the row before's scales, its group 7 with its own). The arithmetic and its order are q4h_int_scores':
-// group g of every key after group g − 1 (q4h_int_group). What changes is when the bytes are asked for: both halves of
-// a sector in the same step, so the sector comes from memory once. ODD: the rows of this warp's keys start half-way
-// into a sector (the kernel gives each warp keys of one parity, so the schedule is the warp's, without divergence).
-// Where group n + 1 opens a sector, its codes are loaded into registers one group ahead (as q4h_int_scores does) and
-// the sector's other half, group n + 2, is copied by cp.async into this thread's 16-byte slot a key (slot[k·T]), read
-// back into registers after group n + 1 is done; an odd row's group 0 and group 7 are each alone in the sectors they
-// share with scales (which the kernel stages).
-template <int NG, int KP, int T, bool SKS>
-__device__ __forceinline__ void q4h_int_scores_sectors(const uint8_t* const (&kr)[KP], const float* q_s, float scale,
-                                                       float (&score)[KP][NG], const uint16_t* const* skr, bool odd,
-                                                       uint4* slot) {
-  using Fm = Fmt<KvKind::Q4H>;
-  constexpr int D = kSlimD, G = D / 32;
-  float acc[KP][NG];
-#pragma unroll
-  for (int k = 0; k < KP; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) acc[k][h] = 0.0f;
-  uint32_t cur[KP][4], nxt[KP][4];
-#pragma unroll
-  for (int k = 0; k < KP; k++) load16<false>(kr[k], true, cur[k]);
-  if (!odd) {  // group 0 opens a sector: group 1 is its other half
-#pragma unroll
-    for (int k = 0; k < KP; k++) cp_async16(slot + k * T, kr[k] + 16);
-    cp_async_commit();
-  }
-#pragma unroll 1
-  for (int g = 0; g < G; g++) {
-    const bool opens = ((g + 1 + int(odd)) & 1) == 0;  // group g + 1 is the first half of a sector
-    if (g + 1 < G && opens) {
-#pragma unroll
-      for (int k = 0; k < KP; k++) load16<false>(kr[k] + 16 * (g + 1), true, nxt[k]);
-      if (g + 2 < G) {
-#pragma unroll
-        for (int k = 0; k < KP; k++) cp_async16(slot + k * T, kr[k] + 16 * (g + 2));
-        cp_async_commit();
-      }
-    }
-    float sg[KP];
-#pragma unroll
-    for (int k = 0; k < KP; k++)
-      sg[k] = scale_from<KvKind::Q4H>(SKS ? skr[k][g] : load_u16<false>(kr[k] + Fm::scale_off(D, g)));
-    q4h_int_group<NG, KP>(cur, sg, q_s, D, g, acc);
-    if (g + 1 < G && !opens) {  // group g + 1 came with group g, into the slots
-      cp_async_wait<0>();
-#pragma unroll
-      for (int k = 0; k < KP; k++) {
-        const uint4 u = slot[k * T];
-        nxt[k][0] = u.x, nxt[k][1] = u.y, nxt[k][2] = u.z, nxt[k][3] = u.w;
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < KP; k++)
-#pragma unroll
-      for (int i = 0; i < 4; i++) cur[k][i] = nxt[k][i];
-  }
-#pragma unroll
-  for (int k = 0; k < KP; k++)
-#pragma unroll
-    for (int h = 0; h < NG; h++) score[k][h] = acc[k][h] * scale;
-}
-
 // (__launch_bounds__(128, 4): at most 128 registers a thread, four blocks a multiprocessor; with a min-blocks hint of 1
 // instead (more registers, fewer blocks) q4h at 262K is about 30% slower.)
 // The K rows' group scales are staged in shared memory by cp.async too, each thread its own keys' rows (so no barrier:
@@ -245,16 +180,14 @@ __device__ __forceinline__ void q4h_int_scores_sectors(const uint8_t* const (&kr
 // wave, attn_slim_fp8_rolled) by slim_scores_rolled. The value loop: the V scales converted to fp32 once, into shared
 // memory, and the whole batches without a test a key (sm_90a SASS of the q4h NG = 6 loop: 711 instructions, 22 a key,
 // 384 of them the fmas; fp8 757). KVC: the KV heads as a constant (4, the 27B's; other layouts take KVC = 0), and with
-// it the row stride, so that a batch's loads take immediate offsets from one address. KX (q4h with KVC alone; Tuning's
-// attn_slim_k bits, each the same bytes): 1, the V rows' scales copied after the scores instead of as the block starts
-// (nearer the value phase that reads the same sectors' codes); 2, the scores by q4h_int_scores_sectors, each warp's
-// keys of one row parity; 4, the K rows' scales read in the score loop instead of staged.
-template <KvKind F, int NG, bool ROLL = false, int KVC = 0, int KX = 0>
+// it the row stride, so that a batch's loads take immediate offsets. VLATE (q4h with KVC; Tuning's attn_q4h_form 1):
+// the V rows' scales copied after the scores instead of as the block starts, nearer the value phase that reads the
+// codes sharing their 32-byte sectors, and waited for after the weights (the same bytes).
+template <KvKind F, int NG, bool ROLL = false, int KVC = 0, bool VLATE = false>
 __global__ void __launch_bounds__(kSlimT, kSlimB)
     attn_slim_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kSlimT, D = kSlimD, U = kSlimU, DPT = D / T;
-  static_assert(KX == 0 || (F == KvKind::Q4H && KVC != 0), "KX: q4h at a constant stride");
-  constexpr bool kVLate = KX & 1, kSect = KX & 2, kKsIn = KX & 4;
+  static_assert(!VLATE || (F == KvKind::Q4H && KVC != 0), "VLATE: q4h at a constant stride");
   constexpr int ES = F == KvKind::Q4H && NG > 4 ? 8 : (NG + 1) / 2 * 2;
   static_assert(kSlimKP * T == kChunk && 32 % DPT == 0, "a chunk's keys in one pass; a thread's elements in one group");
   // q_s [head][D] and sk_s [key][group] (the K rows' 8 group scales as stored; row kChunk: zeros) for the scores; the
@@ -266,7 +199,6 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
   __shared__ Q4hScratch vq_s[F == KvKind::Q4H ? T / 32 : 1];  // q4h's values: a warp's scratch
-  __shared__ uint4 slot_s[kSect ? kSlimKP * T : 1];           // kSect: [key k][thread] a sector's second half
   float* const q_s = qk_s;
   uint16_t* const sk_s = reinterpret_cast<uint16_t*>(qk_s + NG * D);
   using Fm = Fmt<F>;
@@ -287,34 +219,22 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   const int n = a.n_keys[row];
   if (c0 >= n) return;
   const int len = min(kChunk, n - c0);
-  // The keys of this thread in the scores: tid + T·k (k < kSlimKP); with kSect, warp w's lane l takes
-  // 2·(l + 32·(w / 2) + 64·k) + w % 2, so that each warp's rows have one parity (odd_rows)
-  const bool odd_rows = kSect && ((tid >> 5) & 1);
-  auto key_of = [&](int k) {
-    return kSect ? 2 * ((tid & 31) + 32 * (tid >> 6) + 64 * k) + int(odd_rows) : tid + T * k;
-  };
-  // the K scales of this thread's keys, a first group, waited for before the scores
-  if constexpr (!kKsIn) {
-#pragma unroll
-    for (int k = 0; k < kSlimKP; k++)
-      if (key_of(k) < len) cp_async16(sk_s + 8 * key_of(k), kbase + size_t(key_of(k)) * stride + Fm::scale_off(D, 0));
-    cp_async_commit();
-  }
+  // the K scales of this thread's keys (tid + T·k), a first group, waited for before the scores
+  for (int j = tid; j < len; j += T) cp_async16(sk_s + 8 * j, kbase + size_t(j) * stride + Fm::scale_off(D, 0));
+  cp_async_commit();
   if (tid < 8) sk_s[kChunk * 8 + tid] = 0;  // the row keys past len read (published by load_q's barrier)
   auto copy_v_scales = [&] {                // the V scales (16 bytes a row), waited for before the values
     for (int j = tid; j < len; j += T) cp_async16(sv_s + 8 * j, vbase + size_t(j) * stride + Fm::scale_off(D, 0));
     cp_async_commit();
   };
-  if constexpr (!kVLate) copy_v_scales();
+  if constexpr (!VLATE) copy_v_scales();
   load_q<F, NG, T>(a, row, h0, ng, q_s);
-  if constexpr (!kKsIn) {  // this thread's K-scale copies (the V group may still be in flight)
-    if constexpr (kVLate)
-      cp_async_wait<0>();
-    else
-      cp_async_wait<1>();
-  }
+  if constexpr (VLATE)  // this thread's K-scale copies
+    cp_async_wait<0>();
+  else  // (the V group may still be in flight)
+    cp_async_wait<1>();
 
-  // ---- scores: this thread's keys key_of(k) (k < KP), one chain per (key, head) ----
+  // ---- scores: keys tid + T·k (k < KP), one chain per (key, head) ----
   float mloc[NG];
 #pragma unroll
   for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
@@ -323,15 +243,13 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
     int j[kSlimKP];
     const uint8_t* kr[kSlimKP];
 #pragma unroll
-    for (int k = 0; k < kSlimKP; k++) j[k] = jb + key_of(k), kr[k] = kbase + size_t(j[k] < len ? j[k] : 0) * stride;
+    for (int k = 0; k < kSlimKP; k++) j[k] = jb + k * T + tid, kr[k] = kbase + size_t(j[k] < len ? j[k] : 0) * stride;
     float sc[kSlimKP][NG];
     const uint16_t* skr[kSlimKP];
 #pragma unroll
     for (int k = 0; k < kSlimKP; k++) skr[k] = sk_s + 8 * (j[k] < len ? j[k] : kChunk);
-    if constexpr (kSect)
-      q4h_int_scores_sectors<NG, kSlimKP, T, !kKsIn>(kr, q_s, scale, sc, skr, odd_rows, slot_s + tid);
-    else if constexpr (F == KvKind::Q4H)
-      q4h_int_scores<NG, kSlimKP, false, !kKsIn>(kr, q_s, D, true, scale, sc, skr);
+    if constexpr (F == KvKind::Q4H)
+      q4h_int_scores<NG, kSlimKP, false, true>(kr, q_s, D, true, scale, sc, skr);
     else if constexpr (ROLL)
       slim_scores_rolled<F, NG, kSlimKP, D>(kr, q_s, scale, sc, skr);
     else
@@ -346,8 +264,10 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
         }
       }
   }
-  if constexpr (kVLate) copy_v_scales();
-  if constexpr (!kVLate) cp_async_wait<0>();  // this thread's scale copies; chunk_weights' barriers publish them
+  if constexpr (VLATE)
+    copy_v_scales();
+  else
+    cp_async_wait<0>();  // this thread's scale copies; chunk_weights' barriers publish them
   chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
   // the V scales of this thread's own copies (keys tid + T·i) to fp32, transposed, once, rather than by each of a
   // group's 16 threads for every key. After chunk_weights' last barrier no thread reads q_s or sk_s, and the barrier
@@ -356,7 +276,7 @@ __global__ void __launch_bounds__(kSlimT, kSlimB)
   const int64_t head_stride = int64_t(maxch) * (D + 2);
   if constexpr (F == KvKind::Q4H) {  // the values in integers, a warp two groups (q4h_int_values), scales from sv_s
     store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
-    if constexpr (kVLate) {  // the V scales, copied while the weights were made
+    if constexpr (VLATE) {  // the V scales, copied while the weights were made
       cp_async_wait<0>();
       __syncthreads();
     }
@@ -424,6 +344,13 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   static_assert(F != KvKind::BF16, "slim is written for fp8 and q4h");
   const AttnArgs& a = cg.a;
+  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 8: the rows staged by bulk copies (bulk.cu)
+    if (cg.q4h_form == 8 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_bulk_built()) {
+      launch_bulk_kernel<NG>(cg, rec);
+      rec.slim_kvc = NG == 6 && a.KV == 4;
+      return;
+    }
+  }
   // The 27B's 4 KV heads (6 query heads each) as a constant, and there fp8's score loop rolled where the grid is more
   // than one wave of blocks (attn_slim_fp8_rolled). The constant-stride forms are compiled for 6 heads a block alone,
   // the only count kvc admits, and fp8's rolled form for them alone.
@@ -438,32 +365,10 @@ void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
     if (kvc) {
       if constexpr (F == KvKind::FP8)
         roll ? go(attn_slim_kernel<F, NG, true, 4>) : go(attn_slim_kernel<F, NG, false, 4>);
+      else if (cg.q4h_form == 1)  // Tuning's attn_q4h_form
+        go(attn_slim_kernel<F, NG, false, 4, true>);
       else
-        switch (cg.slim_k) {  // Tuning's attn_slim_k (attn_slim_kernel's KX)
-          case 1:
-            go(attn_slim_kernel<F, NG, false, 4, 1>);
-            break;
-          case 2:
-            go(attn_slim_kernel<F, NG, false, 4, 2>);
-            break;
-          case 3:
-            go(attn_slim_kernel<F, NG, false, 4, 3>);
-            break;
-          case 4:
-            go(attn_slim_kernel<F, NG, false, 4, 4>);
-            break;
-          case 5:
-            go(attn_slim_kernel<F, NG, false, 4, 5>);
-            break;
-          case 6:
-            go(attn_slim_kernel<F, NG, false, 4, 6>);
-            break;
-          case 7:
-            go(attn_slim_kernel<F, NG, false, 4, 7>);
-            break;
-          default:
-            go(attn_slim_kernel<F, NG, false, 4>);
-        }
+        go(attn_slim_kernel<F, NG, false, 4>);
       done = true;
     }
   }
@@ -473,7 +378,7 @@ void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   rec.slim_scores = F == KvKind::FP8;  // q4h's scores have one form (q4h_int_scores)
   rec.slim_roll = roll;
   rec.slim_kvc = kvc;
-  rec.slim_k = F == KvKind::Q4H && kvc ? cg.slim_k : 0;
+  rec.q4h_form = F == KvKind::Q4H && kvc && cg.q4h_form == 1 ? 1 : 0;
 }
 
 template void launch_slim_kernel<KvKind::FP8, 1>(const ChunkGrid&, AttnLaunch&);

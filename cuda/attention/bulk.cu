@@ -1,0 +1,171 @@
+// attn_bulk_kernel: the slim shape's q4h chunks at head_dim 256 (144-byte rows) with the chunk's rows in shared memory,
+// brought in by bulk copies (cp.async.bulk) instead of each thread's loads. The device cache keeps a q4h chunk's rows
+// of one KV head as one contiguous stretch (kv_row_offset, blocks of 512 positions), so one thread asks for a whole
+// half-chunk (256 rows, 36,864 bytes) with one instruction, and the copy engine streams it while the block's threads
+// compute: the bytes in flight a multiprocessor no longer depend on how many loads each thread keeps going, and every
+// byte of a row is fetched once (the 16-byte group loads of slim read a 32-byte sector's halves at different times).
+// The operations and their order are attn_slim_kernel's (attend(), contract.cuh); what changes is where the rows are:
+//   1. thread 0 starts the copies of K's rows [0, 256) and [256, len) of the chunk (two mbarriers); the block loads
+//      and rotates the query (load_q) meanwhile;
+//   2. scores: thread t takes key t of each half (q4h_int_scores over the staged rows, one key a thread), the first
+//      half as soon as its copy has landed; after each half (a barrier: no thread reads it any more) thread 0 starts
+//      the copy of the V rows of the same keys into the same bytes;
+//   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
+//   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
+// 256 threads and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value scratch): two
+// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 8 picks it.
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/attention/contract.cuh"
+#include "cuda/attention/launch.h"
+#include "cuda/attention/q4h_values.cuh"
+#include "cuda/check.h"
+#include "cuda/device.cuh"
+#include "cuda/kernels.h"
+
+namespace hkv::cuda {
+namespace {
+using namespace attn;
+
+constexpr int kBulkT = 256, kBulkB = 2;                        // threads a block, blocks a multiprocessor
+constexpr int kBulkRow = Fmt<KvKind::Q4H>::row_bytes(kSlimD);  // 144
+constexpr int kHalf = kChunk / 2;                              // rows a copy: one key a thread
+static_assert(kHalf == kBulkT, "a half-chunk's keys, one a thread");
+
+// ES: the floats a key's weights take in e_s (slim's q4h choice)
+template <int NG>
+__host__ __device__ constexpr int bulk_es() {
+  return NG > 4 ? 8 : (NG + 1) / 2 * 2;
+}
+// The dynamic shared memory of a block: the rows, q [NG][D], e_s [key][ES], a Q4hScratch a warp.
+template <int NG>
+__host__ __device__ constexpr size_t bulk_smem() {
+  return size_t(kChunk) * kBulkRow + sizeof(float) * (size_t(NG) * kSlimD + size_t(kChunk) * bulk_es<NG>()) +
+         sizeof(Q4hScratch) * (kBulkT / 32);
+}
+
+template <int NG>
+__global__ void __launch_bounds__(kBulkT, kBulkB)
+    attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  constexpr int T = kBulkT, D = kSlimD, RB = kBulkRow, ES = bulk_es<NG>();
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* const rows_s = smem;                                               // [kChunk][RB]: K's rows, then V's
+  float* const q_s = reinterpret_cast<float*>(smem + size_t(kChunk) * RB);    // [NG][D]: the query's records
+  float* const e_s = q_s + NG * D;                                            // [key][ES]: scores, then weights
+  Q4hScratch* const vq_s = reinterpret_cast<Q4hScratch*>(e_s + kChunk * ES);  // a warp's value scratch
+  __shared__ float red_s[T / 32][NG];
+  __shared__ float mc_s[NG];
+  __shared__ __align__(8) uint64_t bar_s[4];  // K half 0, K half 1, V half 0, V half 1
+  const int tid = threadIdx.x;
+  const int64_t row = blockIdx.z;
+  const int c = blockIdx.y, c0 = c * kChunk;
+  const int qpk = a.H / a.KV, kvh = blockIdx.x / qblocks, qb = blockIdx.x % qblocks;
+  const int h0 = kvh * qpk + qb * hpb, ng = min(min(hpb, NG), qpk - qb * hpb);
+  // the chunk's rows of KV head kvh: one contiguous stretch (q4h's blocks of kChunk positions)
+  const uint8_t* kbase = a.k_rows[row] + kv_row_offset(c0, kvh, a.KV, RB, kv_block(KvKind::Q4H));
+  const uint8_t* vbase = a.v_rows[row] + kv_row_offset(c0, kvh, a.KV, RB, kv_block(KvKind::Q4H));
+  if (tid == 0) {
+    for (int i = 0; i < 4; i++) mbar_init(&bar_s[i], 1);
+    mbar_init_fence();
+  }
+  pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
+  const int n = a.n_keys[row];
+  if (c0 >= n) return;
+  const int len = min(kChunk, n - c0);
+  const int len0 = min(len, kHalf), len1 = len - len0;
+  auto rows = [&](int hf) { return hf ? len1 : len0; };  // keys of each half
+  if (tid == 0) {                                        // 1. K's rows (a half with no keys: no copy, never waited for)
+    for (int hf = 0; hf < 2; hf++)
+      if (rows(hf) > 0) {
+        mbar_arrive_expect(&bar_s[hf], uint32_t(rows(hf) * RB));
+        bulk_copy(rows_s + size_t(hf) * kHalf * RB, kbase + size_t(hf) * kHalf * RB, uint32_t(rows(hf) * RB),
+                  &bar_s[hf]);
+      }
+  }
+  load_q<KvKind::Q4H, NG, T>(a, row, h0, ng, q_s);  // its barriers also publish the mbarriers' initialization
+
+  // 2. scores: key hf·kHalf + tid of each half, one chain per (key, head)
+  float mloc[NG];
+#pragma unroll
+  for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
+  for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) {
+    mbar_wait(&bar_s[hf], 0);
+    if (tid < rows(hf)) {
+      const int j = hf * kHalf + tid;
+      const uint8_t* const kr[1] = {rows_s + size_t(j) * RB};
+      float sc[1][NG];
+      q4h_int_scores<NG, 1, true, false>(kr, q_s, D, true, scale, sc);
+#pragma unroll
+      for (int h = 0; h < NG; h++) {
+        e_s[j * ES + h] = sc[0][h];
+        mloc[h] = max_step(mloc[h], sc[0][h]);
+      }
+    }
+    __syncthreads();  // no thread reads this half's K rows any more
+    if (tid == 0) {   // V's rows of the same keys into the same bytes
+      async_proxy_fence();
+      mbar_arrive_expect(&bar_s[2 + hf], uint32_t(rows(hf) * RB));
+      bulk_copy(rows_s + size_t(hf) * kHalf * RB, vbase + size_t(hf) * kHalf * RB, uint32_t(rows(hf) * RB),
+                &bar_s[2 + hf]);
+    }
+  }
+  // 3. the weights
+  chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
+  float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
+  const int64_t head_stride = int64_t(maxch) * (D + 2);
+  store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
+  // 4. the values, once V's rows have landed
+  for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) mbar_wait(&bar_s[2 + hf], 0);
+  q4h_values_block<NG, ES, T>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0, D / 32, len, e_s,
+                              ng, part, head_stride, vq_s);
+}
+
+__global__ void bulk_built_kernel(int* out) {
+#if __CUDA_ARCH__ >= 900
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
+}  // namespace
+
+bool attn_bulk_built() {
+  static const bool built = [] {
+    int* d = nullptr;
+    int h = 0;
+    HKV_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
+    bulk_built_kernel<<<1, 1>>>(d);
+    HKV_CHECK_LAUNCH();
+    HKV_CUDA_CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
+    HKV_CUDA_CHECK(cudaFree(d));
+    return h == 1;
+  }();
+  return built;
+}
+
+namespace attn {
+
+template <int NG>
+void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  constexpr size_t smem = bulk_smem<NG>();
+  static bool ready = false;
+  if (!ready)
+    HKV_CUDA_CHECK(cudaFuncSetAttribute(attn_bulk_kernel<NG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  ready = true;
+  launch_k(cg.pdl, attn_bulk_kernel<NG>, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch,
+           cg.scale);
+  rec.slim_kernel = true;
+  rec.slim_scores = false;
+  rec.q4h_form = 8;
+}
+
+template void launch_bulk_kernel<1>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<2>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<4>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<6>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<8>(const ChunkGrid&, AttnLaunch&);
+
+}  // namespace attn
+}  // namespace hkv::cuda
