@@ -813,9 +813,10 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
   struct Switches {
     int vu;
     bool pre, mfast = true, pdl = true;
-    int q4h_form = 0;  // tu.attn_q4h_form
+    int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
   };
-  // the slim shape's q4h forms (tu.attn_q4h_form 1 and 8) once each, the other switches at their defaults
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0 and 1; 8 is the default) once each, the other switches at
+  // their defaults
   const std::vector<Switches> settings = {{32, false},
                                           {4, false},
                                           {8, false},
@@ -824,8 +825,8 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                           {16, true},
                                           {32, false, false},
                                           {32, true, true, false},
-                                          {32, false, true, true, 1},
-                                          {32, false, true, true, 8}};
+                                          {32, false, true, true, 0},
+                                          {32, false, true, true, 1}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
   for (const auto& [vu, pre, mfast, pdl, q4h_form] : settings) {
@@ -837,7 +838,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     tu.attn_value_unroll = vu;
     tu.merge_fast = mfast;
     tu.out_trigger = tu.pdl_all = pdl;
-    tu.attn_q4h_form = q4h_form;
+    tu.attn_q4h_form = q4h_form;  // (the other fields' defaults are the struct's)
     cuda::attention(a, nullptr, tu);
     std::string d = float_diff(in->ref, out.get(), [&k](size_t i) {
       return "row " + std::to_string(i / size_t(k.H * k.D)) + ", head " +

@@ -69,7 +69,8 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
     for (int i = 0; i < 4; i++) mbar_init(&bar_s[i], 1);
     mbar_init_fence();
   }
-  pdl_wait();  // nothing is read before the kernel ahead has completed (launch_k)
+  __syncthreads();  // the mbarriers initialized before any thread uses them
+  pdl_wait();       // nothing is read before the kernel ahead has completed (launch_k)
   const int n = a.n_keys[row];
   if (c0 >= n) return;
   const int len = min(kChunk, n - c0);
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
                   &bar_s[hf]);
       }
   }
-  load_q<KvKind::Q4H, NG, T>(a, row, h0, ng, q_s);  // its barriers also publish the mbarriers' initialization
+  load_q<KvKind::Q4H, NG, T>(a, row, h0, ng, q_s);
 
   // 2. scores: key hf·kHalf + tid of each half, one chain per (key, head)
   float mloc[NG];
@@ -121,26 +122,15 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
                               ng, part, head_stride, vq_s);
 }
 
-__global__ void bulk_built_kernel(int* out) {
-#if __CUDA_ARCH__ >= 900
-  *out = 1;
-#else
-  *out = 0;
-#endif
-}
-
 }  // namespace
 
+// The machine code the card runs for the kernel is for sm_90 or later (cudaFuncGetAttributes: no stream work, so it may
+// be asked while a stream is being captured).
 bool attn_bulk_built() {
   static const bool built = [] {
-    int* d = nullptr;
-    int h = 0;
-    HKV_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
-    bulk_built_kernel<<<1, 1>>>(d);
-    HKV_CHECK_LAUNCH();
-    HKV_CUDA_CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
-    HKV_CUDA_CHECK(cudaFree(d));
-    return h == 1;
+    cudaFuncAttributes fa{};
+    HKV_CUDA_CHECK(cudaFuncGetAttributes(&fa, attn_bulk_kernel<6>));
+    return fa.binaryVersion >= 90;
   }();
   return built;
 }
