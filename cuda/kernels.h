@@ -201,7 +201,9 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 //                 128 threads, codes read from global memory, only the K and V group scales staged, every thread busy
 //                 in both phases (4 keys in the scores, 2 elements for all the block's heads in the values); Auto's
 //                 choice for fp8 and q4h beyond one chunk block a multiprocessor (17K at batch 1), but for q4h not
-//                 just below two (auto_attn_shape)
+//                 just below two (auto_attn_shape). q4h's slim shape runs attn_bulk_kernel (Tuning's attn_q4h_form 8,
+//                 the default): 256 threads, the chunk's K and then V rows copied whole into shared memory by bulk
+//                 copies, one key a thread in the scores, one group a warp in the values
 // bf16 stages nothing: its staged shapes take the chunk kernel's unstaged one-element form. Auto picks by block count
 // (attention()).
 enum class AttnShape { Auto, KvStaged, UnstagedX8, KvStagedH2, VStagedX2, KvStagedH1, Slim };

@@ -3,8 +3,11 @@
 //                   format decoders, q4h's records and integer scores, the fp32 score chains of fp8 at head_dim 256,
 //                   the chunk's maximum, weights and lc
 //   q4h_values.cuh  q4h's weighted values in integers on the tensor cores
-//   chunk.cu        attn_chunk_kernel: the staged shapes (kv-staged, kv-staged-h1, kv-staged-h2, v-staged-x2),
-//   unstaged-x8 slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
+//   chunk.cu        attn_chunk_kernel: the staged shapes (kv-staged, kv-staged-h1, kv-staged-h2, v-staged-x2) and
+//                   unstaged-x8
+//   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
+//   bulk.cu         attn_bulk_kernel: q4h's slim shape (Tuning's attn_q4h_form 8, the default), its rows staged by
+//                   bulk copies
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel
 //   policy.cu       this file: the shapes' names, Auto's choice of shape by depth and format, attention()
