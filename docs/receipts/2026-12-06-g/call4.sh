@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Call 4 on the lent card, with HKV_ATTN_Q4H_FORM=8 (attn_bulk_kernel) the default: this tree built, its op cases,
 # memcheck and racecheck over the q4h slim-shape cases, whole decode tokens with forms 8 and 0 as --variants of one
-# process at 1K to 256K, then gpu_engine and `hkv diff --op model`.
+# process at 1K to 256K, ncu's warp states of one bulk launch at 256K, then gpu_engine and `hkv diff --op model`.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-06-g/call4.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -16,6 +16,10 @@ $bin bench --depths 1K,32K,128K,256K --kv-cache q4h --variants "default;HKV_ATTN
   > /tmp/tok4.log 2>&1
 echo "token variants: exit $?" | tee "$back/token-forms4.txt"
 grep -E "^\| " /tmp/tok4.log | tail -10 >> "$back/token-forms4.txt"
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2> /dev/null | head -1)
+[[ -n $ncu ]] && timeout 90 "$ncu" --kernel-name regex:attn_bulk --launch-skip 32 --launch-count 1 \
+  --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats \
+  $bin bench --attention-only --depths 256K --kv-cache q4h --reps 3 > "$back/ncu-bulk-stalls.txt" 2>&1
 OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run7 engine
 grep -E "gpu_engine|test cases" /tmp/hkv-back/run7-summary.txt | head -3 >> "$back/call4-summary.txt"
 t=$SECONDS
