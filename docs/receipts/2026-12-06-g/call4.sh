@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Call 4 on the lent card, with HKV_ATTN_Q4H_FORM=8 (attn_bulk_kernel) the default: this tree built, its op cases,
 # memcheck and racecheck over the q4h slim-shape cases, whole decode tokens with forms 8 and 0 as --variants of one
-# process at 1K to 256K, ncu's warp states of one bulk launch at 256K, then gpu_engine and `hkv diff --op model`.
+# process at 1K to 256K, ncu's warp states of one bulk launch at 256K, then gpu_engine and `hkv diff --op fast_prefill`
+# (the fast prefill's wg2 form takes its mbarrier and bulk-copy helpers from device.cuh now).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-06-g/call4.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -23,7 +24,7 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2> /dev/null | head -1)
 OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh run7 engine
 grep -E "gpu_engine|test cases" /tmp/hkv-back/run7-summary.txt | head -3 >> "$back/call4-summary.txt"
 t=$SECONDS
-timeout "${HKV_DIFF_LIMIT:-140}" $bin diff --op model > /tmp/diff-model4.log 2>&1
-echo "hkv diff --op model: rc=$?, $(tail -1 /tmp/diff-model4.log), $((SECONDS - t)) s" | tee -a "$back/call4-summary.txt"
+timeout "${HKV_DIFF_LIMIT:-140}" $bin diff --op fast_prefill > /tmp/diff-model4.log 2>&1
+echo "hkv diff --op fast_prefill: rc=$?, $(tail -1 /tmp/diff-model4.log), $((SECONDS - t)) s" | tee -a "$back/call4-summary.txt"
 tar czf "$back/call4-logs.tgz" -C /tmp hkv-back tok4.log diff-model4.log 2> /dev/null
 cat "$back/call4-summary.txt" "$back/token-forms4.txt"
