@@ -210,12 +210,68 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
   }
 }
 
+// --persistent: the chain's steps (each reading its fixed records) as one persistent launch (cuda::ChainPlan), first
+// run once each way into outputs of their own, the launches one after another on the stream (matvec_multi) and the
+// persistent launch, and the bytes compared (a difference names the step, matrix and row, and fails the command);
+// then the persistent launch timed as the graph was. first: the graph's first variant's median, for the comparison.
+template <class StepT, class XsT>
+void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st, int reps, double bw, double bytes,
+                      double first) {
+  size_t total = 0;
+  for (const StepT& s : steps)
+    for (const cuda::MatTask& t : s.tasks) total += size_t(t.W.rows);
+  float *yl = nullptr, *yp = nullptr;
+  HKV_CUDA_CHECK(cudaMalloc(&yl, total * 4));
+  HKV_CUDA_CHECK(cudaMalloc(&yp, total * 4));
+  HKV_CUDA_CHECK(cudaMemset(yl, 0xff, total * 4));
+  HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
+  std::vector<cuda::ChainStep> chain;
+  size_t off = 0;
+  for (const StepT& s : steps) {
+    std::vector<cuda::MatTask> lt;
+    cuda::ChainStep cs;
+    cs.xq = xs[s.cols]->rec;
+    for (cuda::MatTask t : s.tasks) {
+      t.add = false, t.ldy = t.W.rows;
+      t.y = yl + off, lt.push_back(t);
+      t.y = yp + off, cs.tasks.push_back(t);
+      off += size_t(t.W.rows);
+    }
+    cuda::matvec_multi(lt.data(), int(lt.size()), xs[s.cols]->x, s.cols, 1, xs[s.cols]->rec, st);
+    chain.push_back(std::move(cs));
+  }
+  const cuda::ChainPlan plan(chain);
+  plan.run(st);
+  HKV_CUDA_CHECK(cudaStreamSynchronize(st));
+  std::vector<uint32_t> hl(total), hp(total);
+  HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
+  HKV_CUDA_CHECK(cudaMemcpy(hp.data(), yp, total * 4, cudaMemcpyDeviceToHost));
+  cudaFree(yl), cudaFree(yp);
+  off = 0;
+  for (size_t k = 0; k < steps.size(); k++)
+    for (size_t m = 0; m < steps[k].tasks.size(); m++) {
+      const size_t rows = size_t(steps[k].tasks[m].W.rows);
+      for (size_t r = 0; r < rows; r++)
+        if (hl[off + r] != hp[off + r])
+          throw std::runtime_error("bench-ops --persistent: step " + std::to_string(k) + " (" + steps[k].name +
+                                   "), matrix " + std::to_string(m) + ", row " + std::to_string(r) +
+                                   ": the persistent launch's bytes differ from the launches'");
+      off += rows;
+    }
+  const Timing t = time_ms(st, 3, reps, [&] { plan.run(st); });
+  std::printf(
+      "| persistent: one launch, %d items on %d blocks (bytes = the launches', %zu rows) | %.3f | %+.2f%% | "
+      "%.3f–%.3f | %.0f%% | |\n",
+      plan.items(), plan.grid(), total, t.median, 100.0 * (t.median / first - 1.0), t.min, t.max,
+      100.0 * bytes / (t.median * 1e-3) / bw);
+}
+
 // as_token (--as-token): each launch as the engine's decode token launches it (the decode fusion): the launches
 // after a norm make x = rmsnorm(h) and its records in their prologue, the o and out launches make their x's records
 // and add their products into h, down adds into h from the records SwiGLU made; else every launch reads x's
 // records from memory.
 void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, double bw, double alone_ms, bool phases,
-                 bool as_token, const cuda::Tuning& tuning) {
+                 bool as_token, bool persistent, const cuda::Tuning& tuning) {
   const int64_t E = 5120, I = 17408, G = 64;
   enum class Src { Records, Norm, Plain };
   struct Step {
@@ -335,13 +391,14 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
                 variants.empty() ? "default" : variants[size_t(v)].text.c_str(), med, 100.0 * (med / first - 1.0),
                 rm.front(), rm.back(), 100.0 * bytes / (med * 1e-3) / bw, alone_ms);
   }
+  if (persistent) bench_persistent(steps, xs, st, reps, bw, bytes, first);
   HKV_CUDA_CHECK(cudaStreamDestroy(st));
   cudaFree(y), cudaFree(h), cudaFree(w);
 }
 
 }  // namespace
 
-// hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]] [--phases] [--as-token]]
+// hkv bench-ops [--reps 50] [--chain [--variants "A;B" [--rounds 4]] [--phases] [--as-token | --persistent]]
 int cmd_bench_ops(const Args& a) {
   const int reps = int(a.get_int("reps", 50));
   if (reps < 1) throw UsageError("hkv bench-ops: --reps must be at least 1");
@@ -349,6 +406,9 @@ int cmd_bench_ops(const Args& a) {
   if (a.has("variants") && !chain) throw UsageError("hkv bench-ops: --variants compares the --chain graph");
   if (a.has("phases") && !chain) throw UsageError("hkv bench-ops: --phases stamps the --chain graph's launches");
   if (a.has("as-token") && !chain) throw UsageError("hkv bench-ops: --as-token shapes the --chain graph's launches");
+  if (a.has("persistent") && (!chain || a.has("as-token")))
+    throw UsageError(
+        "hkv bench-ops: --persistent runs the --chain graph's launches, each from its records (no --as-token)");
   const VariantsOption vo = variants_option(a, "hkv bench-ops");
   require_gpu("hkv bench-ops");
   const cuda::Tuning tuning = cuda::tuning_from_env();
@@ -408,7 +468,9 @@ int cmd_bench_ops(const Args& a) {
   std::printf("all matvecs of a token: %.2f GB in %.3f ms = %.2f TB/s, %.0f%% of copy bandwidth (floor %.3f ms)\n",
               total_bytes / 1e9, total_ms, total_bytes / (total_ms * 1e-3) / 1e12,
               100.0 * total_bytes / (total_ms * 1e-3) / bw, total_bytes / bw * 1e3);
-  if (chain) bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"), a.has("as-token"), tuning);
+  if (chain)
+    bench_chain(reps, vo.list, vo.rounds, bw, total_ms, a.has("phases"), a.has("as-token"), a.has("persistent"),
+                tuning);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,6 +70,28 @@ struct XSource {
 // pdl_all.
 void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx, int64_t N, const uint32_t* xq,
                   cudaStream_t st, const Tuning& tu = Tuning{}, const XSource* src = nullptr);
+// A chain of decode launches (hkv bench-ops --chain --persistent): each step the tasks of one matvec_multi launch
+// (MLX4 of one width and group, no residual add) over the records xq of its fixed input (N = 1), run in the steps'
+// order as one launch of resident blocks that wait on per-step counters instead of launch boundaries
+// (matvec_chain_kernel in matvec.cu says how). Every row's bytes are matvec_multi's. The plan's tables live on the
+// device; run() resets the counters and launches on st.
+struct ChainStep {
+  std::vector<MatTask> tasks;
+  const uint32_t* xq = nullptr;
+};
+class ChainPlan {
+ public:
+  explicit ChainPlan(const std::vector<ChainStep>& steps);
+  void run(cudaStream_t st) const;
+  int items() const { return items_; }
+  int grid() const { return grid_; }
+
+ private:
+  struct Dev;
+  int nsteps_ = 0, items_ = 0, grid_ = 0;
+  size_t smem_ = 0;
+  std::shared_ptr<Dev> dev_;
+};
 // Whether matvec_multi can take src for these tasks and N rows: every matrix MLX4 of one width and group
 // (cols a multiple of 32), N ≤ 2, and the records fit the decode kernel's shared memory.
 bool matvec_fuses_records(const MatTask* tasks, int ntasks, int64_t N, bool norm);

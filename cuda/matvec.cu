@@ -32,7 +32,10 @@
 // exact path).
 // Measured: a 27B token's MLX4 matvecs take 5,030 µs at 1K against a floor of 3,420 at copy bandwidth (H200,
 // docs/PERFORMANCE.md).
+#include <algorithm>
 #include <map>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuda/check.h"
@@ -684,6 +687,76 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
   HKV_CHECK_LAUNCH();
 }
 
+// ---- a chain of decode launches as one persistent launch (hkv bench-ops --chain --persistent) ----
+// matvec_chain_kernel runs the MLX4 decode products of a list of steps (each step one matvec_multi launch's tasks,
+// reading its fixed records xq, N = 1) as one launch of resident blocks, in the steps' order: no item of step k
+// starts its products before every item of step k − 1 has stored its rows, as consecutive launches on a stream. An
+// item is WARPS row groups of RW rows of one step (one a warp, the decode kernel's row groups); block b takes items
+// b, b + grid, b + 2·grid, … in order, so every step's items are spread over the whole card. When a block reaches a
+// new step it first prefetches into L2 the first round (U chunks a row) of each of its warps' rows, then waits
+// (thread 0, an acquire load of the previous step's count, sleeping between tries), then stages the step's records
+// into shared memory as the decode kernel does; an item ends with a barrier and thread 0 adding one to its step's
+// count (after a fence). Each warp's rows are mlx4_rows', so every row's bytes are matvec_multi's (a row's bytes do
+// not depend on how rows are grouped or launched). Every block must be resident (the grid is the occupancy): block b
+// waits only on items of earlier steps, which blocks before it in their own lists have or will run.
+template <int RW, int U, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+    matvec_chain_kernel(const Tasks* steps, const int* item_first, int nsteps, unsigned* done,
+                        const uint32_t* const* xqs) {
+  extern __shared__ uint4 xs4[];  // the current step's records, swizzled as matvec_mlx4_smem_kernel's
+  constexpr int T = WARPS * 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int total = item_first[nsteps];
+  int step = 0, staged = -1;
+  for (int item = blockIdx.x; item < total; item += gridDim.x) {
+    while (item >= item_first[step + 1]) step++;
+    const Tasks& ts = steps[step];
+    const int cols = int(ts.t[0].W.cols), nch = cols / 32;
+    const int64_t g = int64_t(item - item_first[step]) * WARPS + warp, groups = ts.block_start[ts.n];
+    if (step != staged) {
+      if (g < groups) {  // this warp's first round into L2 while the step ahead finishes
+        int64_t local;
+        const MatTask& task = ts.t[find_task(ts, g, local)];
+        for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
+          const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
+          for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+        }
+      }
+      if (step > 0 && threadIdx.x == 0) {
+        const unsigned need = unsigned(item_first[step] - item_first[step - 1]);
+        for (;;) {
+          unsigned v;
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(done + step - 1) : "memory");
+          if (v >= need) break;
+          __nanosleep(64);
+        }
+      }
+      __syncthreads();  // the step ahead complete; every warp done with the records staged before
+      const uint4* x4 = reinterpret_cast<const uint4*>(xqs[step]);
+      for (int i = threadIdx.x; i < nch * 8; i += T) xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = __ldg(x4 + i);
+      __syncthreads();
+      staged = step;
+    }
+    if (g < groups) {
+      int64_t local;
+      const int t = find_task(ts, g, local);
+      mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) {
+        const uint4* base = xs4 + c * 8;
+        const int sw = c & 7;
+#pragma unroll
+        for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+      });
+    }
+    __syncthreads();  // the item's rows stored
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(done + step, 1u);
+    }
+  }
+}
+
+constexpr int kChainRW = 2, kChainU = 3, kChainWarps = 16;
+
 }  // namespace
 
 void xq_records(const float* X, int64_t ldx, int64_t N, int64_t cols, uint32_t* xq, cudaStream_t st, const Tuning& tu) {
@@ -828,6 +901,58 @@ void matvec(const DMat& W, const float* X, int64_t ldx, int64_t N, float* Y, int
   if (W.type == WType::MLX4) xq_records(X, ldx, N, W.cols, xq, st, tu);
   const MatTask t{W, Y, ldy};
   matvec_multi(&t, 1, X, ldx, N, xq, st, tu);
+}
+
+struct ChainPlan::Dev {
+  Tasks* steps = nullptr;
+  int* item_first = nullptr;
+  unsigned* done = nullptr;
+  const uint32_t** xqs = nullptr;
+  ~Dev() { cudaFree(steps), cudaFree(item_first), cudaFree(done), cudaFree(xqs); }
+};
+
+ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.size())), dev_(std::make_shared<Dev>()) {
+  std::vector<Tasks> ts;
+  std::vector<int> first{0};
+  std::vector<const uint32_t*> xqs;
+  size_t smem = 0;
+  for (const ChainStep& s : steps) {
+    if (s.tasks.empty() || s.tasks.size() > size_t(kMaxTasks))
+      throw std::invalid_argument("matvec chain: a step takes 1 to " + std::to_string(kMaxTasks) + " tasks");
+    for (const MatTask& t : s.tasks)
+      if (t.W.type != WType::MLX4 || t.W.cols != s.tasks[0].W.cols || t.W.group != s.tasks[0].W.group ||
+          t.W.cols % 32 != 0 || t.add)
+        throw std::invalid_argument("matvec chain: a step's tasks are MLX4 of one width and group, no residual add");
+    ts.push_back(make_tasks(s.tasks.data(), int(s.tasks.size()), kChainRW));
+    const int64_t items = (ts.back().block_start[ts.back().n] + kChainWarps - 1) / kChainWarps;
+    first.push_back(first.back() + int(items));
+    xqs.push_back(s.xq);
+    smem = std::max(smem, size_t(s.tasks[0].W.cols) * 4);
+  }
+  if (smem > size_t(kSmemMax)) throw std::invalid_argument("matvec chain: records wider than shared memory");
+  smem_ = smem;
+  HKV_CUDA_CHECK(cudaMalloc(&dev_->steps, ts.size() * sizeof(Tasks)));
+  HKV_CUDA_CHECK(cudaMalloc(&dev_->item_first, first.size() * sizeof(int)));
+  HKV_CUDA_CHECK(cudaMalloc(&dev_->done, std::max<size_t>(1, ts.size()) * sizeof(unsigned)));
+  HKV_CUDA_CHECK(cudaMalloc(&dev_->xqs, std::max<size_t>(1, xqs.size()) * sizeof(uint32_t*)));
+  HKV_CUDA_CHECK(cudaMemcpy(dev_->steps, ts.data(), ts.size() * sizeof(Tasks), cudaMemcpyHostToDevice));
+  HKV_CUDA_CHECK(cudaMemcpy(dev_->item_first, first.data(), first.size() * sizeof(int), cudaMemcpyHostToDevice));
+  HKV_CUDA_CHECK(cudaMemcpy(dev_->xqs, xqs.data(), xqs.size() * sizeof(uint32_t*), cudaMemcpyHostToDevice));
+  items_ = first.back();
+  auto kernel = matvec_chain_kernel<kChainRW, kChainU, kChainWarps>;
+  HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemMax)));
+  int per_sm = 0;
+  HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kChainWarps * 32, smem_));
+  if (per_sm < 1) throw std::runtime_error("matvec chain: the kernel does not fit a multiprocessor");
+  grid_ = per_sm * sm_count();
+}
+
+void ChainPlan::run(cudaStream_t st) const {
+  if (nsteps_ == 0) return;
+  HKV_CUDA_CHECK(cudaMemsetAsync(dev_->done, 0, size_t(nsteps_) * sizeof(unsigned), st));
+  matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
+      <<<unsigned(grid_), kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
+  HKV_CHECK_LAUNCH();
 }
 
 }  // namespace hkv::cuda
