@@ -724,10 +724,11 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
       }
       if (step > 0 && threadIdx.x == 0) {
         const unsigned need = unsigned(item_first[step] - item_first[step - 1]);
-        for (;;) {
+        for (unsigned tries = 0;; tries++) {
           unsigned v;
           asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(done + step - 1) : "memory");
           if (v >= need) break;
+          if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
           __nanosleep(64);
         }
       }

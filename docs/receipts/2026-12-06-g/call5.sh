@@ -13,6 +13,6 @@ cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUD
 echo "build: rc=$?, $((SECONDS - t)) s" | tee "$back/call5-summary.txt"
 grep -E "error" -A3 /tmp/build.log | head -20
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$back/call5-summary.txt"
-timeout 200 build-gpu/hkv bench-ops --chain --persistent --reps 20 --rounds 2 > "$back/bench-ops-persistent.txt" 2>&1
+timeout 200 build-gpu/hkv bench-ops --chain --persistent --reps 20 > "$back/bench-ops-persistent.txt" 2>&1
 echo "bench-ops --chain --persistent: rc=$?" | tee -a "$back/call5-summary.txt"
 tail -12 "$back/bench-ops-persistent.txt"
