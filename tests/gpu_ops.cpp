@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "compare/diff_engine.h"
@@ -120,6 +122,70 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
     d = "the second launch began before the first ended";
   std::printf("matvec phase stamps(2 launches): %s\n", d.empty() ? "OK" : ("FAIL " + d).c_str());
   CHECK_MESSAGE(d.empty(), d);
+}
+
+TEST_CASE("a chain of matvec launches as one persistent launch (bench-ops --persistent): the oracle's rows, twice") {
+  // Not an oracle op: cuda::ChainPlan is a schedule of matvec_multi's products (resident blocks over items in order,
+  // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
+  // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
+  // grid, and a second run of the same plan (its counters reset). Then its refusals.
+  struct Shape {
+    std::vector<int64_t> rows;
+    int64_t cols;
+  };
+  const std::vector<Shape> shapes = {{{300, 1000}, 512}, {{5000}, 1024},     {{48, 48, 77}, 512},
+                                     {{2000}, 256},      {{7000, 33}, 1024}, {{1}, 256}};
+  std::map<int64_t, std::vector<float>> xs;
+  std::map<int64_t, std::unique_ptr<DBuf<float>>> dxs;
+  std::map<int64_t, std::unique_ptr<DBuf<uint32_t>>> recs;
+  for (int64_t cols : {int64_t(256), int64_t(512), int64_t(1024)}) {
+    xs[cols] = gaussian(size_t(cols), 3100 + uint64_t(cols), 1.0f);
+    dxs[cols] = std::make_unique<DBuf<float>>(xs[cols]);
+    recs[cols] = std::make_unique<DBuf<uint32_t>>(size_t(cols / 32) * cuda::kXqWords);
+    cuda::xq_records(dxs[cols]->p, cols, 1, cols, recs[cols]->p, nullptr);
+  }
+  std::vector<MatSet> sets;
+  std::vector<std::unique_ptr<DBuf<float>>> outs;
+  std::vector<cuda::ChainStep> steps;
+  for (size_t k = 0; k < shapes.size(); k++) {
+    sets.push_back(random_matrices(WType::MLX4, shapes[k].rows, shapes[k].cols, 64, 3200 + 10 * k));
+    cuda::ChainStep st;
+    st.xq = recs[shapes[k].cols]->p;
+    for (size_t m = 0; m < shapes[k].rows.size(); m++) {
+      outs.push_back(std::make_unique<DBuf<float>>(size_t(shapes[k].rows[m])));
+      outs.back()->poison();
+      st.tasks.push_back({sets[k].dev[m], outs.back()->p, shapes[k].rows[m]});
+    }
+    steps.push_back(std::move(st));
+  }
+  const cuda::ChainPlan plan(steps);
+  std::string d;
+  for (int run = 0; run < 2 && d.empty(); run++) {
+    for (auto& o : outs) o->poison();
+    plan.run(nullptr);
+    HKV_CUDA_CHECK(cudaDeviceSynchronize());
+    size_t o = 0;
+    for (size_t k = 0; k < shapes.size() && d.empty(); k++)
+      for (size_t m = 0; m < shapes[k].rows.size() && d.empty(); m++, o++) {
+        std::vector<float> ref(size_t(shapes[k].rows[m]));
+        matmul(sets[k].host[m]->m, xs[shapes[k].cols].data(), 1, ref.data());
+        d = first_diff(outs[o]->get(), ref);
+        if (!d.empty())
+          d = "run " + std::to_string(run) + ", step " + std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
+      }
+  }
+  std::printf("matvec chain persistent(%zu steps, %d items on %d blocks): %s\n", steps.size(), plan.items(),
+              plan.grid(), d.empty() ? "OK" : ("FAIL " + d).c_str());
+  CHECK_MESSAGE(d.empty(), d);
+  // refusals: a residual add, more than kMaxTasks matrices, mixed widths
+  std::vector<cuda::ChainStep> bad(1);
+  bad[0].xq = recs[512]->p;
+  bad[0].tasks.push_back({sets[0].dev[0], outs[0]->p, 300, true});
+  CHECK_THROWS_AS(cuda::ChainPlan{bad}, std::invalid_argument);
+  bad[0].tasks.assign(5, {sets[0].dev[0], outs[0]->p, 300});
+  CHECK_THROWS_AS(cuda::ChainPlan{bad}, std::invalid_argument);
+  bad[0].tasks = {{sets[0].dev[0], outs[0]->p, 300}, {sets[1].dev[0], outs[2]->p, 5000}};
+  CHECK_THROWS_AS(cuda::ChainPlan{bad}, std::invalid_argument);
 }
 
 TEST_CASE("kv_pack refuses head dims it does not take") {
