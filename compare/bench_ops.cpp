@@ -241,29 +241,36 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
     chain.push_back(std::move(cs));
   }
   const cuda::ChainPlan plan(chain);
-  plan.run(st);
-  HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   std::vector<uint32_t> hl(total), hp(total);
+  HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
-  HKV_CUDA_CHECK(cudaMemcpy(hp.data(), yp, total * 4, cudaMemcpyDeviceToHost));
-  off = 0;
-  for (size_t k = 0; k < steps.size(); k++)
-    for (size_t m = 0; m < steps[k].tasks.size(); m++) {
-      const size_t rows = size_t(steps[k].tasks[m].W.rows);
-      for (size_t r = 0; r < rows; r++)
-        if (hl[off + r] != hp[off + r])
-          throw std::runtime_error("bench-ops --persistent: step " + std::to_string(k) + " (" + steps[k].name +
-                                   "), matrix " + std::to_string(m) + ", row " + std::to_string(r) +
-                                   ": the persistent launch's bytes differ from the launches'");
-      off += rows;
-    }
-  const Timing t = time_ms(st, 3, reps, [&] { plan.run(st); });  // (the plan writes into yp)
+  for (const cuda::ChainForm form : {cuda::ChainForm::Items, cuda::ChainForm::Steps}) {
+    const bool items = form == cuda::ChainForm::Items;
+    HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
+    plan.run(st, form);
+    HKV_CUDA_CHECK(cudaStreamSynchronize(st));
+    HKV_CUDA_CHECK(cudaMemcpy(hp.data(), yp, total * 4, cudaMemcpyDeviceToHost));
+    off = 0;
+    for (size_t k = 0; k < steps.size(); k++)
+      for (size_t m = 0; m < steps[k].tasks.size(); m++) {
+        const size_t rows = size_t(steps[k].tasks[m].W.rows);
+        for (size_t r = 0; r < rows; r++)
+          if (hl[off + r] != hp[off + r])
+            throw std::runtime_error(std::string("bench-ops --persistent (") + (items ? "items" : "steps") +
+                                     "): step " + std::to_string(k) + " (" + steps[k].name + "), matrix " +
+                                     std::to_string(m) + ", row " + std::to_string(r) +
+                                     ": the persistent launch's bytes differ from the launches'");
+        off += rows;
+      }
+    const Timing t = time_ms(st, 3, reps, [&] { plan.run(st, form); });  // (the plan writes into yp)
+    const std::string per = items ? "an item (" + std::to_string(plan.items()) + " items)" : "a step";
+    std::printf(
+        "| persistent, a barrier %s: one launch on %d blocks (bytes = the launches', %zu rows) | %.3f | "
+        "%+.2f%% | %.3f–%.3f | %.0f%% | |\n",
+        per.c_str(), plan.grid(form), total, t.median, 100.0 * (t.median / first - 1.0), t.min, t.max,
+        100.0 * bytes / (t.median * 1e-3) / bw);
+  }
   cudaFree(yl), cudaFree(yp);
-  std::printf(
-      "| persistent: one launch, %d items on %d blocks (bytes = the launches', %zu rows) | %.3f | %+.2f%% | "
-      "%.3f–%.3f | %.0f%% | |\n",
-      plan.items(), plan.grid(), total, t.median, 100.0 * (t.median / first - 1.0), t.min, t.max,
-      100.0 * bytes / (t.median * 1e-3) / bw);
 }
 
 // as_token (--as-token): each launch as the engine's decode token launches it (the decode fusion): the launches

@@ -758,6 +758,66 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   }
 }
 
+// matvec_chain_steps_kernel: the same chain with a barrier a step instead of an item (ChainForm::Steps). A block takes,
+// in each step, the row groups blockIdx·WARPS + warp + i·(grid·WARPS) (the decode kernel's striding), each warp
+// through its groups without waiting on the others; a block with no group in a step skips it. On reaching a step it
+// prefetches its warps' first rounds, waits until every block with groups in the step ahead has counted itself there,
+// stages the records, and after its last group (a barrier) counts itself in this step.
+template <int RW, int U, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+    matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs) {
+  extern __shared__ uint4 xs4[];
+  constexpr int T = WARPS * 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t tw = int64_t(gridDim.x) * WARPS, g0 = int64_t(blockIdx.x) * WARPS;
+  for (int step = 0; step < nsteps; step++) {
+    const Tasks& ts = steps[step];
+    const int64_t groups = ts.block_start[ts.n];
+    if (g0 >= groups) continue;  // (the whole block)
+    const int cols = int(ts.t[0].W.cols), nch = cols / 32;
+    const int64_t g = g0 + warp;
+    if (g < groups) {  // this warp's first round into L2 while the step ahead finishes
+      int64_t local;
+      const MatTask& task = ts.t[find_task(ts, g, local)];
+      for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
+        const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
+        for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+      }
+    }
+    if (step > 0 && threadIdx.x == 0) {  // every block with groups in the step ahead has counted itself
+      const Tasks& prev = steps[step - 1];
+      const int64_t pb = (prev.block_start[prev.n] + WARPS - 1) / WARPS;
+      const unsigned need = unsigned(pb < int64_t(gridDim.x) ? pb : int64_t(gridDim.x));
+      for (unsigned tries = 0;; tries++) {
+        unsigned v;
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(done + step - 1) : "memory");
+        if (v >= need) break;
+        if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
+        __nanosleep(64);
+      }
+    }
+    __syncthreads();
+    const uint4* x4 = reinterpret_cast<const uint4*>(xqs[step]);
+    for (int i = threadIdx.x; i < nch * 8; i += T) xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = __ldg(x4 + i);
+    __syncthreads();
+    for (int64_t gg = g; gg < groups; gg += tw) {
+      int64_t local;
+      const int t = find_task(ts, gg, local);
+      mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) {
+        const uint4* base = xs4 + c * 8;
+        const int sw = c & 7;
+#pragma unroll
+        for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+      });
+    }
+    __syncthreads();  // the block's rows of this step stored, its records free
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicAdd(done + step, 1u);
+    }
+  }
+}
+
 constexpr int kChainRW = 2, kChainU = 3, kChainWarps = 16;
 
 }  // namespace
@@ -942,19 +1002,26 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
   HKV_CUDA_CHECK(cudaMemcpy(dev_->item_first, first.data(), first.size() * sizeof(int), cudaMemcpyHostToDevice));
   HKV_CUDA_CHECK(cudaMemcpy(dev_->xqs, xqs.data(), xqs.size() * sizeof(uint32_t*), cudaMemcpyHostToDevice));
   items_ = first.back();
-  auto kernel = matvec_chain_kernel<kChainRW, kChainU, kChainWarps>;
-  HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemMax)));
-  int per_sm = 0;
-  HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kChainWarps * 32, smem_));
-  if (per_sm < 1) throw std::runtime_error("matvec chain: the kernel does not fit a multiprocessor");
-  grid_ = per_sm * sm_count();
+  auto resident = [&](const void* kernel) {
+    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemMax)));
+    int per_sm = 0;
+    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kChainWarps * 32, smem_));
+    if (per_sm < 1) throw std::runtime_error("matvec chain: the kernel does not fit a multiprocessor");
+    return per_sm * sm_count();
+  };
+  grid_ = resident(reinterpret_cast<const void*>(matvec_chain_kernel<kChainRW, kChainU, kChainWarps>));
+  grid_steps_ = resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps>));
 }
 
-void ChainPlan::run(cudaStream_t st) const {
+void ChainPlan::run(cudaStream_t st, ChainForm form) const {
   if (nsteps_ == 0) return;
   HKV_CUDA_CHECK(cudaMemsetAsync(dev_->done, 0, size_t(nsteps_) * sizeof(unsigned), st));
-  matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
-      <<<unsigned(grid_), kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
+  if (form == ChainForm::Steps)
+    matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps>
+        <<<unsigned(grid_steps_), kChainWarps * 32, smem_, st>>>(dev_->steps, nsteps_, dev_->done, dev_->xqs);
+  else
+    matvec_chain_kernel<kChainRW, kChainU, kChainWarps><<<unsigned(grid_), kChainWarps * 32, smem_, st>>>(
+        dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
   HKV_CHECK_LAUNCH();
 }
 

@@ -124,11 +124,12 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
   CHECK_MESSAGE(d.empty(), d);
 }
 
-TEST_CASE("a chain of matvec launches as one persistent launch (bench-ops --persistent): the oracle's rows, twice") {
+TEST_CASE(
+    "a chain of matvec launches as one persistent launch (bench-ops --persistent): the oracle's rows, both forms") {
   // Not an oracle op: cuda::ChainPlan is a schedule of matvec_multi's products (resident blocks over items in order,
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
-  // grid, and a second run of the same plan (its counters reset). Then its refusals.
+  // grid, in both forms (a barrier an item, a barrier a step), each run twice (the counters reset). Then its refusals.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
@@ -160,9 +161,9 @@ TEST_CASE("a chain of matvec launches as one persistent launch (bench-ops --pers
   }
   const cuda::ChainPlan plan(steps);
   std::string d;
-  for (int run = 0; run < 2 && d.empty(); run++) {
+  for (int run = 0; run < 4 && d.empty(); run++) {  // each form twice (its counters reset)
     for (auto& o : outs) o->poison();
-    plan.run(nullptr);
+    plan.run(nullptr, run % 2 ? cuda::ChainForm::Steps : cuda::ChainForm::Items);
     HKV_CUDA_CHECK(cudaDeviceSynchronize());
     size_t o = 0;
     for (size_t k = 0; k < shapes.size() && d.empty(); k++)
@@ -171,10 +172,11 @@ TEST_CASE("a chain of matvec launches as one persistent launch (bench-ops --pers
         matmul(sets[k].host[m]->m, xs[shapes[k].cols].data(), 1, ref.data());
         d = first_diff(outs[o]->get(), ref);
         if (!d.empty())
-          d = "run " + std::to_string(run) + ", step " + std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
+          d = std::string(run % 2 ? "steps" : "items") + " form, run " + std::to_string(run / 2) + ", step " +
+              std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
       }
   }
-  std::printf("matvec chain persistent(%zu steps, %d items on %d blocks): %s\n", steps.size(), plan.items(),
+  std::printf("matvec chain persistent(%zu steps, %d items on %d blocks, both forms): %s\n", steps.size(), plan.items(),
               plan.grid(), d.empty() ? "OK" : ("FAIL " + d).c_str());
   CHECK_MESSAGE(d.empty(), d);
   // refusals: a residual add, more than kMaxTasks matrices, mixed widths

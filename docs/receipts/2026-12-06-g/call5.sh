@@ -3,6 +3,7 @@
 # launches as one CUDA graph, and the same steps as one persistent launch (cuda::ChainPlan), its bytes compared with
 # the launches' and then timed the same way.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-06-g/call5.sh
+# (The tree of call 5 had the item form alone; the bench now also prints the step form, ChainForm::Steps.)
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
 mkdir -p "$back" /tmp/deps
