@@ -321,6 +321,10 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
   });
 }
 
+// Where unit i of the records (16-byte unit i % 8 of chunk i / 8) lies in the decode kernel's shared memory: unit v of
+// chunk c at 8c + (v ^ (c & 7)) (below).
+__device__ __forceinline__ int xs4_slot(int i) { return 8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7)); }
+
 // The decode kernel (N = 1 or 2). x's records are staged once per block in shared memory, 16-byte unit v
 // (0..7) of chunk c at 8c + (v ^ (c & 7)): the eight lanes of a quarter-warp, which read one unit of eight
 // consecutive chunks, hit eight different 16-byte bank groups (no conflicts). Blocks are persistent:
@@ -478,7 +482,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     // flight before any store (one load per iteration left the down_proj's 70 KB to 7 round trips a thread)
     const uint4* x4 = reinterpret_cast<const uint4*>(xq);
     const int units = NB * nch * 8;
-    auto place = [&](int i, const uint4& u) { xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = u; };
+    auto place = [&](int i, const uint4& u) { xs4[xs4_slot(i)] = u; };
     if (opt & kOptStage) {
       for (int i0 = threadIdx.x; i0 < units; i0 += 8 * T) {
         uint4 u[8];
@@ -701,60 +705,74 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 // waits only on items of earlier steps, which blocks before it in their own lists have or will run.
 // Measured (H100, docs/RESULTS.md §11): a 27B token's 257 steps in 8.566 ms against 5.640 ms as 257 launches in one
 // graph; the barrier that closes each item makes a block's warps wait on its slowest every 32 rows.
+// The chain kernels' shared steps. chain_enter: a block reaching step `step` (ts) prefetches into L2 the first round
+// of its warp's row group g, waits (thread 0) until done[step − 1] reaches need, then stages the step's records xq into
+// xs4 between two barriers. chain_rows: warp's row group g of ts from the staged records. chain_count: after a barrier
+// (the block's rows stored), thread 0 adds one to done[step] after a fence.
+template <int RW, int U, int WARPS>
+__device__ __forceinline__ void chain_enter(const Tasks& ts, int64_t g, int lane, const unsigned* done, int step,
+                                            unsigned need, const uint32_t* xq, uint4* xs4) {
+  const int cols = int(ts.t[0].W.cols), nch = cols / 32;
+  if (g < ts.block_start[ts.n]) {  // this warp's first round into L2 while the step ahead finishes
+    int64_t local;
+    const MatTask& task = ts.t[find_task(ts, g, local)];
+    for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
+      const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
+      for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+    }
+  }
+  if (step > 0 && threadIdx.x == 0) {
+    for (unsigned tries = 0;; tries++) {
+      unsigned v;
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(done + step - 1) : "memory");
+      if (v >= need) break;
+      if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
+      __nanosleep(64);
+    }
+  }
+  __syncthreads();  // the step ahead complete; every warp done with the records staged before
+  const uint4* x4 = reinterpret_cast<const uint4*>(xq);
+  for (int i = threadIdx.x; i < nch * 8; i += WARPS * 32) xs4[xs4_slot(i)] = __ldg(x4 + i);
+  __syncthreads();
+}
+template <int RW, int U>
+__device__ __forceinline__ void chain_rows(const Tasks& ts, int64_t g, int lane, const uint4* xs4) {
+  int64_t local;
+  const int t = find_task(ts, g, local);
+  mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) {
+    const uint4* base = xs4 + c * 8;
+    const int sw = c & 7;
+#pragma unroll
+    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+  });
+}
+__device__ __forceinline__ void chain_count(unsigned* done, int step) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(done + step, 1u);
+  }
+}
+
 template <int RW, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_kernel(const Tasks* steps, const int* item_first, int nsteps, unsigned* done,
                         const uint32_t* const* xqs) {
   extern __shared__ uint4 xs4[];  // the current step's records, swizzled as matvec_mlx4_smem_kernel's
-  constexpr int T = WARPS * 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int total = item_first[nsteps];
   int step = 0, staged = -1;
   for (int item = blockIdx.x; item < total; item += gridDim.x) {
     while (item >= item_first[step + 1]) step++;
     const Tasks& ts = steps[step];
-    const int cols = int(ts.t[0].W.cols), nch = cols / 32;
-    const int64_t g = int64_t(item - item_first[step]) * WARPS + warp, groups = ts.block_start[ts.n];
+    const int64_t g = int64_t(item - item_first[step]) * WARPS + warp;
     if (step != staged) {
-      if (g < groups) {  // this warp's first round into L2 while the step ahead finishes
-        int64_t local;
-        const MatTask& task = ts.t[find_task(ts, g, local)];
-        for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
-          const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-          for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
-        }
-      }
-      if (step > 0 && threadIdx.x == 0) {
-        const unsigned need = unsigned(item_first[step] - item_first[step - 1]);
-        for (unsigned tries = 0;; tries++) {
-          unsigned v;
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(done + step - 1) : "memory");
-          if (v >= need) break;
-          if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
-          __nanosleep(64);
-        }
-      }
-      __syncthreads();  // the step ahead complete; every warp done with the records staged before
-      const uint4* x4 = reinterpret_cast<const uint4*>(xqs[step]);
-      for (int i = threadIdx.x; i < nch * 8; i += T) xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = __ldg(x4 + i);
-      __syncthreads();
+      const unsigned need = step > 0 ? unsigned(item_first[step] - item_first[step - 1]) : 0u;
+      chain_enter<RW, U, WARPS>(ts, g, lane, done, step, need, xqs[step], xs4);
       staged = step;
     }
-    if (g < groups) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) {
-        const uint4* base = xs4 + c * 8;
-        const int sw = c & 7;
-#pragma unroll
-        for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-      });
-    }
-    __syncthreads();  // the item's rows stored
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(done + step, 1u);
-    }
+    if (g < ts.block_start[ts.n]) chain_rows<RW, U>(ts, g, lane, xs4);
+    chain_count(done, step);  // the item's rows stored
   }
 }
 
@@ -767,54 +785,20 @@ template <int RW, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs) {
   extern __shared__ uint4 xs4[];
-  constexpr int T = WARPS * 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t tw = int64_t(gridDim.x) * WARPS, g0 = int64_t(blockIdx.x) * WARPS;
+  // the blocks with a row group in step k: min(grid, its items)
+  auto blocks_in = [&](int k) {
+    const int64_t items = (steps[k].block_start[steps[k].n] + WARPS - 1) / WARPS;
+    return unsigned(items < int64_t(gridDim.x) ? items : int64_t(gridDim.x));
+  };
   for (int step = 0; step < nsteps; step++) {
     const Tasks& ts = steps[step];
     const int64_t groups = ts.block_start[ts.n];
     if (g0 >= groups) continue;  // (the whole block)
-    const int cols = int(ts.t[0].W.cols), nch = cols / 32;
-    const int64_t g = g0 + warp;
-    if (g < groups) {  // this warp's first round into L2 while the step ahead finishes
-      int64_t local;
-      const MatTask& task = ts.t[find_task(ts, g, local)];
-      for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
-        const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-        for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
-      }
-    }
-    if (step > 0 && threadIdx.x == 0) {  // every block with groups in the step ahead has counted itself
-      const Tasks& prev = steps[step - 1];
-      const int64_t pb = (prev.block_start[prev.n] + WARPS - 1) / WARPS;
-      const unsigned need = unsigned(pb < int64_t(gridDim.x) ? pb : int64_t(gridDim.x));
-      for (unsigned tries = 0;; tries++) {
-        unsigned v;
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(done + step - 1) : "memory");
-        if (v >= need) break;
-        if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
-        __nanosleep(64);
-      }
-    }
-    __syncthreads();
-    const uint4* x4 = reinterpret_cast<const uint4*>(xqs[step]);
-    for (int i = threadIdx.x; i < nch * 8; i += T) xs4[8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7))] = __ldg(x4 + i);
-    __syncthreads();
-    for (int64_t gg = g; gg < groups; gg += tw) {
-      int64_t local;
-      const int t = find_task(ts, gg, local);
-      mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) {
-        const uint4* base = xs4 + c * 8;
-        const int sw = c & 7;
-#pragma unroll
-        for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-      });
-    }
-    __syncthreads();  // the block's rows of this step stored, its records free
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(done + step, 1u);
-    }
+    chain_enter<RW, U, WARPS>(ts, g0 + warp, lane, done, step, step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4);
+    for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
+    chain_count(done, step);  // the block's rows of this step stored, its records free
   }
 }
 

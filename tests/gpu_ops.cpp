@@ -130,6 +130,7 @@ TEST_CASE(
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
   // grid, in both forms (a barrier an item, a barrier a step), each run twice (the counters reset). Then its refusals.
+  // The order between steps is not observable here (each step reads fixed records): these checks are of the bytes.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
