@@ -866,15 +866,17 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     const bool rolled = f.kind == KvKind::FP8 && kvc27 && cuda::attn_slim_fp8_rolled(chunk_blocks, cuda::sm_count());
     if (d.empty() && launched.slim_roll != rolled)
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
-    if (d.empty() && launched.slim_kvc != kvc27)
-      d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
-    // form 1 at the 27B's layout alone; form 8 wherever q4h's slim kernel runs (head_dim 256), where built
+    // form 1 at the 27B's layout alone; form 8 (attn_bulk_kernel) wherever q4h's slim shape runs (head_dim 256), where
+    // built
     const bool q4h_slim = f.kind == KvKind::Q4H && launched.slim_kernel;
     const int want_k = q4h_form == 1 && q4h_slim && kvc27                     ? 1
                        : q4h_form == 8 && q4h_slim && cuda::attn_bulk_built() ? 8
                                                                               : 0;
     if (d.empty() && launched.q4h_form != want_k)
       d = "slim's q4h form " + std::to_string(launched.q4h_form) + " taken, " + std::to_string(want_k) + " expected";
+    // the constant stride is slim's own form at the 27B's layout (the bulk kernel has none)
+    if (d.empty() && launched.slim_kvc != (kvc27 && want_k != 8))
+      d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
     if (d.empty() && launched.slim_scores != slim_sc)
       d = std::string("slim's score loop ") + (launched.slim_scores ? "taken" : "not taken");
     // the split values: never in the shapes with two elements a thread or nothing staged (bf16; fp8 and q4h rows not a

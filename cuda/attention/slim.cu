@@ -347,7 +347,6 @@ void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 8: the rows staged by bulk copies (bulk.cu)
     if (cg.q4h_form == 8 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_bulk_built()) {
       launch_bulk_kernel<NG>(cg, rec);
-      rec.slim_kvc = NG == 6 && a.KV == 4;
       return;
     }
   }
