@@ -243,8 +243,11 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   std::vector<uint32_t> hl(total), hp(total);
   HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
-  for (const cuda::ChainForm form : {cuda::ChainForm::Items, cuda::ChainForm::Steps}) {
-    const bool items = form == cuda::ChainForm::Items;
+  for (const cuda::ChainForm form : cuda::kChainForms) {
+    const char* name = form == cuda::ChainForm::Items       ? "items"
+                       : form == cuda::ChainForm::Steps     ? "steps"
+                       : form == cuda::ChainForm::StepsWide ? "steps, 20 warps a block"
+                                                            : "steps, first round loaded before the wait";
     HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
     plan.run(st, form);
     HKV_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -255,16 +258,17 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
         const size_t rows = size_t(steps[k].tasks[m].W.rows);
         for (size_t r = 0; r < rows; r++)
           if (hl[off + r] != hp[off + r])
-            throw std::runtime_error(std::string("bench-ops --persistent (") + (items ? "items" : "steps") +
-                                     "): step " + std::to_string(k) + " (" + steps[k].name + "), matrix " +
-                                     std::to_string(m) + ", row " + std::to_string(r) +
-                                     ": the persistent launch's bytes differ from the launches'");
+            throw std::runtime_error(std::string("bench-ops --persistent (") + name + "): step " + std::to_string(k) +
+                                     " (" + steps[k].name + "), matrix " + std::to_string(m) + ", row " +
+                                     std::to_string(r) + ": the persistent launch's bytes differ from the launches'");
         off += rows;
       }
     const Timing t = time_ms(st, 3, reps, [&] { plan.run(st, form); });  // (the plan writes into yp)
-    const std::string per = items ? "an item (" + std::to_string(plan.items()) + " items)" : "a step";
+    const std::string per = form == cuda::ChainForm::Items
+                                ? "a barrier an item (" + std::to_string(plan.items()) + " items)"
+                                : std::string("a barrier a step (") + name + ")";
     std::printf(
-        "| persistent, a barrier %s: one launch on %d blocks (bytes = the launches', %zu rows) | %.3f | "
+        "| persistent, %s: one launch on %d blocks (bytes = the launches', %zu rows) | %.3f | "
         "%+.2f%% | %.3f–%.3f | %.0f%% | |\n",
         per.c_str(), plan.grid(form), total, t.median, 100.0 * (t.median / first - 1.0), t.min, t.max,
         100.0 * bytes / (t.median * 1e-3) / bw);

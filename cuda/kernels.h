@@ -74,10 +74,13 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // (MLX4 of one width and group, no residual add) over the records xq of its fixed input (N = 1), run in the steps'
 // order as one launch of resident blocks that wait on per-step counters instead of launch boundaries
 // (matvec_chain_kernel in matvec.cu says how). Every row's bytes are matvec_multi's. The plan's tables live on the
-// device; run() resets the counters and launches on st. Items (matvec_chain_kernel): blocks over items of 16 row
-// groups, a barrier and a count an item; Steps (matvec_chain_steps_kernel): each block strides through its row groups
-// of a step, a barrier and a count a step.
-enum class ChainForm { Items, Steps };
+// device; run() resets the counters and launches on st. Items (matvec_chain_kernel): blocks of 16 warps over items of
+// 16 row groups, a barrier and a count an item; Steps (matvec_chain_steps_kernel): each block of 16 warps strides
+// through its row groups of a step, a barrier and a count a step; StepsWide: the same with 20 warps a block (the
+// decode launches' block); Overlap: Steps with each warp's first round of a step loaded before it waits.
+enum class ChainForm { Items, Steps, StepsWide, Overlap };
+inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide,
+                                            ChainForm::Overlap};
 struct ChainStep {
   std::vector<MatTask> tasks;
   const uint32_t* xq = nullptr;
@@ -87,11 +90,11 @@ class ChainPlan {
   explicit ChainPlan(const std::vector<ChainStep>& steps);
   void run(cudaStream_t st, ChainForm form = ChainForm::Items) const;
   int items() const { return items_; }
-  int grid(ChainForm form = ChainForm::Items) const { return form == ChainForm::Steps ? grid_steps_ : grid_; }
+  int grid(ChainForm form = ChainForm::Items) const { return grids_[int(form)]; }
 
  private:
   struct Dev;
-  int nsteps_ = 0, items_ = 0, grid_ = 0, grid_steps_ = 0;
+  int nsteps_ = 0, items_ = 0, grids_[4] = {};
   size_t smem_ = 0;
   std::shared_ptr<Dev> dev_;
 };

@@ -125,12 +125,13 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
 }
 
 TEST_CASE(
-    "a chain of matvec launches as one persistent launch (bench-ops --persistent): the oracle's rows, both forms") {
+    "a chain of matvec launches as one persistent launch (bench-ops --persistent): the oracle's rows, every form") {
   // Not an oracle op: cuda::ChainPlan is a schedule of matvec_multi's products (resident blocks over items in order,
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
-  // grid, in both forms (a barrier an item, a barrier a step), each run twice (the counters reset). Then its refusals.
-  // The order between steps is not observable here (each step reads fixed records): these checks are of the bytes.
+  // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step, with 16 or 20 warps a block, the first
+  // round loaded before the wait), each run twice (the counters reset). Then its refusals. The order between steps is
+  // not observable here (each step reads fixed records): these checks are of the bytes.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
@@ -162,9 +163,10 @@ TEST_CASE(
   }
   const cuda::ChainPlan plan(steps);
   std::string d;
-  for (int run = 0; run < 4 && d.empty(); run++) {  // each form twice (its counters reset)
+  const int nforms = int(std::size(cuda::kChainForms));
+  for (int run = 0; run < 2 * nforms && d.empty(); run++) {  // each form twice (its counters reset)
     for (auto& o : outs) o->poison();
-    plan.run(nullptr, run % 2 ? cuda::ChainForm::Steps : cuda::ChainForm::Items);
+    plan.run(nullptr, cuda::kChainForms[run % nforms]);
     HKV_CUDA_CHECK(cudaDeviceSynchronize());
     size_t o = 0;
     for (size_t k = 0; k < shapes.size() && d.empty(); k++)
@@ -173,11 +175,11 @@ TEST_CASE(
         matmul(sets[k].host[m]->m, xs[shapes[k].cols].data(), 1, ref.data());
         d = first_diff(outs[o]->get(), ref);
         if (!d.empty())
-          d = std::string(run % 2 ? "steps" : "items") + " form, run " + std::to_string(run / 2) + ", step " +
+          d = "form " + std::to_string(run % nforms) + ", run " + std::to_string(run / nforms) + ", step " +
               std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
       }
   }
-  std::printf("matvec chain persistent(%zu steps, %d items on %d blocks, both forms): %s\n", steps.size(), plan.items(),
+  std::printf("matvec chain persistent(%zu steps, %d items on %d blocks, every form): %s\n", steps.size(), plan.items(),
               plan.grid(), d.empty() ? "OK" : ("FAIL " + d).c_str());
   CHECK_MESSAGE(d.empty(), d);
   // refusals: a residual add, more than kMaxTasks matrices, mixed widths
