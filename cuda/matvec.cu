@@ -854,9 +854,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 // i·(grid·WARPS) (the decode kernel's striding), each warp through its groups without waiting on the others; a block
 // with no group in a step skips it. On reaching a step it prefetches its warps' first rounds into L2, waits until
 // every block with groups in the step ahead has counted itself there, stages the records, and after its last group (a
-// barrier) counts itself in this step. OVERLAP: each warp first loads its first group's first round into registers
-// (the weights do not depend on the step ahead) and prefetches the second into L2, then waits; so the loads of a step
-// are in flight while the step ahead finishes. The rounds and chunks are taken in mlx4_rows' order either way.
+// barrier) counts itself in this step. OVERLAP: each warp first copies its first group's first round into its own
+// shared memory (cp.async; the scales and biases into registers; the weights do not depend on the step ahead) and
+// prefetches the second into L2, then waits; so the loads of a step are in flight while the step ahead finishes. The
+// rounds and chunks are taken in mlx4_rows' order either way. Measured (H100, docs/RESULTS.md §11 2026-12-06-h):
+// Steps 7.68 ms, StepsWide 6.80–6.85, Overlap 7.76–7.77 against 5.66 for the graph of launches; StepsWide spills 44
+// bytes (96 registers at 20 warps).
 template <int RW, int U, int WARPS, bool OVERLAP>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs) {
