@@ -309,7 +309,7 @@ size_t Engine::embedding_to_host() {
 // ================================================================================================
 
 std::unique_ptr<Sequence> Engine::new_sequence(const KvFormat& f, int64_t capacity) {
-  if (!f.is_canonical()) throw std::runtime_error("engine: cache format '" + f.name() + "' is an oracle-only ablation");
+  if (!f.engine_runs()) throw std::runtime_error("engine: cache format '" + f.name() + "' is an oracle-only ablation");
   if (capacity <= 0) throw std::runtime_error("engine: sequence capacity must be positive");
   std::unique_ptr<Sequence> s(new Sequence());
   s->format_ = f;
@@ -607,7 +607,7 @@ void Engine::launch_layers(const Round& r, const ForwardOptions* topt) {
       norm_mv(L.input_norm,
               {{L.q, big_, int64_t(H) * 2 * D}, {L.k, kbuf_, int64_t(KV) * D}, {L.v, vbuf_, int64_t(KV) * D}});
       attn_prep_pack(big_, qbuf_, kbuf_, vbuf_, int64_t(KV) * D, L.q_norm, L.k_norm, r.d_rope, N, H, KV, D, rd, eps,
-                     r.kind, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N, r.d_pos, err_, st, tu);
+                     r.seqs[0]->format_, r.d_k + int64_t(fi) * N, r.d_v + int64_t(fi) * N, r.d_pos, err_, st, tu);
       tap(l, "q", qbuf_, int64_t(H) * D);
       tap(l, "k", kbuf_, int64_t(KV) * D);
       AttnArgs a;
@@ -806,7 +806,7 @@ void Engine::run_rounds(const std::vector<Sequence*>& seqs, const std::vector<st
     const int64_t T = int64_t(tokens[i].size());
     for (size_t j = 0; j < i; j++)
       if (seqs[j] == seqs[i]) throw std::runtime_error("engine: a sequence appears twice in one batch");
-    if (s.format_.kind != seqs[0]->format_.kind)
+    if (s.format_.name() != seqs[0]->format_.name())
       throw std::runtime_error("engine: the sequences of one batch must share a cache format");
     check_forward_input(c, s.pos_, s.capacity_, tokens[i]);
   }

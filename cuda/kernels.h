@@ -202,8 +202,8 @@ void kv_blocks_to_rows(const uint8_t* blocks, uint8_t* rows, int64_t npos, int K
 // kv_pack_row of K and V rows: for row r < N and kv head h: K row k[r·ldk + h·D …] goes to
 // kdst[r] + kv_row_offset(pos[r], h, KV, row_bytes, kv_block(kind)), V likewise, a warp a group of 32 (head_dim a
 // multiple of 32, at most 1024). Non-finite input sets bit 1 of *err, a scale that overflows fp16 bit 2 (the oracle
-// throws std::domain_error); such rows are not written at all.
-void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
+// throws std::domain_error); such rows are not written at all. f: a format the engine runs (KvFormat::engine_runs).
+void kv_pack(const KvFormat& f, const float* k, int64_t ldk, const float* v, int64_t ldv, uint8_t* const* kdst,
              uint8_t* const* vdst, const int* pos, int64_t N, int KV, int D, int* err, cudaStream_t st,
              const Tuning& tu = Tuning{});
 // attn_prep followed by kv_pack (k's rows as attn_prep leaves them, v's, ldk = KV·D) in one launch (the engine's every
@@ -211,8 +211,8 @@ void kv_pack(KvKind kind, const float* k, int64_t ldk, const float* v, int64_t l
 // pre_ok). The bytes of the two launches (q, k, the cache rows, err).
 void attn_prep_pack(const float* qg, float* q, float* k, const float* v, int64_t ldv, const float* q_norm,
                     const float* k_norm, const float* rope, int64_t N, int H, int KV, int D, int rd, float eps,
-                    KvKind kind, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err, cudaStream_t st,
-                    const Tuning& tu = Tuning{});
+                    const KvFormat& f, uint8_t* const* kdst, uint8_t* const* vdst, const int* pos, int* err,
+                    cudaStream_t st, const Tuning& tu = Tuning{});
 // Valid random rows for positions [0, npos) of a cache (benchmarks: a cache at depth d without a prefill), and for the
 // rest of npos's last block: kv_cache_bytes(npos, KV, row bytes, kv_block(kind)) are written. Not an exact path.
 void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, uint64_t seed, cudaStream_t st);

@@ -253,8 +253,8 @@ std::vector<float> Engine::forward_fast(Sequence& s, const std::vector<int32_t>&
         fast_gemm(L.k, 0, KVD, b.xa, E, n, kbuf, KVD, 0.0f);
         fast_gemm(L.v, 0, KVD, b.xa, E, n, vbuf, KVD, 0.0f);
         attn_prep(b.f1, qbuf, kbuf, L.q_norm, L.k_norm, b.rope, n, H, KV, D, rd, eps, st, tuning_);
-        kv_pack(s.format_.kind, kbuf, KVD, vbuf, KVD, b.kp + int64_t(fi) * P, b.vp + int64_t(fi) * P, b.pos, n, KV, D,
-                err_, st, tuning_);
+        kv_pack(s.format_, kbuf, KVD, vbuf, KVD, b.kp + int64_t(fi) * P, b.vp + int64_t(fi) * P, b.pos, n, KV, D, err_,
+                st, tuning_);
         FastAttnArgs a;
         a.kind = s.format_.kind;
         a.D = D, a.H = H, a.KV = KV;

@@ -69,6 +69,13 @@ bool KvFormat::is_canonical() const {
   return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0 && !mse && seed == 0);
 }
 
+bool KvFormat::engine_runs() const {
+  if (is_canonical()) return true;
+  KvFormat plain = *this;
+  plain.mse = false;
+  return kind == KvKind::Q4H && mse && plain.is_canonical();
+}
+
 size_t kv_row_bytes(const KvFormat& f, int head_dim) {
   if (head_dim % f.group != 0)
     throw std::invalid_argument("head_dim " + std::to_string(head_dim) + " is not a multiple of the group size");

@@ -30,7 +30,8 @@ enum class Grid {
 };
 
 // The oracle's ablations at q4h's bytes (16 bytes of codes and an fp16 scale a group of 32), for study; the engine
-// refuses them (is_canonical). Each combines with the others and with the grids above:
+// runs q4h-mse alone (engine_runs: its rows are q4h's rows, only their scales chosen otherwise) and refuses the rest.
+// Each combines with the others and with the grids above:
 //   q4h-mse    each group's scale searched, among 17 candidates from 3/4 to 5/4 of the grid's own, for the least
 //              squared error of the group, codes computed from each candidate as rounded to fp16;
 //   q4h-nf     the Normal grid: 16 symmetric levels fitted to rotated rows (Lloyd–Max), codes as level indices;
@@ -54,7 +55,8 @@ struct KvFormat {
   // and combinations such as "q4h-norot-sym" or "q4h-nf-mse". Throws std::invalid_argument naming the text.
   static KvFormat parse(const std::string& name);
   std::string name() const;
-  bool is_canonical() const;  // one of the three formats the engine implements
+  bool is_canonical() const;  // one of the three formats bf16, fp8 and q4h
+  bool engine_runs() const;   // a canonical format or q4h-mse, the formats the engine implements
   // Rows read back in rotated space, where attention runs with the query rotated by rotate_groups. The seeded
   // ablation's transform S·H·S is not the query's H: kv_read_row turns its rows back to the original space.
   bool rotated() const { return kind == KvKind::Q4H && rotate && seed == 0; }

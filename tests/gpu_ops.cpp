@@ -193,11 +193,16 @@ TEST_CASE(
   CHECK_THROWS_AS(cuda::ChainPlan{bad}, std::invalid_argument);
 }
 
-TEST_CASE("kv_pack refuses head dims it does not take") {
+TEST_CASE("kv_pack refuses head dims and formats it does not take") {
   // Not an oracle case: a refusal before anything runs (the table's kv_pack cases check the bytes and the error word).
   CHECK_THROWS_AS(
-      cuda::kv_pack(KvKind::Q4H, nullptr, 48, nullptr, 48, nullptr, nullptr, nullptr, 1, 1, 48, nullptr, nullptr),
+      cuda::kv_pack(KvFormat::q4h(), nullptr, 48, nullptr, 48, nullptr, nullptr, nullptr, 1, 1, 48, nullptr, nullptr),
       std::runtime_error);
+  // and the oracle-only ablations but q4h-mse
+  for (const char* n : {"q4h-nf", "q4h-seed", "q4h-nf-mse", "f32"})
+    CHECK_THROWS_WITH_AS(cuda::kv_pack(KvFormat::parse(n), nullptr, 256, nullptr, 256, nullptr, nullptr, nullptr, 1, 1,
+                                       256, nullptr, nullptr),
+                         doctest::Contains("oracle-only ablation"), std::runtime_error);
 }
 
 TEST_CASE("attn_prep and kv_pack in one launch (attn_prep_pack): the two launches' bytes") {
@@ -211,7 +216,7 @@ TEST_CASE("attn_prep and kv_pack in one launch (attn_prep_pack): the two launche
     int H, KV, D, rd;
   };
   for (const Shape sh : {Shape{24, 4, 256, 64}, Shape{6, 2, 128, 128}, Shape{4, 1, 64, 32}})
-    for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h()}) {
+    for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h(), KvFormat::parse("q4h-mse")}) {
       const int64_t N = 3, cap = 9;
       const int H = sh.H, KV = sh.KV, D = sh.D, rd = sh.rd;
       const size_t rb = kv_row_bytes(f, D);
@@ -246,10 +251,10 @@ TEST_CASE("attn_prep and kv_pack in one launch (attn_prep_pack): the two launche
         dq.poison();
         if (fused) {
           cuda::attn_prep_pack(dqg.p, dq.p, dk.p, dv.p, int64_t(KV) * D, dqn.p, dkn.p, drope.p, N, H, KV, D, rd, 1e-6f,
-                               f.kind, dkp.p, dvp.p, dpos.p, derr.p, nullptr);
+                               f, dkp.p, dvp.p, dpos.p, derr.p, nullptr);
         } else {
           cuda::attn_prep(dqg.p, dq.p, dk.p, dqn.p, dkn.p, drope.p, N, H, KV, D, rd, 1e-6f, nullptr);
-          cuda::kv_pack(f.kind, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, derr.p,
+          cuda::kv_pack(f, dk.p, int64_t(KV) * D, dv.p, int64_t(KV) * D, dkp.p, dvp.p, dpos.p, N, KV, D, derr.p,
                         nullptr);
         }
         return Run{dq.get(), dk.get(), dkc.get(), dvc.get(), derr.get()[0]};

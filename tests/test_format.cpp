@@ -2,6 +2,7 @@
 // attention, and golden digests that fail when any byte of the format moves.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -32,6 +33,10 @@ TEST_CASE("format names parse and print") {
     CHECK(KvFormat::parse(n).name() == n);
   CHECK(KvFormat::parse("q4h").is_canonical());
   for (const char* n : {"q4h-mid", "q4h-mse", "q4h-nf", "q4h-seed"}) CHECK_FALSE(KvFormat::parse(n).is_canonical());
+  // the engine runs the canonical formats and q4h-mse (its own packer; q4h's readers)
+  for (const char* n : {"bf16", "fp8", "q4h", "q4h-mse"}) CHECK(KvFormat::parse(n).engine_runs());
+  for (const char* n : {"f32", "q4h-mid", "q4h-nf-mse", "q4h-seed", "q4h-seed-mse", "q4h-g64-mse", "q4h-norot-mse"})
+    CHECK_FALSE(KvFormat::parse(n).engine_runs());
   CHECK(KvFormat::parse("q4h-mse-nf").name() == "q4h-nf-mse");  // any order in, one order out
   CHECK(KvFormat::parse("q4h-seed1").name() == "q4h-seed");
   CHECK_THROWS_AS(KvFormat::parse("q5h"), std::invalid_argument);
@@ -191,6 +196,59 @@ TEST_CASE("q4h-mse: no group's squared error above q4h's, and lower on the whole
     CHECK(std::sqrt(sum_mse / sum_q4h) < 0.96);
     CHECK(lower > 400);  // most of the 800 groups find a better scale
   }
+}
+
+TEST_CASE("q4h-mse's search as the engine's packer takes it: the oracle's scales and codes") {
+  // cuda/kvcache.cu's q4h_mse_bits: lane 8 + i sums q4_0_sq_err (reference/scalar.h) over its group for candidate i
+  // (lane 8 the grid's own scale), and the warp keeps the least sum, of equal ones the grid's own, else the lowest
+  // lane. The same steps here, on the host, against kv_pack_row's bytes: the shared error term and that choice are
+  // the oracle's q4_group. (The warp's shuffles are checked on the card by the diff table's kv_pack cases.)
+  const KvFormat mse = KvFormat::parse("q4h-mse");
+  int moved = 0;
+  for (RowKind kind : {RowKind::Gaussian, RowKind::Outliers, RowKind::NearDuplicate})
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+      const std::vector<float> x = seeded_row(kind, seed, 256);
+      std::vector<uint8_t> out(kv_row_bytes(mse, 256));
+      kv_pack_row(mse, x.data(), 256, out.data());
+      std::vector<float> v = x;
+      rotate_groups(v.data(), 256, 32);
+      for (int g = 0; g < 8; g++) {
+        const float* y = v.data() + 32 * g;
+        float amax = 0.0f, extreme = 0.0f;
+        for (int j = 0; j < 32; j++)
+          if (std::fabs(y[j]) > amax) amax = std::fabs(y[j]), extreme = y[j];
+        const float wanted = extreme / -8.0f;
+        const uint16_t bits0 = f16_from_f32(wanted);
+        uint16_t bits = bits0;
+        if (f32_from_f16(bits0) != 0.0f) {
+          double err[17], least = INFINITY;
+          bool valid[17];
+          uint16_t cand[17];
+          for (int lane = 0; lane <= 16; lane++) {
+            cand[lane] = lane == 8 ? bits0 : f16_from_f32(wanted * (1.0f + float(lane - 8) / 32.0f));
+            const float c = f32_from_f16(cand[lane]);
+            valid[lane] = (cand[lane] & 0x7c00u) != 0x7c00u && c != 0.0f;
+            err[lane] = 0.0;
+            for (int j = 0; j < 32 && valid[lane]; j++) err[lane] += q4_0_sq_err(y[j], c);
+            if (valid[lane]) least = std::min(least, err[lane]);
+          }
+          int winner = -1;
+          for (int lane = 0; lane <= 16 && winner < 0; lane++)
+            if (valid[lane] && err[lane] == least) winner = lane;
+          if (err[8] == least) winner = 8;
+          bits = cand[winner];
+        }
+        CAPTURE(g);
+        CHECK(bits == uint16_t(out[128 + 2 * g] | (out[129 + 2 * g] << 8)));
+        moved += bits != bits0;
+        const float s = f32_from_f16(bits);
+        for (int j = 0; j < 32; j++) {
+          const int code = s == 0.0f ? 8 : q4_0_code(y[j], s), d = 32 * g + j;
+          CHECK(code == ((out[d / 2] >> (4 * (d % 2))) & 15));
+        }
+      }
+    }
+  CHECK(moved > 480);  // of 960 groups: the search's choice is tested, not only the grid's own scale
 }
 
 TEST_CASE("the ablations compute codes from the scale as stored (fp16-rounded)") {
