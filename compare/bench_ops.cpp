@@ -244,10 +244,9 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
   for (const cuda::ChainForm form : cuda::kChainForms) {
-    const char* name = form == cuda::ChainForm::Items       ? "items"
-                       : form == cuda::ChainForm::Steps     ? "steps"
-                       : form == cuda::ChainForm::StepsWide ? "steps, 20 warps a block"
-                                                            : "steps, first round loaded before the wait";
+    const char* name = form == cuda::ChainForm::Items   ? "items"
+                       : form == cuda::ChainForm::Steps ? "steps"
+                                                        : "steps, 20 warps a block";
     HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
     plan.run(st, form);
     HKV_CUDA_CHECK(cudaStreamSynchronize(st));

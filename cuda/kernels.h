@@ -77,10 +77,9 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // device; run() resets the counters and launches on st. Items (matvec_chain_kernel): blocks of 16 warps over items of
 // 16 row groups, a barrier and a count an item; Steps (matvec_chain_steps_kernel): each block of 16 warps strides
 // through its row groups of a step, a barrier and a count a step; StepsWide: the same with 20 warps a block (the
-// decode launches' block); Overlap: Steps with each warp's first round of a step loaded before it waits.
-enum class ChainForm { Items, Steps, StepsWide, Overlap };
-inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide,
-                                            ChainForm::Overlap};
+// decode launches' block).
+enum class ChainForm { Items, Steps, StepsWide };
+inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide};
 struct ChainStep {
   std::vector<MatTask> tasks;
   const uint32_t* xq = nullptr;
@@ -94,7 +93,7 @@ class ChainPlan {
 
  private:
   struct Dev;
-  int nsteps_ = 0, items_ = 0, grids_[4] = {};
+  int nsteps_ = 0, items_ = 0, grids_[3] = {};
   size_t smem_ = 0;
   std::shared_ptr<Dev> dev_;
 };

@@ -252,126 +252,57 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
 // chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
 // chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
-// Mlx4Rows splits it where a caller may put other work between a round's loads and its products (the chain's
-// overlap form loads its first round before it waits for its input); mlx4_rows runs it whole.
-template <int RW, int U>
-struct Mlx4Round {  // one round's weights, scales and biases as loaded
-  uint4 u[U][RW];
-  uint16_t sb[U][RW], bb[U][RW];
-};
-template <int NB, int RW, int U, bool STREAM>
-struct Mlx4Rows {
+template <int NB, int RW, int U, bool STREAM, class RecAt>
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
+  const DMat& W = task.W;
+  const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
+  const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
   const uint4* q[RW];
   const uint16_t *srow[RW], *brow[RW];
-  const int nch, gshift;  // chunk c lies in group c >> gshift (32-bit: no 64-bit divisions)
+#pragma unroll
+  for (int r = 0; r < RW; r++) {
+    const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
+    q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
+    srow[r] = W.scales + rr * gpr;
+    brow[r] = W.biases + rr * gpr;
+  }
   float acc[RW][NB];
-  __device__ __forceinline__ Mlx4Rows(const DMat& W, int64_t r0)
-      : nch(int(W.cols) / 32),
-        gshift(W.group == 32   ? 0
-               : W.group == 64 ? 1
-                               : 2) {
-    const int cols = int(W.cols), gpr = cols / W.group;
 #pragma unroll
-    for (int r = 0; r < RW; r++) {
-      const int64_t rr = r0 + r < W.rows ? r0 + r : W.rows - 1;  // a missing row re-reads the last (not stored)
-      q[r] = reinterpret_cast<const uint4*>(static_cast<const uint32_t*>(W.data) + rr * (cols / 8));
-      srow[r] = W.scales + rr * gpr;
-      brow[r] = W.biases + rr * gpr;
-    }
+  for (int r = 0; r < RW; r++)
 #pragma unroll
-    for (int r = 0; r < RW; r++)
-#pragma unroll
-      for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-  }
-  __device__ __forceinline__ void load(int c0, Mlx4Round<RW, U>& R) const {  // the round of chunks c0, c0 + 32, …
+    for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
+  for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+    uint4 u[U][RW];
+    uint16_t sb[U][RW], bb[U][RW];
 #pragma unroll
     for (int k = 0; k < U; k++) {
       const int c = c0 + 32 * k;
       if (c < nch) {
 #pragma unroll
         for (int r = 0; r < RW; r++) {
-          R.u[k][r] = STREAM ? __ldcs(q[r] + c) : __ldg(q[r] + c);
-          R.sb[k][r] = __ldg(srow[r] + (c >> gshift));
-          R.bb[k][r] = __ldg(brow[r] + (c >> gshift));
+          u[k][r] = STREAM ? __ldcs(q[r] + c) : __ldg(q[r] + c);
+          sb[k][r] = __ldg(srow[r] + (c >> gshift));
+          bb[k][r] = __ldg(brow[r] + (c >> gshift));
         }
       }
     }
-  }
-  // The round's weights into shared memory without a register (chunk k, row r at dst[(k·RW + r)·32 + lane]; one
-  // cp.async group), its scales and biases into R; take() waits for the group and reads the weights into R.
-  __device__ __forceinline__ void load_async(int c0, int lane, uint4* dst, Mlx4Round<RW, U>& R) const {
-#pragma unroll
-    for (int k = 0; k < U; k++) {
-      const int c = c0 + 32 * k;
-      if (c < nch) {
-#pragma unroll
-        for (int r = 0; r < RW; r++) {
-          cp_async16(dst + (k * RW + r) * 32 + lane, q[r] + c);
-          R.sb[k][r] = __ldg(srow[r] + (c >> gshift));
-          R.bb[k][r] = __ldg(brow[r] + (c >> gshift));
-        }
-      }
-    }
-    cp_async_commit();
-  }
-  __device__ __forceinline__ void take(int lane, const uint4* src, Mlx4Round<RW, U>& R) const {  // of round lane
-    cp_async_wait<0>();
-#pragma unroll
-    for (int k = 0; k < U; k++)
-      if (lane + 32 * k < nch)
-#pragma unroll
-        for (int r = 0; r < RW; r++) R.u[k][r] = src[(k * RW + r) * 32 + lane];
-  }
-  template <class RecAt>
-  __device__ __forceinline__ void products(int c0, const Mlx4Round<RW, U>& R, RecAt rec_at) {
 #pragma unroll
     for (int k = 0; k < U; k++) {
       const int c = c0 + 32 * k;
       if (c >= nch) break;
-      mlx4_chunk<NB, RW>(R.u[k], R.sb[k], R.bb[k], c, rec_at, acc);
+      mlx4_chunk<NB, RW>(u[k], sb[k], bb[k], c, rec_at, acc);
     }
   }
-  // Rounds c0, c0 + 32·U, … in order.
-  template <class RecAt>
-  __device__ __forceinline__ void rounds(int c0, RecAt rec_at) {
-    for (; c0 < nch; c0 += 32 * U) {
-      Mlx4Round<RW, U> R;
-      load(c0, R);
-      products(c0, R, rec_at);
-    }
-  }
-  // The same with the first round's weights in shared memory when pre is not null (load_async's, its scales and
-  // biases already in R).
-  template <class RecAt>
-  __device__ __forceinline__ void rounds(int c0, int lane, RecAt rec_at, Mlx4Round<RW, U>& R, const uint4* pre) {
-    for (; c0 < nch; c0 += 32 * U) {
-      if (pre) {
-        take(lane, pre, R);
-        pre = nullptr;
-      } else {
-        load(c0, R);
-      }
-      products(c0, R, rec_at);
-    }
-  }
-  __device__ __forceinline__ void store(const MatTask& task, int64_t r0, int lane) const {
 #pragma unroll
-    for (int r = 0; r < RW; r++)
+  for (int r = 0; r < RW; r++)
 #pragma unroll
-      for (int n = 0; n < NB; n++) {
-        const float v = warp_tree_sum(acc[r][n]);
-        if (lane == 0 && r0 + r < task.W.rows) {
-          float* y = task.y + n * task.ldy + r0 + r;
-          *y = task.add ? *y + v : v;  // the residual add h = h + y, one fp32 addition
-        }
+    for (int n = 0; n < NB; n++) {
+      const float v = warp_tree_sum(acc[r][n]);
+      if (lane == 0 && r0 + r < W.rows) {
+        float* y = task.y + n * task.ldy + r0 + r;
+        *y = task.add ? *y + v : v;  // the residual add h = h + y, one fp32 addition
       }
-  }
-};
-template <int NB, int RW, int U, bool STREAM, class RecAt>
-__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
-  Mlx4Rows<NB, RW, U, STREAM> rows(task.W, r0);
-  rows.rounds(lane, rec_at);
-  rows.store(task, r0, lane);
+    }
 }
 
 // N of 4 or 8 (and x too wide for shared memory): the records through L1. Warp w of a block carries rows
@@ -774,21 +705,20 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 // waits only on items of earlier steps, which blocks before it in their own lists have or will run.
 // Measured (H100, docs/RESULTS.md §11): a 27B token's 257 steps in 8.6 ms against 5.6 ms as 257 launches in one
 // graph; the barrier that closes each item makes a block's warps wait on its slowest every 32 rows.
-// The chain kernels' shared steps. chain_enter: a block reaching step `step` (ts) prefetches into L2 round `round` (0:
-// the first U chunks a row, 1: the next U) of its warp's row group g, waits (thread 0) until done[step − 1] reaches
-// need, then stages the step's records xq into xs4 between two barriers. chain_records: the staged records as
-// mlx4_rows reads them. chain_rows: warp's row group g of ts. chain_count: after a barrier (the block's rows stored),
-// thread 0 adds one to done[step] after a fence.
+// The chain kernels' shared steps. chain_enter: a block reaching step `step` (ts) prefetches into L2 the first round
+// of its warp's row group g, waits (thread 0) until done[step − 1] reaches need, then stages the step's records xq into
+// xs4 between two barriers. chain_rows: warp's row group g of ts from the staged records. chain_count: after a barrier
+// (the block's rows stored), thread 0 adds one to done[step] after a fence.
 template <int RW, int U, int WARPS>
 __device__ __forceinline__ void chain_enter(const Tasks& ts, int64_t g, int lane, const unsigned* done, int step,
-                                            unsigned need, const uint32_t* xq, uint4* xs4, int round = 0) {
+                                            unsigned need, const uint32_t* xq, uint4* xs4) {
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
-  if (g < ts.block_start[ts.n]) {  // this warp's round into L2 while the step ahead finishes
+  if (g < ts.block_start[ts.n]) {  // this warp's first round into L2 while the step ahead finishes
     int64_t local;
     const MatTask& task = ts.t[find_task(ts, g, local)];
     for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
       const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
-      for (int k = round * U; k < (round + 1) * U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+      for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
     }
   }
   if (step > 0 && threadIdx.x == 0) {
@@ -805,19 +735,16 @@ __device__ __forceinline__ void chain_enter(const Tasks& ts, int64_t g, int lane
   for (int i = threadIdx.x; i < nch * 8; i += WARPS * 32) xs4[xs4_slot(i)] = __ldg(x4 + i);
   __syncthreads();
 }
-__device__ __forceinline__ auto chain_records(const uint4* xs4) {
-  return [xs4](int, int c, uint4(&P)[7]) {
-    const uint4* base = xs4 + c * 8;
-    const int sw = c & 7;
-#pragma unroll
-    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-  };
-}
 template <int RW, int U>
 __device__ __forceinline__ void chain_rows(const Tasks& ts, int64_t g, int lane, const uint4* xs4) {
   int64_t local;
   const int t = find_task(ts, g, local);
-  mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, chain_records(xs4));
+  mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) {
+    const uint4* base = xs4 + c * 8;
+    const int sw = c & 7;
+#pragma unroll
+    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+  });
 }
 __device__ __forceinline__ void chain_count(unsigned* done, int step) {
   __syncthreads();
@@ -849,25 +776,19 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   }
 }
 
-// matvec_chain_steps_kernel: the same chain with a barrier a step instead of an item (ChainForm::Steps and StepsWide,
-// by WARPS; ChainForm::Overlap with OVERLAP). A block takes, in each step, the row groups blockIdx·WARPS + warp +
-// i·(grid·WARPS) (the decode kernel's striding), each warp through its groups without waiting on the others; a block
-// with no group in a step skips it. On reaching a step it prefetches its warps' first rounds into L2, waits until
-// every block with groups in the step ahead has counted itself there, stages the records, and after its last group (a
-// barrier) counts itself in this step. OVERLAP: each warp first copies its first group's first round into its own
-// shared memory (cp.async; the scales and biases into registers; the weights do not depend on the step ahead) and
-// prefetches the second into L2, then waits; so the loads of a step are in flight while the step ahead finishes. The
-// rounds and chunks are taken in mlx4_rows' order either way. Measured (H100, docs/RESULTS.md §11 2026-12-06-h):
-// Steps 7.68 ms, StepsWide 6.80–6.85, Overlap 7.76–7.77 against 5.66 for the graph of launches; StepsWide spills 44
-// bytes (96 registers at 20 warps).
-template <int RW, int U, int WARPS, bool OVERLAP>
+// matvec_chain_steps_kernel: the same chain with a barrier a step instead of an item (ChainForm::Steps with 16 warps a
+// block, StepsWide with 20). A block takes, in each step, the row groups blockIdx·WARPS + warp + i·(grid·WARPS) (the
+// decode kernel's striding), each warp through its groups without waiting on the others; a block with no group in a
+// step skips it. On reaching a step it prefetches its warps' first rounds, waits until every block with groups in the
+// step ahead has counted itself there, stages the records, and after its last group (a barrier) counts itself in
+// this step. Measured (H100, docs/RESULTS.md §11 2026-12-06-h): Steps 7.68 ms, StepsWide 6.80–6.85 against 5.66 for
+// the graph of launches; StepsWide spills 44 bytes (96 registers at 20 warps). A form whose warps copy their first
+// round into shared memory before the wait measured 7.76–7.77 and is dropped (docs/receipts/2026-12-06-h/patches/).
+template <int RW, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs) {
-  // OVERLAP: each warp's first round (chain_first_round's bytes a warp), then the records; else the records alone
-  extern __shared__ uint4 smem4[];
+  extern __shared__ uint4 xs4[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  uint4* const mine = smem4 + warp * (U * RW * 32);
-  uint4* const xs4 = OVERLAP ? smem4 + WARPS * (U * RW * 32) : smem4;
   const int64_t tw = int64_t(gridDim.x) * WARPS, g0 = int64_t(blockIdx.x) * WARPS;
   // the blocks with a row group in step k: min(grid, its items)
   auto blocks_in = [&](int k) {
@@ -878,29 +799,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     const Tasks& ts = steps[step];
     const int64_t groups = ts.block_start[ts.n];
     if (g0 >= groups) continue;  // (the whole block)
-    const unsigned need = step > 0 ? blocks_in(step - 1) : 0u;
-    int64_t g = g0 + warp;
-    Mlx4Round<RW, U> first;  // OVERLAP: the scales and biases of the warp's first round
-    if constexpr (OVERLAP) {
-      int64_t local = 0;
-      const int t = g < groups ? find_task(ts, g, local) : 0;
-      if (g < groups) Mlx4Rows<1, RW, U, true>(ts.t[t].W, local * RW).load_async(lane, lane, mine, first);
-    }
-    chain_enter<RW, U, WARPS>(ts, g, lane, done, step, need, xqs[step], xs4, OVERLAP ? 1 : 0);
-    for (bool pre = OVERLAP; g < groups; g += tw, pre = false) {
-      int64_t local;
-      const int t = find_task(ts, g, local);
-      Mlx4Rows<1, RW, U, true> rows(ts.t[t].W, local * RW);
-      rows.rounds(lane, lane, chain_records(xs4), first, OVERLAP && pre ? mine : nullptr);
-      rows.store(ts.t[t], local * RW, lane);
-    }
+    chain_enter<RW, U, WARPS>(ts, g0 + warp, lane, done, step, step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4);
+    for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
     chain_count(done, step);  // the block's rows of this step stored, its records free
   }
 }
 
 constexpr int kChainRW = 2, kChainU = 3, kChainWarps = 16;
 constexpr int kChainWideWarps = 20;  // the decode launches' block (launch_mlx4_smem<1, 2, 3, 1, 20>)
-constexpr size_t kChainFirstRound = size_t(kChainWarps) * kChainU * kChainRW * 32 * 16;  // Overlap's rounds, a block
 
 }  // namespace
 
@@ -1084,24 +990,19 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
   HKV_CUDA_CHECK(cudaMemcpy(dev_->item_first, first.data(), first.size() * sizeof(int), cudaMemcpyHostToDevice));
   HKV_CUDA_CHECK(cudaMemcpy(dev_->xqs, xqs.data(), xqs.size() * sizeof(uint32_t*), cudaMemcpyHostToDevice));
   items_ = first.back();
-  auto resident = [&](const void* kernel, int warps, size_t bytes) {
-    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  auto resident = [&](const void* kernel, int warps) {
+    HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemMax)));
     int per_sm = 0;
-    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, bytes));
+    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, warps * 32, smem_));
     if (per_sm < 1) throw std::runtime_error("matvec chain: the kernel does not fit a multiprocessor");
     return per_sm * sm_count();
   };
   grids_[int(ChainForm::Items)] =
-      resident(reinterpret_cast<const void*>(matvec_chain_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps, smem_);
+      resident(reinterpret_cast<const void*>(matvec_chain_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps);
   grids_[int(ChainForm::Steps)] =
-      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, false>),
-               kChainWarps, smem_);
-  grids_[int(ChainForm::StepsWide)] =
-      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, false>),
-               kChainWideWarps, smem_);
-  grids_[int(ChainForm::Overlap)] =
-      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, true>),
-               kChainWarps, smem_ + kChainFirstRound);
+      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps);
+  grids_[int(ChainForm::StepsWide)] = resident(
+      reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps>), kChainWideWarps);
 }
 
 void ChainPlan::run(cudaStream_t st, ChainForm form) const {
@@ -1114,16 +1015,12 @@ void ChainPlan::run(cudaStream_t st, ChainForm form) const {
           <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
       break;
     case ChainForm::Steps:
-      matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, false>
+      matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps>
           <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, nsteps_, dev_->done, dev_->xqs);
       break;
     case ChainForm::StepsWide:
-      matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, false>
+      matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps>
           <<<blocks, kChainWideWarps * 32, smem_, st>>>(dev_->steps, nsteps_, dev_->done, dev_->xqs);
-      break;
-    case ChainForm::Overlap:
-      matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, true>
-          <<<blocks, kChainWarps * 32, smem_ + kChainFirstRound, st>>>(dev_->steps, nsteps_, dev_->done, dev_->xqs);
       break;
   }
   HKV_CHECK_LAUNCH();

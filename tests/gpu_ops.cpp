@@ -129,9 +129,9 @@ TEST_CASE(
   // Not an oracle op: cuda::ChainPlan is a schedule of matvec_multi's products (resident blocks over items in order,
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
-  // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step, with 16 or 20 warps a block, the first
-  // round loaded before the wait), each run twice (the counters reset). Then its refusals. The order between steps is
-  // not observable here (each step reads fixed records): these checks are of the bytes.
+  // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step, with 16 or 20 warps a block), each run
+  // twice (the counters reset). Then its refusals. The order between steps is not observable here (each step reads
+  // fixed records): these checks are of the bytes.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
