@@ -210,13 +210,57 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
   }
 }
 
+// --persistent --phases: a step form run once more with its stamps (cuda::ChainPlan::run), and where a step's time
+// goes, summed over the token's steps in µs: "release", from the last block of the step ahead storing its rows to the
+// first block of this step past its wait (the count, its fence and the poll); "staging", the records staged (the
+// median block); "rows", the row groups (the median block); "tail", the last block's rows stored after the median
+// block's; and the token from the first stamp to the last.
+void print_step_phases(const cuda::ChainPlan& plan, cuda::ChainForm form, cudaStream_t st, const char* name) {
+  const size_t words = plan.stamp_words(form);
+  unsigned long long* d = nullptr;
+  HKV_CUDA_CHECK(cudaMalloc(&d, words * 8));
+  HKV_CUDA_CHECK(cudaMemsetAsync(d, 0, words * 8, st));
+  plan.run(st, form, d);
+  std::vector<unsigned long long> h(words);
+  HKV_CUDA_CHECK(cudaStreamSynchronize(st));
+  HKV_CUDA_CHECK(cudaMemcpy(h.data(), d, words * 8, cudaMemcpyDeviceToHost));
+  cudaFree(d);
+  const int grid = plan.grid(form);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  double release = 0, staging = 0, rows = 0, tail = 0, last_done = 0;
+  unsigned long long t0 = ~0ull, t1 = 0;
+  for (int k = 0; k < plan.steps(); k++) {
+    std::vector<double> stage, row, done;
+    double first_past = 1e300;
+    for (int b = 0; b < grid; b++) {
+      const unsigned long long* w = h.data() + (size_t(k) * size_t(grid) + size_t(b)) * 4;
+      if (w[0] == 0) continue;  // no group of this step in block b
+      t0 = std::min(t0, w[0]), t1 = std::max(t1, w[3]);
+      first_past = std::min(first_past, double(w[1]));
+      stage.push_back(double(w[2] - w[1])), row.push_back(double(w[3] - w[2])), done.push_back(double(w[3]));
+    }
+    if (done.empty()) continue;
+    if (k > 0) release += first_past - last_done;
+    staging += median(stage), rows += median(row);
+    last_done = *std::max_element(done.begin(), done.end());
+    tail += last_done - median(done);
+  }
+  std::printf(
+      "| persistent, a barrier a step (%s), stamped: µs a token | release %.1f | staging %.1f | rows %.1f | tail %.1f "
+      "| token %.1f |\n",
+      name, release * 1e-3, staging * 1e-3, rows * 1e-3, tail * 1e-3, double(t1 - t0) * 1e-3);
+}
+
 // --persistent: the chain's steps (each reading its fixed records) as one persistent launch (cuda::ChainPlan), first
 // run once each way into outputs of their own, the launches one after another on the stream (matvec_multi) and the
 // persistent launch, and the bytes compared (a difference names the step, matrix and row, and fails the command);
 // then the persistent launch timed as the graph was. first: the graph's first variant's median, for the comparison.
 template <class StepT, class XsT>
 void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st, int reps, double bw, double bytes,
-                      double first) {
+                      double first, bool phases) {
   size_t total = 0;
   for (const StepT& s : steps)
     for (const cuda::MatTask& t : s.tasks) total += size_t(t.W.rows);
@@ -272,6 +316,9 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
         per.c_str(), plan.grid(form), total, t.median, 100.0 * (t.median / first - 1.0), t.min, t.max,
         100.0 * bytes / (t.median * 1e-3) / bw);
   }
+  if (phases)
+    for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide})
+      print_step_phases(plan, form, st, form == cuda::ChainForm::Steps ? "steps" : "steps, 20 warps a block");
   cudaFree(yl), cudaFree(yp);
 }
 
@@ -400,7 +447,7 @@ void bench_chain(int reps, const std::vector<EnvVariant>& variants, int rounds, 
                 variants.empty() ? "default" : variants[size_t(v)].text.c_str(), med, 100.0 * (med / first - 1.0),
                 rm.front(), rm.back(), 100.0 * bytes / (med * 1e-3) / bw, alone_ms);
   }
-  if (persistent) bench_persistent(steps, xs, st, reps, bw, bytes, first);
+  if (persistent) bench_persistent(steps, xs, st, reps, bw, bytes, first, phases);
   HKV_CUDA_CHECK(cudaStreamDestroy(st));
   cudaFree(y), cudaFree(h), cudaFree(w);
 }
@@ -413,7 +460,8 @@ int cmd_bench_ops(const Args& a) {
   if (reps < 1) throw UsageError("hkv bench-ops: --reps must be at least 1");
   const bool chain = a.has("chain");
   if (a.has("variants") && !chain) throw UsageError("hkv bench-ops: --variants compares the --chain graph");
-  if (a.has("phases") && !chain) throw UsageError("hkv bench-ops: --phases stamps the --chain graph's launches");
+  if (a.has("phases") && !chain)
+    throw UsageError("hkv bench-ops: --phases stamps the --chain graph's launches (and with --persistent its steps)");
   if (a.has("as-token") && !chain) throw UsageError("hkv bench-ops: --as-token shapes the --chain graph's launches");
   if (a.has("persistent") && (!chain || a.has("as-token")))
     throw UsageError(

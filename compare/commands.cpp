@@ -235,7 +235,7 @@ Cli::Cli()
   flag(c, "--chain", "then time a token's 257 launches as one CUDA graph");
   opt(c, "--variants", "A;B", "with --chain: engine switch settings compared, e.g. \"default;HKV_MV_PF=0\"");
   opt(c, "--rounds", "N", "interleaved rounds of --variants (default 4)")->check(counts(1, kNoLimit, false));
-  flag(c, "--phases", "with --chain: each launch's phases by %globaltimer");
+  flag(c, "--phases", "with --chain: each launch's phases by %globaltimer (with --persistent: each step's too)");
   flag(c, "--as-token", "with --chain: the launches as a decode token makes them");
   flag(c, "--persistent", "with --chain: also as one persistent launch, its bytes compared with the launches'");
 

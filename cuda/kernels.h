@@ -87,7 +87,11 @@ struct ChainStep {
 class ChainPlan {
  public:
   explicit ChainPlan(const std::vector<ChainStep>& steps);
-  void run(cudaStream_t st, ChainForm form = ChainForm::Items) const;
+  // stamps (the step forms; else null): a device buffer of stamp_words(form) words that run() fills with each
+  // (step, block)'s %globaltimer stamps (matvec_chain_steps_kernel says which), 0 where a block had no group there.
+  void run(cudaStream_t st, ChainForm form = ChainForm::Items, unsigned long long* stamps = nullptr) const;
+  size_t stamp_words(ChainForm form) const { return size_t(nsteps_) * size_t(grid(form)) * 4; }
+  int steps() const { return nsteps_; }
   int items() const { return items_; }
   int grid(ChainForm form = ChainForm::Items) const { return grids_[int(form)]; }
 

@@ -711,7 +711,8 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 // (the block's rows stored), thread 0 adds one to done[step] after a fence.
 template <int RW, int U, int WARPS>
 __device__ __forceinline__ void chain_enter(const Tasks& ts, int64_t g, int lane, const unsigned* done, int step,
-                                            unsigned need, const uint32_t* xq, uint4* xs4) {
+                                            unsigned need, const uint32_t* xq, uint4* xs4,
+                                            unsigned long long* st4 = nullptr) {
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
   if (g < ts.block_start[ts.n]) {  // this warp's first round into L2 while the step ahead finishes
     int64_t local;
@@ -731,9 +732,11 @@ __device__ __forceinline__ void chain_enter(const Tasks& ts, int64_t g, int lane
     }
   }
   __syncthreads();  // the step ahead complete; every warp done with the records staged before
+  if (st4 && threadIdx.x == 0) st4[1] = global_ns();
   const uint4* x4 = reinterpret_cast<const uint4*>(xq);
   for (int i = threadIdx.x; i < nch * 8; i += WARPS * 32) xs4[xs4_slot(i)] = __ldg(x4 + i);
   __syncthreads();
+  if (st4 && threadIdx.x == 0) st4[2] = global_ns();
 }
 template <int RW, int U>
 __device__ __forceinline__ void chain_rows(const Tasks& ts, int64_t g, int lane, const uint4* xs4) {
@@ -746,9 +749,10 @@ __device__ __forceinline__ void chain_rows(const Tasks& ts, int64_t g, int lane,
     for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
   });
 }
-__device__ __forceinline__ void chain_count(unsigned* done, int step) {
+__device__ __forceinline__ void chain_count(unsigned* done, int step, unsigned long long* st4 = nullptr) {
   __syncthreads();
   if (threadIdx.x == 0) {
+    if (st4) st4[3] = global_ns();
     __threadfence();
     atomicAdd(done + step, 1u);
   }
@@ -781,12 +785,16 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 // decode kernel's striding), each warp through its groups without waiting on the others; a block with no group in a
 // step skips it. On reaching a step it prefetches its warps' first rounds, waits until every block with groups in the
 // step ahead has counted itself there, stages the records, and after its last group (a barrier) counts itself in
-// this step. Measured (H100, docs/RESULTS.md §11 2026-12-06-h): Steps 7.68 ms, StepsWide 6.80–6.85 against 5.66 for
-// the graph of launches; StepsWide spills 44 bytes (96 registers at 20 warps). A form whose warps copy their first
-// round into shared memory before the wait measured 7.76–7.77 and is dropped (docs/receipts/2026-12-06-h/patches/).
-template <int RW, int U, int WARPS>
+// this step. stamps (else null): thread 0 writes %globaltimer at (step, block) words 4·(step·grid + block) + 0..3 as
+// the block reaches the step, passes its wait, has staged the records, and has stored its rows (before its count);
+// a block with no group in a step writes nothing there (the STAMP instantiations alone; the timed ones have no stamps'
+// code). Measured (H100, docs/RESULTS.md §11 2026-12-06-h): Steps 7.68 ms, StepsWide 6.80–6.85 against 5.66 for the
+// graph of launches; StepsWide spills 44 bytes (96 registers at 20 warps). A form whose warps copy their first round
+// into shared memory before the wait measured 7.76–7.77 and is dropped (docs/receipts/2026-12-06-h/patches/).
+template <int RW, int U, int WARPS, bool STAMP>
 __global__ void __launch_bounds__(WARPS * 32, 1)
-    matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs) {
+    matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs,
+                              unsigned long long* stamps) {
   extern __shared__ uint4 xs4[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t tw = int64_t(gridDim.x) * WARPS, g0 = int64_t(blockIdx.x) * WARPS;
@@ -799,9 +807,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     const Tasks& ts = steps[step];
     const int64_t groups = ts.block_start[ts.n];
     if (g0 >= groups) continue;  // (the whole block)
-    chain_enter<RW, U, WARPS>(ts, g0 + warp, lane, done, step, step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4);
+    unsigned long long* st4 = STAMP ? stamps + (int64_t(step) * gridDim.x + blockIdx.x) * 4 : nullptr;
+    if (STAMP && threadIdx.x == 0) st4[0] = global_ns();
+    chain_enter<RW, U, WARPS>(ts, g0 + warp, lane, done, step, step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4,
+                              st4);
     for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
-    chain_count(done, step);  // the block's rows of this step stored, its records free
+    chain_count(done, step, st4);  // the block's rows of this step stored, its records free
   }
 }
 
@@ -999,29 +1010,35 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
   };
   grids_[int(ChainForm::Items)] =
       resident(reinterpret_cast<const void*>(matvec_chain_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps);
-  grids_[int(ChainForm::Steps)] =
-      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps);
-  grids_[int(ChainForm::StepsWide)] = resident(
-      reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps>), kChainWideWarps);
+  grids_[int(ChainForm::Steps)] = resident(
+      reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, false>), kChainWarps);
+  grids_[int(ChainForm::StepsWide)] =
+      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, false>),
+               kChainWideWarps);
+  // The STAMP instantiations run on the same grids, so each must hold as many blocks as its timed form.
+  if (resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, true>),
+               kChainWarps) < grids_[int(ChainForm::Steps)] ||
+      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, true>),
+               kChainWideWarps) < grids_[int(ChainForm::StepsWide)])
+    throw std::runtime_error("matvec chain: a stamped step kernel holds fewer blocks than its timed form");
 }
 
-void ChainPlan::run(cudaStream_t st, ChainForm form) const {
+void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps) const {
   if (nsteps_ == 0) return;
   HKV_CUDA_CHECK(cudaMemsetAsync(dev_->done, 0, size_t(nsteps_) * sizeof(unsigned), st));
   const unsigned blocks = unsigned(grid(form));
-  switch (form) {
-    case ChainForm::Items:
-      matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
-          <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
-      break;
-    case ChainForm::Steps:
-      matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps>
-          <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, nsteps_, dev_->done, dev_->xqs);
-      break;
-    case ChainForm::StepsWide:
-      matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps>
-          <<<blocks, kChainWideWarps * 32, smem_, st>>>(dev_->steps, nsteps_, dev_->done, dev_->xqs);
-      break;
+  if (form == ChainForm::Items) {
+    if (stamps) throw std::invalid_argument("matvec chain: stamps are the step forms'");
+    matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
+        <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
+  } else {
+    const bool wide = form == ChainForm::StepsWide;
+    auto kernel = wide ? (stamps ? matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, true>
+                                 : matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, false>)
+                       : (stamps ? matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, true>
+                                 : matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, false>);
+    kernel<<<blocks, (wide ? kChainWideWarps : kChainWarps) * 32, smem_, st>>>(dev_->steps, nsteps_, dev_->done,
+                                                                               dev_->xqs, stamps);
   }
   HKV_CHECK_LAUNCH();
 }

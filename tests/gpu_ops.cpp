@@ -130,8 +130,8 @@ TEST_CASE(
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
   // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step, with 16 or 20 warps a block), each run
-  // twice (the counters reset). Then its refusals. The order between steps is not observable here (each step reads
-  // fixed records): these checks are of the bytes.
+  // twice (the counters reset), and the step forms stamped. Then its refusals. The order between steps is not
+  // observable here (each step reads fixed records): these checks are of the bytes.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
@@ -164,10 +164,30 @@ TEST_CASE(
   const cuda::ChainPlan plan(steps);
   std::string d;
   const int nforms = int(std::size(cuda::kChainForms));
-  for (int run = 0; run < 2 * nforms && d.empty(); run++) {  // each form twice (its counters reset)
+  // each form twice (its counters reset), then the two step forms stamped (bench-ops --persistent --phases): their
+  // bytes, and each stamped (step, block)'s four stamps in order
+  std::vector<std::pair<cuda::ChainForm, bool>> runs;
+  for (int r = 0; r < 2 * nforms; r++) runs.push_back({cuda::kChainForms[r % nforms], false});
+  runs.push_back({cuda::ChainForm::Steps, true});
+  runs.push_back({cuda::ChainForm::StepsWide, true});
+  for (size_t run = 0; run < runs.size() && d.empty(); run++) {
     for (auto& o : outs) o->poison();
-    plan.run(nullptr, cuda::kChainForms[run % nforms]);
+    const auto [form, stamped] = runs[run];
+    std::unique_ptr<DBuf<unsigned long long>> stamps;
+    if (stamped)
+      stamps = std::make_unique<DBuf<unsigned long long>>(std::vector<unsigned long long>(plan.stamp_words(form), 0));
+    plan.run(nullptr, form, stamped ? stamps->p : nullptr);
     HKV_CUDA_CHECK(cudaDeviceSynchronize());
+    if (stamped) {
+      const std::vector<unsigned long long> w = stamps->get();
+      int written = 0;
+      for (size_t i = 0; i < w.size() && d.empty(); i += 4) {
+        written += w[i] != 0;
+        if (w[i] != 0 && !(w[i] <= w[i + 1] && w[i + 1] <= w[i + 2] && w[i + 2] <= w[i + 3]))
+          d = "stamps of (step, block) " + std::to_string(i / 4) + " out of order";
+      }
+      if (d.empty() && written < int(shapes.size())) d = "a step with no block stamped";
+    }
     size_t o = 0;
     for (size_t k = 0; k < shapes.size() && d.empty(); k++)
       for (size_t m = 0; m < shapes[k].rows.size() && d.empty(); m++, o++) {
@@ -175,14 +195,18 @@ TEST_CASE(
         matmul(sets[k].host[m]->m, xs[shapes[k].cols].data(), 1, ref.data());
         d = first_diff(outs[o]->get(), ref);
         if (!d.empty())
-          d = "form " + std::to_string(run % nforms) + ", run " + std::to_string(run / nforms) + ", step " +
-              std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
+          d = "form " + std::to_string(int(form)) + (stamped ? ", stamped" : "") + ", run " + std::to_string(run) +
+              ", step " + std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
       }
   }
   std::printf("matvec chain persistent(%zu steps, %d items on %d blocks, every form): %s\n", steps.size(), plan.items(),
               plan.grid(), d.empty() ? "OK" : ("FAIL " + d).c_str());
   CHECK_MESSAGE(d.empty(), d);
-  // refusals: a residual add, more than kMaxTasks matrices, mixed widths
+  // refusals: stamps in the item form; a residual add, more than kMaxTasks matrices, mixed widths
+  {
+    DBuf<unsigned long long> stamps(plan.stamp_words(cuda::ChainForm::Items));
+    CHECK_THROWS_AS(plan.run(nullptr, cuda::ChainForm::Items, stamps.p), std::invalid_argument);
+  }
   std::vector<cuda::ChainStep> bad(1);
   bad[0].xq = recs[512]->p;
   bad[0].tasks.push_back({sets[0].dev[0], outs[0]->p, 300, true});
