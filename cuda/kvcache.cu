@@ -94,13 +94,7 @@ __device__ __forceinline__ void store_group(KvKind kind, uint8_t* out, int D, in
     out[g * 32 + lane] = s == 0.0f ? uint8_t(0) : hkv::e4m3_from_f32(val / s);
     if (lane == 0) put_u16(out + D + 2 * g, bits);
   } else {
-    int c = 8;
-    if (s != 0.0f) {
-      float t = val / s;
-      t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
-      c = int(hkv::round_even_small(t)) + 8;
-      c = c < 0 ? 0 : (c > 15 ? 15 : c);
-    }
+    const int c = s == 0.0f ? 8 : hkv::q4_0_code(val, s);
     const int hi = __shfl_down_sync(kFull, c, 1);
     if ((lane & 1) == 0) out[(g * 32 + lane) / 2] = uint8_t(c | (hi << 4));
     if (lane == 0) put_u16(out + D / 2 + 2 * g, bits);

@@ -150,30 +150,23 @@ static float q4_unit(Grid grid, int c) {
 
 // The code of y on a grid with the scale s as stored (s != 0): one fp32 division t = y/s, then the nearest level.
 static uint8_t q4_code(Grid grid, float y, float s) {
-  float t = y / s;
-  int c;
-  switch (grid) {
-    case Grid::Midpoint:  // levels at (c − 7.5); the nearest level to t is floor(t) + 0.5, ties (t an integer) upward
-      t = t < -8.0f ? -8.0f : (t > 8.0f ? 8.0f : t);
-      c = int(floor_small(t)) + 8;
-      break;
-    case Grid::Normal: {  // the nearest positive level to |t|, the smaller on a tie, then the sign
-      const float a = t < 0.0f ? -t : t;
-      int i = 0;
-      for (int k = 1; k < 8; k++)
-        if (std::fabs(a - kNormalLevels[k]) < std::fabs(a - kNormalLevels[i])) i = k;
-      c = t < 0.0f ? 7 - i : 8 + i;
-      break;
-    }
-    case Grid::Q4_0:
-    case Grid::Symmetric:
-    default:
-      t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
-      c = int(round_even_small(t)) + 8;
-      break;
+  if (grid == Grid::Q4_0 || grid == Grid::Symmetric) {  // q4_0_code (reference/scalar.h); the symmetric grid has no 0
+    const int c = q4_0_code(y, s);
+    return uint8_t(grid == Grid::Symmetric && c < 1 ? 1 : c);
   }
-  const int lo = grid == Grid::Symmetric ? 1 : 0;
-  return uint8_t(c < lo ? lo : (c > 15 ? 15 : c));
+  const float t = y / s;
+  int c;
+  if (grid == Grid::Midpoint) {
+    // levels at (c − 7.5); the nearest level to t is floor(t) + 0.5, ties (t an integer) upward
+    c = int(floor_small(t < -8.0f ? -8.0f : (t > 8.0f ? 8.0f : t))) + 8;
+  } else {  // Normal: the nearest positive level to |t|, the smaller on a tie, then the sign
+    const float a = t < 0.0f ? -t : t;
+    int i = 0;
+    for (int k = 1; k < 8; k++)
+      if (std::fabs(a - kNormalLevels[k]) < std::fabs(a - kNormalLevels[i])) i = k;
+    c = t < 0.0f ? 7 - i : 8 + i;
+  }
+  return uint8_t(c < 0 ? 0 : (c > 15 ? 15 : c));
 }
 
 // The codes of a group against the stored scale s, and their squared error in float64.

@@ -251,6 +251,19 @@ TEST_CASE("q4h-mse's search as the engine's packer takes it: the oracle's scales
   CHECK(moved > 480);  // of 960 groups: the search's choice is tested, not only the grid's own scale
 }
 
+TEST_CASE("the symmetric grid never stores code 0, even when its scale is searched below the group's extreme") {
+  // q4h-sym-mse tries scales down to 3/4 of absmax/7, where the extreme's t reaches ±9.3: its code is held at 1.
+  const KvFormat f = KvFormat::parse("q4h-sym-mse");
+  int lowest = 16;
+  for (uint64_t seed = 1; seed <= 50; seed++) {
+    const std::vector<float> x = seeded_row(RowKind::Outliers, seed, 256);
+    std::vector<uint8_t> out(kv_row_bytes(f, 256));
+    kv_pack_row(f, x.data(), 256, out.data());
+    for (int d = 0; d < 256; d++) lowest = std::min(lowest, (out[d / 2] >> (4 * (d % 2))) & 15);
+  }
+  CHECK(lowest == 1);  // reached, and not passed
+}
+
 TEST_CASE("the ablations compute codes from the scale as stored (fp16-rounded)") {
   // For q4h-mse and q4h-nf, each code is the nearest level to y/s with s the stored fp16 scale: for the q4_0 grid
   // round_even(y/s) clamped to −8..7; for the Normal grid the nearest of its 16 levels (unit values as kv_read_row
