@@ -210,6 +210,12 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
   }
 }
 
+const char* chain_form_name(cuda::ChainForm form) {
+  return form == cuda::ChainForm::Items   ? "items"
+         : form == cuda::ChainForm::Steps ? "steps"
+                                          : "steps, 20 warps a block";
+}
+
 // --persistent --phases: a step form run once more with its stamps (cuda::ChainPlan::run), and where a step's time
 // goes, summed over the token's steps in µs: "release", from the last block of the step ahead storing its rows to the
 // first block of this step past its wait (the count, its fence and the poll); "staging", the records staged (the
@@ -288,9 +294,7 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
   for (const cuda::ChainForm form : cuda::kChainForms) {
-    const char* name = form == cuda::ChainForm::Items   ? "items"
-                       : form == cuda::ChainForm::Steps ? "steps"
-                                                        : "steps, 20 warps a block";
+    const char* name = chain_form_name(form);
     HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
     plan.run(st, form);
     HKV_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -318,7 +322,7 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   }
   if (phases)
     for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide})
-      print_step_phases(plan, form, st, form == cuda::ChainForm::Steps ? "steps" : "steps, 20 warps a block");
+      print_step_phases(plan, form, st, chain_form_name(form));
   cudaFree(yl), cudaFree(yp);
 }
 

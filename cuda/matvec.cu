@@ -324,6 +324,13 @@ __global__ void __launch_bounds__(kWarps * 32) matvec_mlx4_kernel(Tasks ts, cons
 // Where unit i of the records (16-byte unit i % 8 of chunk i / 8) lies in the decode kernel's shared memory: unit v of
 // chunk c at 8c + (v ^ (c & 7)) (below).
 __device__ __forceinline__ int xs4_slot(int i) { return 8 * (i >> 3) + ((i & 7) ^ ((i >> 3) & 7)); }
+// Units 0..6 of staged chunk i's records (chunk c of input n is i = n·nch + c) into P, read back through the swizzle.
+__device__ __forceinline__ void xs4_record(const uint4* xs4, int i, uint4 (&P)[7]) {
+  const uint4* base = xs4 + i * 8;
+  const int sw = i & 7;
+#pragma unroll
+  for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
+}
 
 // The decode kernel (N = 1 or 2). x's records are staged once per block in shared memory, 16-byte unit v
 // (0..7) of chunk c at 8c + (v ^ (c & 7)): the eight lanes of a quarter-warp, which read one unit of eight
@@ -509,12 +516,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   for (int64_t g = int64_t(blockIdx.x) * WARPS + (threadIdx.x >> 5); g < total; g += stride) {
     int64_t local;
     const int t = find_task(ts, g, local);
-    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane, [&](int n, int c, uint4(&P)[7]) {
-      const uint4* base = xs4 + (n * nch + c) * 8;  // swizzled by the chunk's index over all inputs
-      const int sw = (n * nch + c) & 7;
-#pragma unroll
-      for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-    });
+    mlx4_rows<NB, RW, U, true>(ts.t[t], local * RW, lane,
+                               [&](int n, int c, uint4(&P)[7]) { xs4_record(xs4, n * nch + c, P); });
   }
   if constexpr (STAMP) {
     if (lane == 0) {
@@ -742,12 +745,7 @@ template <int RW, int U>
 __device__ __forceinline__ void chain_rows(const Tasks& ts, int64_t g, int lane, const uint4* xs4) {
   int64_t local;
   const int t = find_task(ts, g, local);
-  mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) {
-    const uint4* base = xs4 + c * 8;
-    const int sw = c & 7;
-#pragma unroll
-    for (int v = 0; v < 7; v++) P[v] = base[v ^ sw];
-  });
+  mlx4_rows<1, RW, U, true>(ts.t[t], local * RW, lane, [&](int, int c, uint4(&P)[7]) { xs4_record(xs4, c, P); });
 }
 __device__ __forceinline__ void chain_count(unsigned* done, int step, unsigned long long* st4 = nullptr) {
   __syncthreads();
@@ -1024,11 +1022,11 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
 }
 
 void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps) const {
+  if (form == ChainForm::Items && stamps) throw std::invalid_argument("matvec chain: stamps are the step forms'");
   if (nsteps_ == 0) return;
   HKV_CUDA_CHECK(cudaMemsetAsync(dev_->done, 0, size_t(nsteps_) * sizeof(unsigned), st));
   const unsigned blocks = unsigned(grid(form));
   if (form == ChainForm::Items) {
-    if (stamps) throw std::invalid_argument("matvec chain: stamps are the step forms'");
     matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
         <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
   } else {
