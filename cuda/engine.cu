@@ -806,7 +806,8 @@ void Engine::run_rounds(const std::vector<Sequence*>& seqs, const std::vector<st
     const int64_t T = int64_t(tokens[i].size());
     for (size_t j = 0; j < i; j++)
       if (seqs[j] == seqs[i]) throw std::runtime_error("engine: a sequence appears twice in one batch");
-    if (s.format_.name() != seqs[0]->format_.name())
+    // (the formats the engine runs differ in kind and mse alone: KvFormat::engine_runs)
+    if (s.format_.kind != seqs[0]->format_.kind || s.format_.mse != seqs[0]->format_.mse)
       throw std::runtime_error("engine: the sequences of one batch must share a cache format");
     check_forward_input(c, s.pos_, s.capacity_, tokens[i]);
   }
