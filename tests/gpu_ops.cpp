@@ -180,13 +180,17 @@ TEST_CASE(
     HKV_CUDA_CHECK(cudaDeviceSynchronize());
     if (stamped) {
       const std::vector<unsigned long long> w = stamps->get();
-      int written = 0;
-      for (size_t i = 0; i < w.size() && d.empty(); i += 4) {
-        written += w[i] != 0;
-        if (w[i] != 0 && !(w[i] <= w[i + 1] && w[i + 1] <= w[i + 2] && w[i + 2] <= w[i + 3]))
-          d = "stamps of (step, block) " + std::to_string(i / 4) + " out of order";
+      const size_t grid = size_t(plan.grid(form));
+      for (size_t k = 0; k < shapes.size() && d.empty(); k++) {
+        int written = 0;
+        for (size_t b = 0; b < grid && d.empty(); b++) {
+          const unsigned long long* s4 = w.data() + (k * grid + b) * 4;
+          written += s4[0] != 0;
+          if (s4[0] != 0 && !(s4[0] <= s4[1] && s4[1] <= s4[2] && s4[2] <= s4[3]))
+            d = "step " + std::to_string(k) + ", block " + std::to_string(b) + ": stamps out of order";
+        }
+        if (d.empty() && written == 0) d = "step " + std::to_string(k) + ": no block stamped";
       }
-      if (d.empty() && written < int(shapes.size())) d = "a step with no block stamped";
     }
     size_t o = 0;
     for (size_t k = 0; k < shapes.size() && d.empty(); k++)
