@@ -211,9 +211,10 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
 }
 
 const char* chain_form_name(cuda::ChainForm form) {
-  return form == cuda::ChainForm::Items   ? "items"
-         : form == cuda::ChainForm::Steps ? "steps"
-                                          : "steps, 20 warps a block";
+  return form == cuda::ChainForm::Items       ? "items"
+         : form == cuda::ChainForm::Steps     ? "steps"
+         : form == cuda::ChainForm::StepsWide ? "steps, 20 warps a block"
+                                              : "steps, 20 warps a block, rows balanced";
 }
 
 // --persistent --phases: a step form run once more with its stamps (cuda::ChainPlan::run), and where a step's time
@@ -321,7 +322,7 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
         100.0 * bytes / (t.median * 1e-3) / bw);
   }
   if (phases)
-    for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide})
+    for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide, cuda::ChainForm::Balanced})
       print_step_phases(plan, form, st, chain_form_name(form));
   cudaFree(yl), cudaFree(yp);
 }

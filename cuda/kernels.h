@@ -77,9 +77,11 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // device; run() resets the counters and launches on st. Items (matvec_chain_kernel): blocks of 16 warps over items of
 // 16 row groups, a barrier and a count an item; Steps (matvec_chain_steps_kernel): each block of 16 warps strides
 // through its row groups of a step, a barrier and a count a step; StepsWide: the same with 20 warps a block (the
-// decode launches' block).
-enum class ChainForm { Items, Steps, StepsWide };
-inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide};
+// decode launches' block); Balanced: 20 warps a block, the step's rows split evenly among all the grid's warps (no
+// warp more than one row over another).
+enum class ChainForm { Items, Steps, StepsWide, Balanced };
+inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide,
+                                            ChainForm::Balanced};
 struct ChainStep {
   std::vector<MatTask> tasks;
   const uint32_t* xq = nullptr;
@@ -97,7 +99,7 @@ class ChainPlan {
 
  private:
   struct Dev;
-  int nsteps_ = 0, items_ = 0, grids_[3] = {};
+  int nsteps_ = 0, items_ = 0, grids_[4] = {};
   size_t smem_ = 0;
   std::shared_ptr<Dev> dev_;
 };

@@ -712,16 +712,27 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 // of its warp's row group g, waits (thread 0) until done[step − 1] reaches need, then stages the step's records xq into
 // xs4 between two barriers. chain_rows: warp's row group g of ts from the staged records. chain_count: after a barrier
 // (the block's rows stored), thread 0 adds one to done[step] after a fence.
-template <int RW, int U, int WARPS>
-__device__ __forceinline__ void chain_enter(const Tasks& ts, int64_t g, int lane, const unsigned* done, int step,
+// The warp's first rows: rows r0 … r0 + nr − 1 of task (null: none).
+struct FirstRows {
+  const MatTask* task = nullptr;
+  int64_t r0 = 0;
+  int nr = 0;
+};
+template <int RW>
+__device__ __forceinline__ FirstRows group_rows(const Tasks& ts, int64_t g) {
+  if (g >= ts.block_start[ts.n]) return {};
+  int64_t local;
+  const MatTask& task = ts.t[find_task(ts, g, local)];
+  return {&task, local * RW, RW};
+}
+template <int U, int WARPS>
+__device__ __forceinline__ void chain_enter(const Tasks& ts, FirstRows first, int lane, const unsigned* done, int step,
                                             unsigned need, const uint32_t* xq, uint4* xs4,
                                             unsigned long long* st4 = nullptr) {
   const int cols = int(ts.t[0].W.cols), nch = cols / 32;
-  if (g < ts.block_start[ts.n]) {  // this warp's first round into L2 while the step ahead finishes
-    int64_t local;
-    const MatTask& task = ts.t[find_task(ts, g, local)];
-    for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
-      const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (local * RW + r) * (cols / 32);
+  if (first.task) {  // this warp's first round into L2 while the step ahead finishes
+    for (int r = 0; r < first.nr && first.r0 + r < first.task->W.rows; r++) {
+      const uint4* q = reinterpret_cast<const uint4*>(first.task->W.data) + (first.r0 + r) * (cols / 32);
       for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
     }
   }
@@ -770,7 +781,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     const int64_t g = int64_t(item - item_first[step]) * WARPS + warp;
     if (step != staged) {
       const unsigned need = step > 0 ? unsigned(item_first[step] - item_first[step - 1]) : 0u;
-      chain_enter<RW, U, WARPS>(ts, g, lane, done, step, need, xqs[step], xs4);
+      chain_enter<U, WARPS>(ts, group_rows<RW>(ts, g), lane, done, step, need, xqs[step], xs4);
       staged = step;
     }
     if (g < ts.block_start[ts.n]) chain_rows<RW, U>(ts, g, lane, xs4);
@@ -783,39 +794,101 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 // decode kernel's striding), each warp through its groups without waiting on the others; a block with no group in a
 // step skips it. On reaching a step it prefetches its warps' first rounds, waits until every block with groups in the
 // step ahead has counted itself there, stages the records, and after its last group (a barrier) counts itself in
-// this step. stamps (else null): thread 0 writes %globaltimer at (step, block) words 4·(step·grid + block) + 0..3 as
-// the block reaches the step, passes its wait, has staged the records, and has stored its rows (before its count);
-// a block with no group in a step writes nothing there (the STAMP instantiations alone; the timed ones have no stamps'
-// code). Measured (H100, docs/RESULTS.md §11 2026-12-06-h): Steps 7.68 ms, StepsWide 6.80–6.85 against 5.66 for the
-// graph of launches; StepsWide spills 44 bytes (96 registers at 20 warps). A form whose warps copy their first round
-// into shared memory before the wait measured 7.76–7.77 and is dropped (docs/receipts/2026-12-06-h/patches/).
-template <int RW, int U, int WARPS, bool STAMP>
+// this step. BAL (ChainForm::Balanced, 20 warps): instead of groups, warp w of the T = grid·WARPS takes the step's
+// rows ⌊w·R/T⌋ … ⌊(w+1)·R/T⌋ − 1 (R the step's rows over its tasks in order), two at a time where two lie in one
+// task and one otherwise, so that no warp carries more than one row over another; a block has rows in a step iff
+// some warp of it has, which holds for min(R, grid) blocks. stamps (else null): thread 0 writes %globaltimer at (step,
+// block) words 4·(step·grid + block) + 0..3 as the block reaches the step, passes its wait, has staged the records,
+// and has stored its rows (before its count); a block with no rows in a step writes nothing there (the STAMP
+// instantiations alone; the timed ones have no stamps' code). Measured (H100, docs/RESULTS.md §11 2026-12-06-h): Steps
+// 7.68 ms, StepsWide 6.80–6.85 against 5.66 for the graph of launches; StepsWide spills 44 bytes (96 registers at 20
+// warps). A form whose warps copy their first round into shared memory before the wait measured 7.76–7.77 and is
+// dropped (docs/receipts/2026-12-06-h/patches/).
+template <int RW, int U, int WARPS, bool STAMP, bool BAL>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs,
                               unsigned long long* stamps) {
   extern __shared__ uint4 xs4[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t tw = int64_t(gridDim.x) * WARPS, g0 = int64_t(blockIdx.x) * WARPS;
-  // the blocks with a row group in step k: min(grid, its items)
+  auto rows_of = [&](const Tasks& ts) {
+    int64_t r = 0;
+    for (int i = 0; i < ts.n; i++) r += ts.t[i].W.rows;
+    return r;
+  };
+  // the blocks with rows in step k: min(grid, its items), or min(grid, R) balanced
   auto blocks_in = [&](int k) {
-    const int64_t items = (steps[k].block_start[steps[k].n] + WARPS - 1) / WARPS;
+    const int64_t items = BAL ? rows_of(steps[k]) : (steps[k].block_start[steps[k].n] + WARPS - 1) / WARPS;
     return unsigned(items < int64_t(gridDim.x) ? items : int64_t(gridDim.x));
   };
   for (int step = 0; step < nsteps; step++) {
     const Tasks& ts = steps[step];
-    const int64_t groups = ts.block_start[ts.n];
-    if (g0 >= groups) continue;  // (the whole block)
+    const int64_t groups = ts.block_start[ts.n], R = BAL ? rows_of(ts) : 0;
+    // balanced: the warp's rows [lo, hi) and the block's first row; else the block's first group
+    const int64_t lo = BAL ? (g0 + warp) * R / tw : 0, hi = BAL ? (g0 + warp + 1) * R / tw : 0;
+    if (BAL ? g0 * R / tw == (g0 + WARPS) * R / tw : g0 >= groups) continue;  // (the whole block)
+    // task i of row r, and r's index in it
+    auto row_task = [&](int64_t r, int64_t& local) {
+      int i = 0;
+      while (i + 1 < ts.n && r >= ts.t[i].W.rows) r -= ts.t[i].W.rows, i++;
+      local = r;
+      return i;
+    };
     unsigned long long* st4 = STAMP ? stamps + (int64_t(step) * gridDim.x + blockIdx.x) * 4 : nullptr;
     if (STAMP && threadIdx.x == 0) st4[0] = global_ns();
-    chain_enter<RW, U, WARPS>(ts, g0 + warp, lane, done, step, step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4,
-                              st4);
-    for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
+    FirstRows first;
+    if (BAL) {
+      if (lo < hi) {
+        int64_t local;
+        const int i = row_task(lo, local);
+        first = {&ts.t[i], local, hi - lo >= 2 ? 2 : 1};
+      }
+    } else {
+      first = group_rows<RW>(ts, g0 + warp);
+    }
+    chain_enter<U, WARPS>(ts, first, lane, done, step, step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4, st4);
+    if (BAL) {
+      for (int64_t r = lo; r < hi;) {
+        int64_t local;
+        const MatTask& task = ts.t[row_task(r, local)];
+        const auto rec = [&](int, int c, uint4(&P)[7]) { xs4_record(xs4, c, P); };
+        if (r + 1 < hi && local + 1 < task.W.rows) {
+          mlx4_rows<1, 2, U, true>(task, local, lane, rec);
+          r += 2;
+        } else {
+          mlx4_rows<1, 1, U, true>(task, local, lane, rec);
+          r += 1;
+        }
+      }
+    } else {
+      for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
+    }
     chain_count(done, step, st4);  // the block's rows of this step stored, its records free
   }
 }
 
 constexpr int kChainRW = 2, kChainU = 3, kChainWarps = 16;
 constexpr int kChainWideWarps = 20;  // the decode launches' block (launch_mlx4_smem<1, 2, 3, 1, 20>)
+
+using StepsKernel = void (*)(const Tasks*, int, unsigned*, const uint32_t* const*, unsigned long long*);
+int chain_warps(ChainForm form) {
+  return form == ChainForm::Items || form == ChainForm::Steps ? kChainWarps : kChainWideWarps;
+}
+// A step form's kernel, timed or stamped.
+StepsKernel steps_kernel(ChainForm form, bool stamp) {
+  constexpr int RW = kChainRW, U = kChainU, W = kChainWarps, WW = kChainWideWarps;
+  switch (form) {
+    case ChainForm::Steps:
+      return stamp ? matvec_chain_steps_kernel<RW, U, W, true, false>
+                   : matvec_chain_steps_kernel<RW, U, W, false, false>;
+    case ChainForm::StepsWide:
+      return stamp ? matvec_chain_steps_kernel<RW, U, WW, true, false>
+                   : matvec_chain_steps_kernel<RW, U, WW, false, false>;
+    default:
+      return stamp ? matvec_chain_steps_kernel<RW, U, WW, true, true>
+                   : matvec_chain_steps_kernel<RW, U, WW, false, true>;
+  }
+}
 
 }  // namespace
 
@@ -1008,17 +1081,12 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
   };
   grids_[int(ChainForm::Items)] =
       resident(reinterpret_cast<const void*>(matvec_chain_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps);
-  grids_[int(ChainForm::Steps)] = resident(
-      reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, false>), kChainWarps);
-  grids_[int(ChainForm::StepsWide)] =
-      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, false>),
-               kChainWideWarps);
   // The STAMP instantiations run on the same grids, so each must hold as many blocks as its timed form.
-  if (resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, true>),
-               kChainWarps) < grids_[int(ChainForm::Steps)] ||
-      resident(reinterpret_cast<const void*>(matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, true>),
-               kChainWideWarps) < grids_[int(ChainForm::StepsWide)])
-    throw std::runtime_error("matvec chain: a stamped step kernel holds fewer blocks than its timed form");
+  for (const ChainForm form : {ChainForm::Steps, ChainForm::StepsWide, ChainForm::Balanced}) {
+    grids_[int(form)] = resident(reinterpret_cast<const void*>(steps_kernel(form, false)), chain_warps(form));
+    if (resident(reinterpret_cast<const void*>(steps_kernel(form, true)), chain_warps(form)) < grids_[int(form)])
+      throw std::runtime_error("matvec chain: a stamped step kernel holds fewer blocks than its timed form");
+  }
 }
 
 void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps) const {
@@ -1030,13 +1098,8 @@ void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps)
     matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
         <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
   } else {
-    const bool wide = form == ChainForm::StepsWide;
-    auto kernel = wide ? (stamps ? matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, true>
-                                 : matvec_chain_steps_kernel<kChainRW, kChainU, kChainWideWarps, false>)
-                       : (stamps ? matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, true>
-                                 : matvec_chain_steps_kernel<kChainRW, kChainU, kChainWarps, false>);
-    kernel<<<blocks, (wide ? kChainWideWarps : kChainWarps) * 32, smem_, st>>>(dev_->steps, nsteps_, dev_->done,
-                                                                               dev_->xqs, stamps);
+    steps_kernel(form, stamps != nullptr)<<<blocks, chain_warps(form) * 32, smem_, st>>>(dev_->steps, nsteps_,
+                                                                                         dev_->done, dev_->xqs, stamps);
   }
   HKV_CHECK_LAUNCH();
 }

@@ -129,9 +129,9 @@ TEST_CASE(
   // Not an oracle op: cuda::ChainPlan is a schedule of matvec_multi's products (resident blocks over items in order,
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
-  // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step, with 16 or 20 warps a block), each run
-  // twice (the counters reset), and the step forms stamped. Then its refusals. The order between steps is not
-  // observable here (each step reads fixed records): these checks are of the bytes.
+  // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step with 16 or 20 warps a block, rows
+  // balanced among the warps), each run twice (the counters reset), and the step forms stamped. Then its refusals. The
+  // order between steps is not observable here (each step reads fixed records): these checks are of the bytes.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
@@ -164,12 +164,13 @@ TEST_CASE(
   const cuda::ChainPlan plan(steps);
   std::string d;
   const int nforms = int(std::size(cuda::kChainForms));
-  // each form twice (its counters reset), then the two step forms stamped (bench-ops --persistent --phases): their
+  // each form twice (its counters reset), then the step forms stamped (bench-ops --persistent --phases): their
   // bytes, and each stamped (step, block)'s four stamps in order
   std::vector<std::pair<cuda::ChainForm, bool>> runs;
   for (int r = 0; r < 2 * nforms; r++) runs.push_back({cuda::kChainForms[r % nforms], false});
   runs.push_back({cuda::ChainForm::Steps, true});
   runs.push_back({cuda::ChainForm::StepsWide, true});
+  runs.push_back({cuda::ChainForm::Balanced, true});
   for (size_t run = 0; run < runs.size() && d.empty(); run++) {
     for (auto& o : outs) o->poison();
     const auto [form, stamped] = runs[run];
