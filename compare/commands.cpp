@@ -127,7 +127,7 @@ Cli::Cli()
       "Numbers: 1024, 8K (8192) or 1M (1048576), in every option that takes a count.\n"
       "Exit codes: 0 done, 1 a check failed (gate, diff), 2 bad usage or bad input.");
   const std::string kv_help =
-      "the attention cache: bf16, fp8 or q4h (and the studies: q4h-mse, which the engine runs too; the oracle's "
+      "the attention cache: bf16, fp8 or q4h (and the studies: q4h-max, which the engine runs too; the oracle's "
       "f32, q4h-norot, q4h-sym, q4h-mid, q4h-nf, q4h-g16, q4h-g64, q4h-g128, q4h-seedN)";
   const std::vector<std::string> backends = {"cpu", "cuda"}, prefills = {"exact", "fast", "auto"};
 

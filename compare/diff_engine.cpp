@@ -1114,7 +1114,7 @@ std::vector<DiffCase> engine_diff_cases() {
   add("silu_mul_xq", "n=" + num(3 * 17408), false, [] { return silu_mul_xq_case(3 * 17408); });
   for (int64_t width : {1, 7, 1000, 65536 + 3, 248320})
     add("argmax", "n=" + num(width) + ",rows=9", false, [=] { return argmax_case(width); });
-  for (const char* fmt : {"bf16", "fp8", "q4h", "q4h-mse"})
+  for (const char* fmt : {"bf16", "fp8", "q4h", "q4h-max"})
     for (int D : {32, 64, 128, 256})
       for (auto [KV, N] : std::vector<std::pair<int, int> >{{2, 6}, {4, 33}})
         add("kv_pack", std::string("cache=") + fmt + ",head_dim=" + num(D) + ",kv=" + num(KV) + ",rows=" + num(N),
@@ -1181,11 +1181,11 @@ std::vector<DiffCase> engine_diff_cases() {
         add("model", "model=" + label + ",cache=" + fmt + ",ctx=" + std::to_string(ctx) + ",decode=3", false,
             [=] { return model_case(src, KvFormat::parse(fmt), ctx, 3, true); });
       }
-  // q4h-mse, the ablation the engine runs (its own packer, q4h's readers): the model with its cache at two depths
+  // q4h-max, the ablation the engine runs (its own packer, q4h's readers): the model with its cache at two depths
   for (const std::string src : {"builtin:tiny", "synthetic:27b-heads"})
     for (int64_t ctx : {600, 1100})
-      add("model", "model=" + src + ",cache=q4h-mse,ctx=" + std::to_string(ctx) + ",decode=3", false,
-          [=] { return model_case(src, KvFormat::parse("q4h-mse"), ctx, 3, true); });
+      add("model", "model=" + src + ",cache=q4h-max,ctx=" + std::to_string(ctx) + ",decode=3", false,
+          [=] { return model_case(src, KvFormat::parse("q4h-max"), ctx, 3, true); });
   for (const char* fmt : {"bf16", "q4h"})
     add("model", std::string("model=builtin:tiny,cache=") + fmt + ",ctx=4096,decode=2", false,
         [=] { return model_case("builtin:tiny", KvFormat::parse(fmt), 4096, 2, false); });

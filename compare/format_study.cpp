@@ -125,9 +125,9 @@ std::string grid_study_markdown(int rows, int head_dim, uint64_t seed, const Cac
       row(KvFormat::parse(std::string("q4h") + (rot ? "" : "-norot") + g[0]), g[1], rot ? "Hadamard-32" : "none",
           " %.4f | %.3f |");
   // the oracle's ablations at q4h's bytes (kvformat.h)
-  const char* ablations[][3] = {{"q4h-mse", "q4_0-style, scale searched (q4h-mse)", "Hadamard-32"},
+  const char* ablations[][3] = {{"q4h-max", "q4_0-style, the scale from the extreme (q4h-max)", "Hadamard-32"},
                                 {"q4h-nf", "Normal, 16 Lloyd–Max levels (q4h-nf)", "Hadamard-32"},
-                                {"q4h-nf-mse", "Normal, scale searched (q4h-nf-mse)", "Hadamard-32"},
+                                {"q4h-nf-max", "Normal, the scale from the extreme (q4h-nf-max)", "Hadamard-32"},
                                 {"q4h-seed", "q4_0-style, seeded signs (q4h-seed)", "S·H·S"}};
   for (auto& a : ablations) row(KvFormat::parse(a[0]), a[1], a[2], " %.4f | %.3f |");
   for (const char* other : {"fp8", "bf16"})

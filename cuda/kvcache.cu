@@ -3,13 +3,13 @@
 //   fp8:  per group of 32: amax (running `a > amax`, from +0), scale = f16(amax/448) as stored, code =
 //         e4m3_from_f32(x/s) (0 when s == 0); codes, then the fp16 scales.
 //   q4h:  per group of 32: the Walsh–Hadamard butterfly (warp_wht32), the first element of largest
-//         magnitude (strict > in index order) as the extreme, s = f16(extreme/−8) as stored, code =
-//         clamp(round_even_small(clamp(x/s, ±9)) + 8, 0, 15) (8 when s == 0); element 2i in the low
-//         nibble of byte i, then the fp16 scales.
-//   q4h-mse (the oracle's ablation whose rows q4h's readers take unchanged): q4h with each group's scale searched
-//         (q4h_mse_bits): lane 8 + i takes candidate i of kv_pack_row's q4_group, sums its squared error over the
-//         group in index order, and the warp keeps the first of the least in the oracle's order (the kernels'
-//         MSE instantiations; the others take the grid's own scale).
+//         magnitude (strict > in index order) as the extreme, the grid's own scale f16(extreme/−8), then the
+//         scale searched (q4h_mse_bits): lane 8 + i takes candidate i of kv_pack_row's q4_group, sums its squared
+//         error over the group in index order, and the warp keeps the first of the least in the oracle's order;
+//         code = clamp(round_even_small(clamp(x/s, ±9)) + 8, 0, 15) from the scale s as stored (8 when s == 0);
+//         element 2i in the low nibble of byte i, then the fp16 scales.
+//   q4h-max (the oracle's ablation whose rows q4h's readers take unchanged): q4h with the grid's own scale, no search
+//         (the kernels' instantiations with MSE false, which bf16 and fp8 take too).
 // Non-finite input sets bit 1 of the error word, a scale overflowing fp16 bit 2; the row is not written.
 // Launch: a block per (token, kv head, K or V), a warp a group (kv_pack_groups_kernel); prep_pack_kernel makes
 // attn_prep's q and k and packs k and v in one launch (the engine's). A warp a row looping over the groups takes three
@@ -63,7 +63,7 @@ __device__ __forceinline__ uint16_t group_scale_bits(KvKind kind, float val, flo
   return hkv::f16_from_f32(wanted);
 }
 
-// q4h-mse's scale (kv_pack_row's q4_group with mse): the grid's own (bits0, from wanted; no search when it reads 0),
+// q4h's scale (kv_pack_row's q4_group with mse): the grid's own (bits0, from wanted; no search when it reads 0),
 // then f16(wanted·(1 + i/32)) for i = −8 … 8 but 0, a candidate passed over when it overflows fp16 or reads 0. Lane
 // 8 + i takes candidate i (lane 8 the grid's own) and sums q4_0_sq_err over the group's 32 elements in index order
 // (element j from lane j by a shuffle), in float64 as the oracle; the warp takes the least sum, and of equal ones the

@@ -36,8 +36,8 @@ KvFormat KvFormat::parse(const std::string& name) {
       f.group = 128;
     else if (part == "nf")
       f.grid = Grid::Normal;
-    else if (part == "mse")
-      f.mse = true;
+    else if (part == "max")
+      f.mse = false;
     else if (part.rfind("seed", 0) == 0 && part.size() <= 8 &&
              part.find_first_not_of("0123456789", 4) == std::string::npos && part != "seed0")
       f.seed = part == "seed" ? 1 : std::stoi(part.substr(4));
@@ -60,20 +60,20 @@ std::string KvFormat::name() const {
   if (grid == Grid::Midpoint) s += "-mid";
   if (grid == Grid::Normal) s += "-nf";
   if (seed) s += seed == 1 ? std::string("-seed") : "-seed" + std::to_string(seed);
-  if (mse) s += "-mse";
+  if (!mse) s += "-max";
   return s;
 }
 
 bool KvFormat::is_canonical() const {
   if (kind == KvKind::F32) return false;
-  return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0 && !mse && seed == 0);
+  return kind != KvKind::Q4H || (rotate && group == 32 && grid == Grid::Q4_0 && mse && seed == 0);
 }
 
 bool KvFormat::engine_runs() const {
   if (is_canonical()) return true;
-  KvFormat plain = *this;
-  plain.mse = false;
-  return kind == KvKind::Q4H && mse && plain.is_canonical();
+  KvFormat searched = *this;
+  searched.mse = true;
+  return kind == KvKind::Q4H && !mse && searched.is_canonical();
 }
 
 size_t kv_row_bytes(const KvFormat& f, int head_dim) {

@@ -5,7 +5,8 @@
 //   bf16: head_dim × bf16 (round to nearest even).                          512 B at head_dim 256
 //   fp8:  head_dim × e4m3 codes, then head_dim/32 fp16 scales (absmax/448).  272 B
 //   q4h:  each group rotated by the 32-point Walsh–Hadamard transform, then head_dim/2 bytes of 4-bit
-//         codes, then head_dim/32 fp16 scales (q4_0 grid: extreme/−8).       144 B
+//         codes, then head_dim/32 fp16 scales (q4_0 grid; the scale of least  144 B
+//         squared error among 17 around extreme/−8).
 //
 // Every format reads back as, per group g, a scale s_g and 32 "unit values" u_j, with the stored value
 // s_g·u_j exact in fp32. Attention (reference/attention.cpp) uses that form: the score of a group is
@@ -30,16 +31,17 @@ enum class Grid {
 };
 
 // The oracle's ablations at q4h's bytes (16 bytes of codes and an fp16 scale a group of 32), for study; the engine
-// runs q4h-mse alone (engine_runs: its rows are q4h's rows, only their scales chosen otherwise) and refuses the rest.
+// runs q4h-max alone (engine_runs: its rows are q4h's rows, only their scales chosen otherwise) and refuses the rest.
 // Each combines with the others and with the grids above:
-//   q4h-mse    each group's scale searched, among 17 candidates from 3/4 to 5/4 of the grid's own, for the least
-//              squared error of the group, codes computed from each candidate as rounded to fp16;
+//   q4h-max    each group's scale the grid's own (for q4_0, extreme/−8), not searched. q4h and every other ablation
+//              search it: among 17 candidates from 3/4 to 5/4 of the grid's own, the least squared error of the
+//              group, codes computed from each candidate as rounded to fp16 (docs/FORMAT.md "Scale");
 //   q4h-nf     the Normal grid: 16 symmetric levels fitted to rotated rows (Lloyd–Max), codes as level indices;
 //   q4h-seedN  the transform S·H·S with a ±1 diagonal S drawn from seed N (1 for "seed"): another rotation, so that
 //              repeated seeds measure how much one gate result owes to where the rounding errors happen to fall.
 struct KvFormat {
   KvKind kind = KvKind::BF16;
-  // Ablations for study (oracle only). q4h is rotate = true, group = 32, grid = Q4_0, mse = false, seed = 0.
+  // Ablations for study (oracle only). q4h is rotate = true, group = 32, grid = Q4_0, mse = true, seed = 0.
   bool rotate = true;
   int group = 32;
   Grid grid = Grid::Q4_0;
@@ -48,15 +50,15 @@ struct KvFormat {
 
   static KvFormat bf16() { return {KvKind::BF16, false, 32, Grid::Q4_0, false, 0}; }
   static KvFormat fp8() { return {KvKind::FP8, false, 32, Grid::Q4_0, false, 0}; }
-  static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Q4_0, false, 0}; }
+  static KvFormat q4h() { return {KvKind::Q4H, true, 32, Grid::Q4_0, true, 0}; }
   static KvFormat f32() { return {KvKind::F32, false, 32, Grid::Q4_0, false, 0}; }
   // "bf16", "fp8", "q4h"; "f32" (no rounding: for conformance with fp32 implementations); ablations "q4h-norot",
-  // "q4h-g16|g64|g128", "q4h-sym", "q4h-mid", "q4h-nf", "q4h-mse", "q4h-seed" (seed 1) or "q4h-seedN",
-  // and combinations such as "q4h-norot-sym" or "q4h-nf-mse". Throws std::invalid_argument naming the text.
+  // "q4h-g16|g64|g128", "q4h-sym", "q4h-mid", "q4h-nf", "q4h-max", "q4h-seed" (seed 1) or "q4h-seedN",
+  // and combinations such as "q4h-norot-sym" or "q4h-nf-max". Throws std::invalid_argument naming the text.
   static KvFormat parse(const std::string& name);
   std::string name() const;
   bool is_canonical() const;  // one of the three formats bf16, fp8 and q4h
-  bool engine_runs() const;   // a canonical format or q4h-mse, the formats the engine implements
+  bool engine_runs() const;   // a canonical format or q4h-max, the formats the engine implements
   // Rows read back in rotated space, where attention runs with the query rotated by rotate_groups. The seeded
   // ablation's transform S·H·S is not the query's H: kv_read_row turns its rows back to the original space.
   bool rotated() const { return kind == KvKind::Q4H && rotate && seed == 0; }

@@ -227,8 +227,8 @@ TEST_CASE("kv_pack refuses head dims and formats it does not take") {
   CHECK_THROWS_AS(
       cuda::kv_pack(KvFormat::q4h(), nullptr, 48, nullptr, 48, nullptr, nullptr, nullptr, 1, 1, 48, nullptr, nullptr),
       std::runtime_error);
-  // and the oracle-only ablations but q4h-mse
-  for (const char* n : {"q4h-nf", "q4h-seed", "q4h-nf-mse", "f32"})
+  // and the oracle-only ablations but q4h-max
+  for (const char* n : {"q4h-nf", "q4h-seed", "q4h-nf-max", "f32"})
     CHECK_THROWS_WITH_AS(cuda::kv_pack(KvFormat::parse(n), nullptr, 256, nullptr, 256, nullptr, nullptr, nullptr, 1, 1,
                                        256, nullptr, nullptr),
                          doctest::Contains("oracle-only ablation"), std::runtime_error);
@@ -245,7 +245,7 @@ TEST_CASE("attn_prep and kv_pack in one launch (attn_prep_pack): the two launche
     int H, KV, D, rd;
   };
   for (const Shape sh : {Shape{24, 4, 256, 64}, Shape{6, 2, 128, 128}, Shape{4, 1, 64, 32}})
-    for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h(), KvFormat::parse("q4h-mse")}) {
+    for (KvFormat f : {KvFormat::bf16(), KvFormat::fp8(), KvFormat::q4h(), KvFormat::parse("q4h-max")}) {
       const int64_t N = 3, cap = 9;
       const int H = sh.H, KV = sh.KV, D = sh.D, rd = sh.rd;
       const size_t rb = kv_row_bytes(f, D);
