@@ -73,7 +73,7 @@ HKV_HD float round_even_small(float x) {
 
 // q4h's code of y against its group's stored scale s (s != 0; the q4_0 grid): clamp(round_even(clamp(y/s, ±9)) + 8,
 // 0, 15), for kv_pack_row's q4_code and the engine's packer. q4_0_sq_err: the code's squared error (double(s·(c − 8)) −
-// double(y))² in float64, the term that q4h-mse's scale search sums over a group in index order (kv_pack_row's
+// double(y))² in float64, the term that q4h's scale search sums over a group in index order (kv_pack_row's
 // q4_codes).
 HKV_HD int q4_0_code(float y, float s) {
   float t = y / s;
