@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/chain_split.h"
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -795,15 +796,15 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 // step skips it. On reaching a step it prefetches its warps' first rounds, waits until every block with groups in the
 // step ahead has counted itself there, stages the records, and after its last group (a barrier) counts itself in
 // this step. BAL (ChainForm::Balanced, 20 warps): instead of groups, warp w of the T = grid·WARPS takes the step's
-// rows ⌊w·R/T⌋ … ⌊(w+1)·R/T⌋ − 1 (R the step's rows over its tasks in order), two at a time where two lie in one
-// task and one otherwise, so that no warp carries more than one row over another; a block has rows in a step iff
-// some warp of it has, which holds for min(R, grid) blocks. stamps (else null): thread 0 writes %globaltimer at (step,
-// block) words 4·(step·grid + block) + 0..3 as the block reaches the step, passes its wait, has staged the records,
-// and has stored its rows (before its count); a block with no rows in a step writes nothing there (the STAMP
-// instantiations alone; the timed ones have no stamps' code). Measured (H100, docs/RESULTS.md §11 2026-12-06-h): Steps
-// 7.68 ms, StepsWide 6.80–6.85 against 5.66 for the graph of launches; StepsWide spills 44 bytes (96 registers at 20
-// warps). A form whose warps copy their first round into shared memory before the wait measured 7.76–7.77 and is
-// dropped (docs/receipts/2026-12-06-h/patches/).
+// rows ⌊w·R/T⌋ … ⌊(w+1)·R/T⌋ − 1 (chain_split; R the step's rows over its tasks in order), two at a time where two
+// lie in one task and one otherwise, so that no warp carries more than one row over another; a block has rows in a
+// step iff some warp of it has, which holds for chain_split_blocks(R, grid) = min(R, grid) blocks. stamps (else null):
+// thread 0 writes %globaltimer at (step, block) words 4·(step·grid + block) + 0..3 as the block reaches the step,
+// passes its wait, has staged the records, and has stored its rows (before its count); a block with no rows in a step
+// writes nothing there (the STAMP instantiations alone; the timed ones have no stamps' code). Measured (H100,
+// docs/RESULTS.md §11 2026-12-06-h): Steps 7.68 ms, StepsWide 6.80–6.85 against 5.66 for the graph of launches;
+// StepsWide spills 44 bytes (96 registers at 20 warps). A form whose warps copy their first round into shared memory
+// before the wait measured 7.76–7.77 and is dropped (docs/receipts/2026-12-06-h/patches/).
 template <int RW, int U, int WARPS, bool STAMP, bool BAL>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs,
@@ -816,17 +817,18 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     for (int i = 0; i < ts.n; i++) r += ts.t[i].W.rows;
     return r;
   };
-  // the blocks with rows in step k: min(grid, its items), or min(grid, R) balanced
+  // the blocks with rows in step k: min(grid, its items), or balanced chain_split_blocks
   auto blocks_in = [&](int k) {
-    const int64_t items = BAL ? rows_of(steps[k]) : (steps[k].block_start[steps[k].n] + WARPS - 1) / WARPS;
+    if (BAL) return unsigned(chain_split_blocks(rows_of(steps[k]), gridDim.x));
+    const int64_t items = (steps[k].block_start[steps[k].n] + WARPS - 1) / WARPS;
     return unsigned(items < int64_t(gridDim.x) ? items : int64_t(gridDim.x));
   };
   for (int step = 0; step < nsteps; step++) {
     const Tasks& ts = steps[step];
     const int64_t groups = ts.block_start[ts.n], R = BAL ? rows_of(ts) : 0;
     // balanced: the warp's rows [lo, hi) and the block's first row; else the block's first group
-    const int64_t lo = BAL ? (g0 + warp) * R / tw : 0, hi = BAL ? (g0 + warp + 1) * R / tw : 0;
-    if (BAL ? g0 * R / tw == (g0 + WARPS) * R / tw : g0 >= groups) continue;  // (the whole block)
+    const int64_t lo = BAL ? chain_split(g0 + warp, R, tw) : 0, hi = BAL ? chain_split(g0 + warp + 1, R, tw) : 0;
+    if (BAL ? chain_split(g0, R, tw) == chain_split(g0 + WARPS, R, tw) : g0 >= groups) continue;  // (the whole block)
     // task i of row r, and r's index in it
     auto row_task = [&](int64_t r, int64_t& local) {
       int i = 0;
