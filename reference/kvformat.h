@@ -22,9 +22,9 @@ namespace hkv {
 enum class KvKind { BF16, FP8, Q4H, F32 };  // F32: oracle-only ablation (conformance checks)
 
 // 4-bit code grids, compared in docs/FORMAT.md. Q4_0 measured best and is the q4h format; the others
-// are ablations.
+// are ablations. Each grid's own scale s is below; with mse (q4h's) the scale is searched around it.
 enum class Grid {
-  Q4_0,       // codes −8..7 stored as c+8, s = (signed extreme)/−8: the extreme is exact
+  Q4_0,       // codes −8..7 stored as c+8, s = (signed extreme)/−8: with s itself the extreme is exact
   Symmetric,  // codes −7..7 stored as c+8, s = absmax/7
   Midpoint,   // 16 levels (c − 7.5)·s, s = absmax/7.5, no zero level
   Normal,     // 16 symmetric levels ±kNormalLevels[i]·s, denser near 0, s = absmax (kvformat.cpp)
