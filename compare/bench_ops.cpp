@@ -211,10 +211,9 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
 }
 
 const char* chain_form_name(cuda::ChainForm form) {
-  return form == cuda::ChainForm::Items       ? "items"
-         : form == cuda::ChainForm::Steps     ? "steps"
-         : form == cuda::ChainForm::StepsWide ? "steps, 20 warps a block"
-                                              : "steps, 20 warps a block, rows balanced";
+  return form == cuda::ChainForm::Items   ? "items"
+         : form == cuda::ChainForm::Steps ? "steps"
+                                          : "steps, 20 warps a block";
 }
 
 // --persistent --phases: a step form run once more with its stamps (cuda::ChainPlan::run), and where a step's time
@@ -222,12 +221,12 @@ const char* chain_form_name(cuda::ChainForm form) {
 // first block of this step past its wait (the count, its fence and the poll); "staging", the records staged (the
 // median block); "rows", the row groups (the median block); "tail", the last block's rows stored after the median
 // block's; and the token from the first stamp to the last.
-void print_step_phases(const cuda::ChainPlan& plan, cuda::ChainForm form, cudaStream_t st, const char* name) {
+void print_step_phases(const cuda::ChainPlan& plan, cuda::ChainForm form, cudaStream_t st, const char* name, int pf) {
   const size_t words = plan.stamp_words(form);
   unsigned long long* d = nullptr;
   HKV_CUDA_CHECK(cudaMalloc(&d, words * 8));
   HKV_CUDA_CHECK(cudaMemsetAsync(d, 0, words * 8, st));
-  plan.run(st, form, d);
+  plan.run(st, form, d, pf);
   std::vector<unsigned long long> h(words);
   HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(h.data(), d, words * 8, cudaMemcpyDeviceToHost));
@@ -294,10 +293,16 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   std::vector<uint32_t> hl(total), hp(total);
   HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
-  for (const cuda::ChainForm form : cuda::kChainForms) {
-    const char* name = chain_form_name(form);
+  // each form with its warps' first round prefetched (pf 0), then the 20-warp form with each warp's first pf groups
+  // prefetched whole
+  std::vector<std::pair<cuda::ChainForm, int>> runs;
+  for (const cuda::ChainForm form : cuda::kChainForms) runs.push_back({form, 0});
+  for (int pf : {1, 2, 4, 8}) runs.push_back({cuda::ChainForm::StepsWide, pf});
+  for (const auto& [form, pf] : runs) {
+    const std::string name =
+        std::string(chain_form_name(form)) + (pf ? ", " + std::to_string(pf) + " groups a warp prefetched" : "");
     HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
-    plan.run(st, form);
+    plan.run(st, form, nullptr, pf);
     HKV_CUDA_CHECK(cudaStreamSynchronize(st));
     HKV_CUDA_CHECK(cudaMemcpy(hp.data(), yp, total * 4, cudaMemcpyDeviceToHost));
     off = 0;
@@ -306,24 +311,26 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
         const size_t rows = size_t(steps[k].tasks[m].W.rows);
         for (size_t r = 0; r < rows; r++)
           if (hl[off + r] != hp[off + r])
-            throw std::runtime_error(std::string("bench-ops --persistent (") + name + "): step " + std::to_string(k) +
-                                     " (" + steps[k].name + "), matrix " + std::to_string(m) + ", row " +
-                                     std::to_string(r) + ": the persistent launch's bytes differ from the launches'");
+            throw std::runtime_error("bench-ops --persistent (" + name + "): step " + std::to_string(k) + " (" +
+                                     steps[k].name + "), matrix " + std::to_string(m) + ", row " + std::to_string(r) +
+                                     ": the persistent launch's bytes differ from the launches'");
         off += rows;
       }
-    const Timing t = time_ms(st, 3, reps, [&] { plan.run(st, form); });  // (the plan writes into yp)
+    const Timing t = time_ms(st, 3, reps, [&] { plan.run(st, form, nullptr, pf); });  // (the plan writes into yp)
     const std::string per = form == cuda::ChainForm::Items
                                 ? "a barrier an item (" + std::to_string(plan.items()) + " items)"
-                                : std::string("a barrier a step (") + name + ")";
+                                : "a barrier a step (" + name + ")";
     std::printf(
         "| persistent, %s: one launch on %d blocks (bytes = the launches', %zu rows) | %.3f | "
         "%+.2f%% | %.3f–%.3f | %.0f%% | |\n",
         per.c_str(), plan.grid(form), total, t.median, 100.0 * (t.median / first - 1.0), t.min, t.max,
         100.0 * bytes / (t.median * 1e-3) / bw);
   }
-  if (phases)
-    for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide, cuda::ChainForm::Balanced})
-      print_step_phases(plan, form, st, chain_form_name(form));
+  if (phases) {
+    for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide})
+      print_step_phases(plan, form, st, chain_form_name(form), 0);
+    print_step_phases(plan, cuda::ChainForm::StepsWide, st, "steps, 20 warps a block, 4 groups a warp prefetched", 4);
+  }
   cudaFree(yl), cudaFree(yp);
 }
 

@@ -77,11 +77,9 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // device; run() resets the counters and launches on st. Items (matvec_chain_kernel): blocks of 16 warps over items of
 // 16 row groups, a barrier and a count an item; Steps (matvec_chain_steps_kernel): each block of 16 warps strides
 // through its row groups of a step, a barrier and a count a step; StepsWide: the same with 20 warps a block (the
-// decode launches' block); Balanced: 20 warps a block, the step's rows split evenly among all the grid's warps (no
-// warp more than one row over another).
-enum class ChainForm { Items, Steps, StepsWide, Balanced };
-inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide,
-                                            ChainForm::Balanced};
+// decode launches' block).
+enum class ChainForm { Items, Steps, StepsWide };
+inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide};
 struct ChainStep {
   std::vector<MatTask> tasks;
   const uint32_t* xq = nullptr;
@@ -91,7 +89,10 @@ class ChainPlan {
   explicit ChainPlan(const std::vector<ChainStep>& steps);
   // stamps (the step forms; else null): a device buffer of stamp_words(form) words that run() fills with each
   // (step, block)'s %globaltimer stamps (matvec_chain_steps_kernel says which), 0 where a block had no group there.
-  void run(cudaStream_t st, ChainForm form = ChainForm::Items, unsigned long long* stamps = nullptr) const;
+  // prefetch_groups (the step forms; else 0): each warp, on reaching a step, prefetches into L2 the whole of its first
+  // prefetch_groups row groups there before it waits (0: the first round of its first group).
+  void run(cudaStream_t st, ChainForm form = ChainForm::Items, unsigned long long* stamps = nullptr,
+           int prefetch_groups = 0) const;
   size_t stamp_words(ChainForm form) const { return size_t(nsteps_) * size_t(grid(form)) * 4; }
   int steps() const { return nsteps_; }
   int items() const { return items_; }
@@ -99,7 +100,7 @@ class ChainPlan {
 
  private:
   struct Dev;
-  int nsteps_ = 0, items_ = 0, grids_[4] = {};
+  int nsteps_ = 0, items_ = 0, grids_[3] = {};
   size_t smem_ = 0;
   std::shared_ptr<Dev> dev_;
 };

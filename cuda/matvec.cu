@@ -38,7 +38,6 @@
 #include <string>
 #include <vector>
 
-#include "cuda/chain_split.h"
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -793,78 +792,52 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 // matvec_chain_steps_kernel: the same chain with a barrier a step instead of an item (ChainForm::Steps with 16 warps a
 // block, StepsWide with 20). A block takes, in each step, the row groups blockIdx·WARPS + warp + i·(grid·WARPS) (the
 // decode kernel's striding), each warp through its groups without waiting on the others; a block with no group in a
-// step skips it. On reaching a step it prefetches its warps' first rounds, waits until every block with groups in the
+// step skips it. On reaching a step each warp prefetches into L2 the first round of its first group (pf = 0), or the
+// whole of its first pf groups (their codes, scales and biases: the weights a block streams while the step ahead's
+// last blocks finish, which never depend on the token); then the block waits until every block with groups in the
 // step ahead has counted itself there, stages the records, and after its last group (a barrier) counts itself in
-// this step. BAL (ChainForm::Balanced, 20 warps): instead of groups, warp w of the T = grid·WARPS takes the step's
-// rows ⌊w·R/T⌋ … ⌊(w+1)·R/T⌋ − 1 (chain_split; R the step's rows over its tasks in order), two at a time where two
-// lie in one task and one otherwise, so that no warp carries more than one row over another; a block has rows in a
-// step iff some warp of it has, which holds for chain_split_blocks(R, grid) = min(R, grid) blocks. stamps (else null):
-// thread 0 writes %globaltimer at (step, block) words 4·(step·grid + block) + 0..3 as the block reaches the step,
-// passes its wait, has staged the records, and has stored its rows (before its count); a block with no rows in a step
-// writes nothing there (the STAMP instantiations alone; the timed ones have no stamps' code). Measured (H100,
-// docs/RESULTS.md §11 2026-12-06-h): Steps 7.68 ms, StepsWide 6.80–6.85 against 5.66 for the graph of launches;
-// StepsWide spills 44 bytes (96 registers at 20 warps). A form whose warps copy their first round into shared memory
-// before the wait measured 7.76–7.77 and is dropped (docs/receipts/2026-12-06-h/patches/).
-template <int RW, int U, int WARPS, bool STAMP, bool BAL>
+// this step. stamps (else null): thread 0 writes %globaltimer at (step, block) words 4·(step·grid + block) + 0..3 as
+// the block reaches the step, passes its wait, has staged the records, and has stored its rows (before its count); a
+// block with no group in a step writes nothing there (the STAMP instantiations alone; the timed ones have no stamps'
+// code). Measured (H100, docs/RESULTS.md §11 2026-12-06-h and -i): Steps 7.68–7.81 ms, StepsWide 6.80–6.94 against
+// 5.66–5.76 for the graph of launches; StepsWide spills 44 bytes (96 registers at 20 warps). Dropped forms, their
+// patches in docs/receipts/: each warp's first round copied into shared memory before the wait (7.76–7.77,
+// 2026-12-06-h); a step's rows dealt evenly among the grid's warps, pairs and single rows (7.81, 2026-12-06-i).
+template <int RW, int U, int WARPS, bool STAMP>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs,
-                              unsigned long long* stamps) {
+                              unsigned long long* stamps, int pf) {
   extern __shared__ uint4 xs4[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t tw = int64_t(gridDim.x) * WARPS, g0 = int64_t(blockIdx.x) * WARPS;
-  auto rows_of = [&](const Tasks& ts) {
-    int64_t r = 0;
-    for (int i = 0; i < ts.n; i++) r += ts.t[i].W.rows;
-    return r;
-  };
-  // the blocks with rows in step k: min(grid, its items), or balanced chain_split_blocks
+  // the blocks with a row group in step k: min(grid, its items)
   auto blocks_in = [&](int k) {
-    if (BAL) return unsigned(chain_split_blocks(rows_of(steps[k]), gridDim.x));
     const int64_t items = (steps[k].block_start[steps[k].n] + WARPS - 1) / WARPS;
     return unsigned(items < int64_t(gridDim.x) ? items : int64_t(gridDim.x));
   };
   for (int step = 0; step < nsteps; step++) {
     const Tasks& ts = steps[step];
-    const int64_t groups = ts.block_start[ts.n], R = BAL ? rows_of(ts) : 0;
-    // balanced: the warp's rows [lo, hi) and the block's first row; else the block's first group
-    const int64_t lo = BAL ? chain_split(g0 + warp, R, tw) : 0, hi = BAL ? chain_split(g0 + warp + 1, R, tw) : 0;
-    if (BAL ? chain_split(g0, R, tw) == chain_split(g0 + WARPS, R, tw) : g0 >= groups) continue;  // (the whole block)
-    // task i of row r, and r's index in it
-    auto row_task = [&](int64_t r, int64_t& local) {
-      int i = 0;
-      while (i + 1 < ts.n && r >= ts.t[i].W.rows) r -= ts.t[i].W.rows, i++;
-      local = r;
-      return i;
-    };
+    const int64_t groups = ts.block_start[ts.n];
+    if (g0 >= groups) continue;  // (the whole block)
     unsigned long long* st4 = STAMP ? stamps + (int64_t(step) * gridDim.x + blockIdx.x) * 4 : nullptr;
     if (STAMP && threadIdx.x == 0) st4[0] = global_ns();
-    FirstRows first;
-    if (BAL) {
-      if (lo < hi) {
-        int64_t local;
-        const int i = row_task(lo, local);
-        first = {&ts.t[i], local, hi - lo >= 2 ? 2 : 1};
+    const int nch = int(ts.t[0].W.cols / 32), gpr = int(ts.t[0].W.cols / ts.t[0].W.group);
+    for (int i = 0; i < pf; i++) {  // the warp's first pf groups whole into L2
+      const int64_t g = g0 + warp + i * tw;
+      if (g >= groups) break;
+      int64_t local;
+      const MatTask& task = ts.t[find_task(ts, g, local)];
+      for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
+        const int64_t row = local * RW + r;
+        const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + row * nch;
+        for (int c = lane; c < nch; c += 32) prefetch_l2(q + c);
+        if (lane < 2 * ((gpr + 63) / 64))  // the row's scales and biases, 128 bytes a lane
+          prefetch_l2((lane & 1 ? task.W.biases : task.W.scales) + row * gpr + 64 * (lane >> 1));
       }
-    } else {
-      first = group_rows<RW>(ts, g0 + warp);
     }
-    chain_enter<U, WARPS>(ts, first, lane, done, step, step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4, st4);
-    if (BAL) {
-      for (int64_t r = lo; r < hi;) {
-        int64_t local;
-        const MatTask& task = ts.t[row_task(r, local)];
-        const auto rec = [&](int, int c, uint4(&P)[7]) { xs4_record(xs4, c, P); };
-        if (r + 1 < hi && local + 1 < task.W.rows) {
-          mlx4_rows<1, 2, U, true>(task, local, lane, rec);
-          r += 2;
-        } else {
-          mlx4_rows<1, 1, U, true>(task, local, lane, rec);
-          r += 1;
-        }
-      }
-    } else {
-      for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
-    }
+    chain_enter<U, WARPS>(ts, pf > 0 ? FirstRows{} : group_rows<RW>(ts, g0 + warp), lane, done, step,
+                          step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4, st4);
+    for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
     chain_count(done, step, st4);  // the block's rows of this step stored, its records free
   }
 }
@@ -872,24 +845,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 constexpr int kChainRW = 2, kChainU = 3, kChainWarps = 16;
 constexpr int kChainWideWarps = 20;  // the decode launches' block (launch_mlx4_smem<1, 2, 3, 1, 20>)
 
-using StepsKernel = void (*)(const Tasks*, int, unsigned*, const uint32_t* const*, unsigned long long*);
-int chain_warps(ChainForm form) {
-  return form == ChainForm::Items || form == ChainForm::Steps ? kChainWarps : kChainWideWarps;
-}
+using StepsKernel = void (*)(const Tasks*, int, unsigned*, const uint32_t* const*, unsigned long long*, int);
+int chain_warps(ChainForm form) { return form == ChainForm::StepsWide ? kChainWideWarps : kChainWarps; }
 // A step form's kernel, timed or stamped.
 StepsKernel steps_kernel(ChainForm form, bool stamp) {
   constexpr int RW = kChainRW, U = kChainU, W = kChainWarps, WW = kChainWideWarps;
-  switch (form) {
-    case ChainForm::Steps:
-      return stamp ? matvec_chain_steps_kernel<RW, U, W, true, false>
-                   : matvec_chain_steps_kernel<RW, U, W, false, false>;
-    case ChainForm::StepsWide:
-      return stamp ? matvec_chain_steps_kernel<RW, U, WW, true, false>
-                   : matvec_chain_steps_kernel<RW, U, WW, false, false>;
-    default:
-      return stamp ? matvec_chain_steps_kernel<RW, U, WW, true, true>
-                   : matvec_chain_steps_kernel<RW, U, WW, false, true>;
-  }
+  if (form == ChainForm::StepsWide)
+    return stamp ? matvec_chain_steps_kernel<RW, U, WW, true> : matvec_chain_steps_kernel<RW, U, WW, false>;
+  return stamp ? matvec_chain_steps_kernel<RW, U, W, true> : matvec_chain_steps_kernel<RW, U, W, false>;
 }
 
 }  // namespace
@@ -1084,15 +1047,17 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
   grids_[int(ChainForm::Items)] =
       resident(reinterpret_cast<const void*>(matvec_chain_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps);
   // The STAMP instantiations run on the same grids, so each must hold as many blocks as its timed form.
-  for (const ChainForm form : {ChainForm::Steps, ChainForm::StepsWide, ChainForm::Balanced}) {
+  for (const ChainForm form : {ChainForm::Steps, ChainForm::StepsWide}) {
     grids_[int(form)] = resident(reinterpret_cast<const void*>(steps_kernel(form, false)), chain_warps(form));
     if (resident(reinterpret_cast<const void*>(steps_kernel(form, true)), chain_warps(form)) < grids_[int(form)])
       throw std::runtime_error("matvec chain: a stamped step kernel holds fewer blocks than its timed form");
   }
 }
 
-void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps) const {
-  if (form == ChainForm::Items && stamps) throw std::invalid_argument("matvec chain: stamps are the step forms'");
+void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps, int prefetch_groups) const {
+  if (form == ChainForm::Items && (stamps || prefetch_groups))
+    throw std::invalid_argument("matvec chain: stamps and prefetch_groups are the step forms'");
+  if (prefetch_groups < 0) throw std::invalid_argument("matvec chain: prefetch_groups below 0");
   if (nsteps_ == 0) return;
   HKV_CUDA_CHECK(cudaMemsetAsync(dev_->done, 0, size_t(nsteps_) * sizeof(unsigned), st));
   const unsigned blocks = unsigned(grid(form));
@@ -1100,8 +1065,8 @@ void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps)
     matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
         <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
   } else {
-    steps_kernel(form, stamps != nullptr)<<<blocks, chain_warps(form) * 32, smem_, st>>>(dev_->steps, nsteps_,
-                                                                                         dev_->done, dev_->xqs, stamps);
+    steps_kernel(form, stamps != nullptr)<<<blocks, chain_warps(form) * 32, smem_, st>>>(
+        dev_->steps, nsteps_, dev_->done, dev_->xqs, stamps, prefetch_groups);
   }
   HKV_CHECK_LAUNCH();
 }

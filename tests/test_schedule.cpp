@@ -3,43 +3,6 @@
 // refused. Host code: no GPU needed. Built where the CUDA engine is.
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <vector>
-
-#include "cuda/chain_split.h"
-
-TEST_CASE("chain_split: a step's rows dealt in order to the grid's warps, none more than one over another") {
-  // The balanced chain form (matvec_chain_steps_kernel with BAL) stores each row once only if the warps' ranges tile
-  // [0, R); its blocks count themselves in a step and the next step waits for chain_split_blocks of them, so that
-  // count must be the number of blocks whose warps hold a row (one too many never arrives, one too few lets the next
-  // step start early).
-  for (int64_t G : {1, 7, 132})
-    for (int64_t W : {1, 16, 20})
-      for (int64_t R : {1, 2, 5, 6, 7, 48, 131, 132, 133, 1024, 2639, 2640, 2641, 5120, 34816, 248320}) {
-        CAPTURE(G);
-        CAPTURE(W);
-        CAPTURE(R);
-        const int64_t T = G * W;
-        int64_t next = 0, least = R, most = 0, blocks = 0;
-        bool tiled = true;
-        for (int64_t b = 0; b < G; b++) {
-          bool any = false;
-          for (int64_t w = b * W; w < (b + 1) * W; w++) {
-            const int64_t lo = hkv::cuda::chain_split(w, R, T), hi = hkv::cuda::chain_split(w + 1, R, T);
-            tiled = tiled && lo == next && hi >= lo;
-            next = hi;
-            least = std::min(least, hi - lo), most = std::max(most, hi - lo);
-            any = any || hi > lo;
-          }
-          blocks += any;
-        }
-        CHECK(tiled);
-        CHECK(next == R);
-        CHECK(most - least <= 1);
-        CHECK(blocks == hkv::cuda::chain_split_blocks(R, G));
-      }
-}
-
 #if HKV_HAVE_CUDA
 #include <string>
 
