@@ -709,9 +709,10 @@ void launch(const MatTask* tasks, int n, const float* X, int64_t ldx, const uint
 // Measured (H100, docs/RESULTS.md §11): a 27B token's 257 steps in 8.6 ms against 5.6 ms as 257 launches in one
 // graph; the barrier that closes each item makes a block's warps wait on its slowest every 32 rows.
 // The chain kernels' shared steps. chain_enter: a block reaching step `step` (ts) prefetches into L2 the first round
-// of its warp's row group g, waits (thread 0) until done[step − 1] reaches need, then stages the step's records xq into
-// xs4 between two barriers. chain_rows: warp's row group g of ts from the staged records. chain_count: after a barrier
-// (the block's rows stored), thread 0 adds one to done[step] after a fence.
+// of each warp's first rows (group_rows: its row group g; none where first.task is null), waits (thread 0) until
+// done[step − 1] reaches need, then stages the step's records xq into xs4 between two barriers. chain_rows: warp's
+// row group g of ts from the staged records. chain_count: after a barrier (the block's rows stored), thread 0 adds one
+// to done[step] after a fence.
 // The warp's first rows: rows r0 … r0 + nr − 1 of task (null: none).
 struct FirstRows {
   const MatTask* task = nullptr;
