@@ -37,7 +37,7 @@ TEST_CASE("format names parse and print") {
   for (const char* n : {"bf16", "fp8", "q4h", "q4h-max"}) CHECK(KvFormat::parse(n).engine_runs());
   for (const char* n : {"f32", "q4h-mid", "q4h-nf-max", "q4h-seed", "q4h-seed-max", "q4h-g64-max", "q4h-norot-max"})
     CHECK_FALSE(KvFormat::parse(n).engine_runs());
-  CHECK(KvFormat::parse("q4h-max-nf").name() == "q4h-nf-max");  // any order in, one order out
+  CHECK(KvFormat::parse("q4h-max-nf").name() == "q4h-nf-max");         // any order in, one order out
   CHECK_THROWS_AS(KvFormat::parse("q4h-mse"), std::invalid_argument);  // the search is q4h's own
   CHECK(KvFormat::parse("q4h-seed1").name() == "q4h-seed");
   CHECK_THROWS_AS(KvFormat::parse("q5h"), std::invalid_argument);
@@ -138,16 +138,21 @@ TEST_CASE("round-trip error bounds per element") {
 TEST_CASE("round-trip RMS error of each format, measured (docs/FORMAT.md)") {
   // Bounds: the measured value (4096 rows, seed 1) plus 5%. A change in the grid, the rounding or the
   // rotation moves these.
-  CHECK(measure_round_trip(KvFormat::q4h(), RowKind::Gaussian, 512, 256, 1).rms < 0.0810 * 1.05);
+  CHECK(measure_round_trip(KvFormat::q4h(), RowKind::Gaussian, 512, 256, 1).rms < 0.0810 * 1.01);
   CHECK(measure_round_trip(KvFormat::q4h(), RowKind::Outliers, 512, 256, 1).rms < 0.0524 * 1.05);
   CHECK(measure_round_trip(KvFormat::fp8(), RowKind::Gaussian, 512, 256, 1).rms < 0.0240 * 1.05);
   CHECK(measure_round_trip(KvFormat::bf16(), RowKind::Gaussian, 512, 256, 1).rms < 0.00166 * 1.05);
   // the rotation is what makes outliers cheap: without it the error triples
   CHECK(measure_round_trip(KvFormat::parse("q4h-norot"), RowKind::Outliers, 512, 256, 1).rms > 0.14);
   // the ablations at q4h's bytes (measured on 512 rows, seed 1): the scale from the extreme, not searched, adds 6% to
-  // the Gaussian rows' error and 9% to the outliers'; the Normal grid, searched, cuts the Gaussian rows' by 5%
-  CHECK(measure_round_trip(KvFormat::parse("q4h-max"), RowKind::Gaussian, 512, 256, 1).rms > 0.0856 * 0.99);
-  CHECK(measure_round_trip(KvFormat::parse("q4h-max"), RowKind::Outliers, 512, 256, 1).rms > 0.0571 * 0.99);
+  // the Gaussian rows' error and 9% to the outliers' (within 1% of its measure on either side); the Normal grid,
+  // searched, cuts the Gaussian rows' by 5%
+  const double max_g = measure_round_trip(KvFormat::parse("q4h-max"), RowKind::Gaussian, 512, 256, 1).rms;
+  const double max_o = measure_round_trip(KvFormat::parse("q4h-max"), RowKind::Outliers, 512, 256, 1).rms;
+  CHECK(max_g < 0.0858 * 1.05);
+  CHECK(max_o < 0.0572 * 1.05);
+  CHECK(max_g > 0.0856 * 0.99);
+  CHECK(max_o > 0.0571 * 0.99);
   CHECK(measure_round_trip(KvFormat::parse("q4h-nf-max"), RowKind::Gaussian, 512, 256, 1).rms < 0.0823 * 1.01);
   CHECK(measure_round_trip(KvFormat::parse("q4h-nf"), RowKind::Gaussian, 512, 256, 1).rms < 0.0768 * 1.01);
 }
