@@ -175,8 +175,7 @@ static double q4_codes(Grid grid, const float* x, int n, float s, uint8_t* codes
   for (int j = 0; j < n; j++) {
     // an all-zero group (or one whose scale underflows fp16): every value reads 0
     codes[j] = s == 0.0f ? uint8_t(8) : q4_code(grid, x[j], s);
-    const double e = double(s == 0.0f ? 0.0f : s * q4_unit(grid, codes[j])) - double(x[j]);
-    err += e * e;
+    err += sq_err(s == 0.0f ? 0.0f : s * q4_unit(grid, codes[j]), x[j]);
   }
   return err;
 }

@@ -72,19 +72,21 @@ HKV_HD float round_even_small(float x) {
 }
 
 // q4h's code of y against its group's stored scale s (s != 0; the q4_0 grid): clamp(round_even(clamp(y/s, ±9)) + 8,
-// 0, 15), for kv_pack_row's q4_code and the engine's packer. q4_0_sq_err: the code's squared error (double(s·(c − 8)) −
-// double(y))² in float64, the term that q4h's scale search sums over a group in index order (kv_pack_row's
-// q4_codes).
+// 0, 15), for kv_pack_row's q4_code and the engine's packer.
 HKV_HD int q4_0_code(float y, float s) {
   float t = y / s;
   t = t < -9.0f ? -9.0f : (t > 9.0f ? 9.0f : t);
   const int c = int(round_even_small(t)) + 8;
   return c < 0 ? 0 : (c > 15 ? 15 : c);
 }
-HKV_HD double q4_0_sq_err(float y, float s) {
-  const double e = double(s * (float(q4_0_code(y, s)) - 8.0f)) - double(y);
+// The squared error of a stored value v (exact in fp32) against y, (double(v) − double(y))² in float64: the term that
+// q4h's scale search sums over a group in index order (kv_pack_row's q4_codes, every grid), and q4_0_sq_err its
+// term on the q4_0 grid (the engine's packer).
+HKV_HD double sq_err(float v, float y) {
+  const double e = double(v) - double(y);
   return e * e;
 }
+HKV_HD double q4_0_sq_err(float y, float s) { return sq_err(s * (float(q4_0_code(y, s)) - 8.0f), y); }
 
 // floor for |x| <= 2^22, without libm.
 HKV_HD float floor_small(float x) {
