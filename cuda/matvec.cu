@@ -726,17 +726,25 @@ __device__ __forceinline__ FirstRows group_rows(const Tasks& ts, int64_t g) {
   const MatTask& task = ts.t[find_task(ts, g, local)];
   return {&task, local * RW, RW};
 }
+// Rows r0 … r0 + nr − 1 of task (those it has) into L2, the warp's lanes together: each row's chunks below `chunks`
+// (lane l the chunks l, l + 32, …), and with `scales` its scales and biases (128 bytes a lane).
+__device__ __forceinline__ void prefetch_rows(const MatTask& task, int64_t r0, int nr, int chunks, bool scales,
+                                              int lane) {
+  const int nch = int(task.W.cols / 32), gpr = int(task.W.cols / task.W.group);
+  for (int r = 0; r < nr && r0 + r < task.W.rows; r++) {
+    const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (r0 + r) * nch;
+    for (int c = lane; c < chunks; c += 32) prefetch_l2(q + c);
+    if (scales && lane < 2 * ((gpr + 63) / 64))
+      prefetch_l2((lane & 1 ? task.W.biases : task.W.scales) + (r0 + r) * gpr + 64 * (lane >> 1));
+  }
+}
 template <int U, int WARPS>
 __device__ __forceinline__ void chain_enter(const Tasks& ts, FirstRows first, int lane, const unsigned* done, int step,
                                             unsigned need, const uint32_t* xq, uint4* xs4,
                                             unsigned long long* st4 = nullptr) {
-  const int cols = int(ts.t[0].W.cols), nch = cols / 32;
-  if (first.task) {  // this warp's first round into L2 while the step ahead finishes
-    for (int r = 0; r < first.nr && first.r0 + r < first.task->W.rows; r++) {
-      const uint4* q = reinterpret_cast<const uint4*>(first.task->W.data) + (first.r0 + r) * (cols / 32);
-      for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
-    }
-  }
+  const int nch = int(ts.t[0].W.cols / 32);
+  // this warp's first round into L2 while the step ahead finishes
+  if (first.task) prefetch_rows(*first.task, first.r0, first.nr, nch < 32 * U ? nch : 32 * U, false, lane);
   if (step > 0 && threadIdx.x == 0) {
     for (unsigned tries = 0;; tries++) {
       unsigned v;
@@ -822,19 +830,10 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     if (g0 >= groups) continue;  // (the whole block)
     unsigned long long* st4 = STAMP ? stamps + (int64_t(step) * gridDim.x + blockIdx.x) * 4 : nullptr;
     if (STAMP && threadIdx.x == 0) st4[0] = global_ns();
-    const int nch = int(ts.t[0].W.cols / 32), gpr = int(ts.t[0].W.cols / ts.t[0].W.group);
     for (int i = 0; i < pf; i++) {  // the warp's first pf groups whole into L2
-      const int64_t g = g0 + warp + i * tw;
-      if (g >= groups) break;
-      int64_t local;
-      const MatTask& task = ts.t[find_task(ts, g, local)];
-      for (int r = 0; r < RW && local * RW + r < task.W.rows; r++) {
-        const int64_t row = local * RW + r;
-        const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + row * nch;
-        for (int c = lane; c < nch; c += 32) prefetch_l2(q + c);
-        if (lane < 2 * ((gpr + 63) / 64))  // the row's scales and biases, 128 bytes a lane
-          prefetch_l2((lane & 1 ? task.W.biases : task.W.scales) + row * gpr + 64 * (lane >> 1));
-      }
+      const FirstRows rows = group_rows<RW>(ts, g0 + warp + i * tw);
+      if (!rows.task) break;
+      prefetch_rows(*rows.task, rows.r0, rows.nr, int(rows.task->W.cols / 32), true, lane);
     }
     chain_enter<U, WARPS>(ts, pf > 0 ? FirstRows{} : group_rows<RW>(ts, g0 + warp), lane, done, step,
                           step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4, st4);

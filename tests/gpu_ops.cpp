@@ -165,8 +165,9 @@ TEST_CASE(
   const cuda::ChainPlan plan(steps);
   std::string d;
   const int nforms = int(std::size(cuda::kChainForms));
-  // each form twice (its counters reset), then the step forms stamped (bench-ops --persistent --phases): their
-  // bytes, and each stamped (step, block)'s four stamps in order
+  // each form twice (its counters reset), the step forms with 1 and 3 row groups a warp prefetched (their bytes: a
+  // prefetch moves no byte), then the step forms stamped (bench-ops --persistent --phases): their bytes, and each
+  // stamped (step, block)'s four stamps in order
   struct Run {
     cuda::ChainForm form;
     bool stamped;
