@@ -221,12 +221,12 @@ const char* chain_form_name(cuda::ChainForm form) {
 // first block of this step past its wait (the count, its fence and the poll); "staging", the records staged (the
 // median block); "rows", the row groups (the median block); "tail", the last block's rows stored after the median
 // block's; and the token from the first stamp to the last.
-void print_step_phases(const cuda::ChainPlan& plan, cuda::ChainForm form, cudaStream_t st, const char* name, int pf) {
+void print_step_phases(const cuda::ChainPlan& plan, cuda::ChainForm form, cudaStream_t st, const char* name) {
   const size_t words = plan.stamp_words(form);
   unsigned long long* d = nullptr;
   HKV_CUDA_CHECK(cudaMalloc(&d, words * 8));
   HKV_CUDA_CHECK(cudaMemsetAsync(d, 0, words * 8, st));
-  plan.run(st, form, d, pf);
+  plan.run(st, form, d);
   std::vector<unsigned long long> h(words);
   HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(h.data(), d, words * 8, cudaMemcpyDeviceToHost));
@@ -293,16 +293,10 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   std::vector<uint32_t> hl(total), hp(total);
   HKV_CUDA_CHECK(cudaStreamSynchronize(st));
   HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
-  // each form with its warps' first round prefetched (pf 0), then the 20-warp form with each warp's first pf groups
-  // prefetched whole
-  std::vector<std::pair<cuda::ChainForm, int>> runs;
-  for (const cuda::ChainForm form : cuda::kChainForms) runs.push_back({form, 0});
-  for (int pf : {1, 2, 4, 8}) runs.push_back({cuda::ChainForm::StepsWide, pf});
-  for (const auto& [form, pf] : runs) {
-    const std::string name =
-        std::string(chain_form_name(form)) + (pf ? ", " + std::to_string(pf) + " groups a warp prefetched" : "");
+  for (const cuda::ChainForm form : cuda::kChainForms) {
+    const std::string name = chain_form_name(form);
     HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
-    plan.run(st, form, nullptr, pf);
+    plan.run(st, form);
     HKV_CUDA_CHECK(cudaStreamSynchronize(st));
     HKV_CUDA_CHECK(cudaMemcpy(hp.data(), yp, total * 4, cudaMemcpyDeviceToHost));
     off = 0;
@@ -316,7 +310,7 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
                                      ": the persistent launch's bytes differ from the launches'");
         off += rows;
       }
-    const Timing t = time_ms(st, 3, reps, [&] { plan.run(st, form, nullptr, pf); });  // (the plan writes into yp)
+    const Timing t = time_ms(st, 3, reps, [&] { plan.run(st, form); });  // (the plan writes into yp)
     const std::string per = form == cuda::ChainForm::Items
                                 ? "a barrier an item (" + std::to_string(plan.items()) + " items)"
                                 : "a barrier a step (" + name + ")";
@@ -328,8 +322,7 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   }
   if (phases) {
     for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide})
-      print_step_phases(plan, form, st, chain_form_name(form), 0);
-    print_step_phases(plan, cuda::ChainForm::StepsWide, st, "steps, 20 warps a block, 4 groups a warp prefetched", 4);
+      print_step_phases(plan, form, st, chain_form_name(form));
   }
   cudaFree(yl), cudaFree(yp);
 }

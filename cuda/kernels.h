@@ -89,10 +89,7 @@ class ChainPlan {
   explicit ChainPlan(const std::vector<ChainStep>& steps);
   // stamps (the step forms; else null): a device buffer of stamp_words(form) words that run() fills with each
   // (step, block)'s %globaltimer stamps (matvec_chain_steps_kernel says which), 0 where a block had no group there.
-  // prefetch_groups (the step forms; else 0): each warp, on reaching a step, prefetches into L2 the whole of its first
-  // prefetch_groups row groups there before it waits (0: the first round of its first group).
-  void run(cudaStream_t st, ChainForm form = ChainForm::Items, unsigned long long* stamps = nullptr,
-           int prefetch_groups = 0) const;
+  void run(cudaStream_t st, ChainForm form = ChainForm::Items, unsigned long long* stamps = nullptr) const;
   size_t stamp_words(ChainForm form) const { return size_t(nsteps_) * size_t(grid(form)) * 4; }
   int steps() const { return nsteps_; }
   int items() const { return items_; }

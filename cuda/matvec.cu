@@ -727,15 +727,12 @@ __device__ __forceinline__ FirstRows group_rows(const Tasks& ts, int64_t g) {
   return {&task, local * RW, RW};
 }
 // Rows r0 … r0 + nr − 1 of task (those it has) into L2, the warp's lanes together: each row's chunks below `chunks`
-// (lane l the chunks l, l + 32, …), and with `scales` its scales and biases (128 bytes a lane).
-__device__ __forceinline__ void prefetch_rows(const MatTask& task, int64_t r0, int nr, int chunks, bool scales,
-                                              int lane) {
-  const int nch = int(task.W.cols / 32), gpr = int(task.W.cols / task.W.group);
+// (lane l the chunks l, l + 32, …).
+__device__ __forceinline__ void prefetch_rows(const MatTask& task, int64_t r0, int nr, int chunks, int lane) {
+  const int nch = int(task.W.cols / 32);
   for (int r = 0; r < nr && r0 + r < task.W.rows; r++) {
     const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (r0 + r) * nch;
     for (int c = lane; c < chunks; c += 32) prefetch_l2(q + c);
-    if (scales && lane < 2 * ((gpr + 63) / 64))
-      prefetch_l2((lane & 1 ? task.W.biases : task.W.scales) + (r0 + r) * gpr + 64 * (lane >> 1));
   }
 }
 template <int U, int WARPS>
@@ -744,7 +741,7 @@ __device__ __forceinline__ void chain_enter(const Tasks& ts, FirstRows first, in
                                             unsigned long long* st4 = nullptr) {
   const int nch = int(ts.t[0].W.cols / 32);
   // this warp's first round into L2 while the step ahead finishes
-  if (first.task) prefetch_rows(*first.task, first.r0, first.nr, nch < 32 * U ? nch : 32 * U, false, lane);
+  if (first.task) prefetch_rows(*first.task, first.r0, first.nr, nch < 32 * U ? nch : 32 * U, lane);
   if (step > 0 && threadIdx.x == 0) {
     for (unsigned tries = 0;; tries++) {
       unsigned v;
@@ -801,21 +798,21 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 // matvec_chain_steps_kernel: the same chain with a barrier a step instead of an item (ChainForm::Steps with 16 warps a
 // block, StepsWide with 20). A block takes, in each step, the row groups blockIdx·WARPS + warp + i·(grid·WARPS) (the
 // decode kernel's striding), each warp through its groups without waiting on the others; a block with no group in a
-// step skips it. On reaching a step each warp prefetches into L2 the first round of its first group (pf = 0), or the
-// whole of its first pf groups (their codes, scales and biases: the weights a block streams while the step ahead's
-// last blocks finish, which never depend on the token); then the block waits until every block with groups in the
-// step ahead has counted itself there, stages the records, and after its last group (a barrier) counts itself in
-// this step. stamps (else null): thread 0 writes %globaltimer at (step, block) words 4·(step·grid + block) + 0..3 as
-// the block reaches the step, passes its wait, has staged the records, and has stored its rows (before its count); a
-// block with no group in a step writes nothing there (the STAMP instantiations alone; the timed ones have no stamps'
-// code). Measured (H100, docs/RESULTS.md §11 2026-12-06-h and -i): Steps 7.68–7.81 ms, StepsWide 6.80–6.94 against
-// 5.66–5.76 for the graph of launches; StepsWide spills 44 bytes (96 registers at 20 warps). Dropped forms, their
-// patches in docs/receipts/: each warp's first round copied into shared memory before the wait (7.76–7.77,
-// 2026-12-06-h); a step's rows dealt evenly among the grid's warps, pairs and single rows (7.81, 2026-12-06-i).
+// step skips it. On reaching a step each warp prefetches into L2 the first round of its first group; then the block
+// waits until every block with groups in the step ahead has counted itself there, stages the records, and after its
+// last group (a barrier) counts itself in this step. stamps (else null): thread 0 writes %globaltimer at (step, block)
+// words 4·(step·grid + block) + 0..3 as the block reaches the step, passes its wait, has staged the records, and has
+// stored its rows (before its count); a block with no group in a step writes nothing there (the STAMP instantiations
+// alone; the timed ones have no stamps' code). Measured (H100, docs/RESULTS.md §11 2026-12-06-h and -i):
+// Steps 7.68–7.81 ms, StepsWide 6.80–6.94 against 5.66–5.76 for the graph of launches; StepsWide spills 44 bytes (96
+// registers at 20 warps). Dropped forms, their patches in docs/receipts/: each warp's first round copied into shared
+// memory before the wait (7.76–7.77, 2026-12-06-h); a step's rows dealt evenly among the grid's warps, pairs and single
+// rows (7.81, 2026-12-06-i); each warp's first 1, 2, 4 or 8 row groups prefetched whole into L2 before the wait
+// (7.18–7.60 against 6.84, 2026-12-07-a).
 template <int RW, int U, int WARPS, bool STAMP>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_steps_kernel(const Tasks* steps, int nsteps, unsigned* done, const uint32_t* const* xqs,
-                              unsigned long long* stamps, int pf) {
+                              unsigned long long* stamps) {
   extern __shared__ uint4 xs4[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t tw = int64_t(gridDim.x) * WARPS, g0 = int64_t(blockIdx.x) * WARPS;
@@ -830,13 +827,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
     if (g0 >= groups) continue;  // (the whole block)
     unsigned long long* st4 = STAMP ? stamps + (int64_t(step) * gridDim.x + blockIdx.x) * 4 : nullptr;
     if (STAMP && threadIdx.x == 0) st4[0] = global_ns();
-    for (int i = 0; i < pf; i++) {  // the warp's first pf groups whole into L2
-      const FirstRows rows = group_rows<RW>(ts, g0 + warp + i * tw);
-      if (!rows.task) break;
-      prefetch_rows(*rows.task, rows.r0, rows.nr, int(rows.task->W.cols / 32), true, lane);
-    }
-    chain_enter<U, WARPS>(ts, pf > 0 ? FirstRows{} : group_rows<RW>(ts, g0 + warp), lane, done, step,
-                          step > 0 ? blocks_in(step - 1) : 0u, xqs[step], xs4, st4);
+    chain_enter<U, WARPS>(ts, group_rows<RW>(ts, g0 + warp), lane, done, step, step > 0 ? blocks_in(step - 1) : 0u,
+                          xqs[step], xs4, st4);
     for (int64_t g = g0 + warp; g < groups; g += tw) chain_rows<RW, U>(ts, g, lane, xs4);
     chain_count(done, step, st4);  // the block's rows of this step stored, its records free
   }
@@ -845,7 +837,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 constexpr int kChainRW = 2, kChainU = 3, kChainWarps = 16;
 constexpr int kChainWideWarps = 20;  // the decode launches' block (launch_mlx4_smem<1, 2, 3, 1, 20>)
 
-using StepsKernel = void (*)(const Tasks*, int, unsigned*, const uint32_t* const*, unsigned long long*, int);
+using StepsKernel = void (*)(const Tasks*, int, unsigned*, const uint32_t* const*, unsigned long long*);
 int chain_warps(ChainForm form) { return form == ChainForm::StepsWide ? kChainWideWarps : kChainWarps; }
 // A step form's kernel, timed or stamped.
 StepsKernel steps_kernel(ChainForm form, bool stamp) {
@@ -1054,10 +1046,8 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
   }
 }
 
-void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps, int prefetch_groups) const {
-  if (form == ChainForm::Items && (stamps || prefetch_groups))
-    throw std::invalid_argument("matvec chain: stamps and prefetch_groups are the step forms'");
-  if (prefetch_groups < 0) throw std::invalid_argument("matvec chain: prefetch_groups below 0");
+void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps) const {
+  if (form == ChainForm::Items && stamps) throw std::invalid_argument("matvec chain: stamps are the step forms'");
   if (nsteps_ == 0) return;
   HKV_CUDA_CHECK(cudaMemsetAsync(dev_->done, 0, size_t(nsteps_) * sizeof(unsigned), st));
   const unsigned blocks = unsigned(grid(form));
@@ -1065,8 +1055,8 @@ void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps,
     matvec_chain_kernel<kChainRW, kChainU, kChainWarps>
         <<<blocks, kChainWarps * 32, smem_, st>>>(dev_->steps, dev_->item_first, nsteps_, dev_->done, dev_->xqs);
   } else {
-    steps_kernel(form, stamps != nullptr)<<<blocks, chain_warps(form) * 32, smem_, st>>>(
-        dev_->steps, nsteps_, dev_->done, dev_->xqs, stamps, prefetch_groups);
+    steps_kernel(form, stamps != nullptr)<<<blocks, chain_warps(form) * 32, smem_, st>>>(dev_->steps, nsteps_,
+                                                                                         dev_->done, dev_->xqs, stamps);
   }
   HKV_CHECK_LAUNCH();
 }

@@ -130,7 +130,7 @@ TEST_CASE(
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
   // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step with 16 or 20 warps a block), each run
-  // twice (the counters reset), the step forms with whole row groups prefetched, and the step forms stamped. Then its
+  // twice (the counters reset), and the step forms stamped. Then its
   // refusals. The order between steps is not observable here (each step reads fixed records): these checks are of the
   // bytes.
   struct Shape {
@@ -165,27 +165,23 @@ TEST_CASE(
   const cuda::ChainPlan plan(steps);
   std::string d;
   const int nforms = int(std::size(cuda::kChainForms));
-  // each form twice (its counters reset), the step forms with 1 and 3 row groups a warp prefetched (their bytes: a
-  // prefetch moves no byte), then the step forms stamped (bench-ops --persistent --phases): their bytes, and each
-  // stamped (step, block)'s four stamps in order
+  // each form twice (its counters reset), then the step forms stamped (bench-ops --persistent --phases): their bytes,
+  // and each stamped (step, block)'s four stamps in order
   struct Run {
     cuda::ChainForm form;
     bool stamped;
-    int pf;  // row groups a warp prefetched whole
   };
   std::vector<Run> runs;
-  for (int r = 0; r < 2 * nforms; r++) runs.push_back({cuda::kChainForms[r % nforms], false, 0});
-  for (int pf : {1, 3})
-    runs.push_back({cuda::ChainForm::Steps, false, pf}), runs.push_back({cuda::ChainForm::StepsWide, false, pf});
-  runs.push_back({cuda::ChainForm::Steps, true, 0});
-  runs.push_back({cuda::ChainForm::StepsWide, true, 2});
+  for (int r = 0; r < 2 * nforms; r++) runs.push_back({cuda::kChainForms[r % nforms], false});
+  runs.push_back({cuda::ChainForm::Steps, true});
+  runs.push_back({cuda::ChainForm::StepsWide, true});
   for (size_t run = 0; run < runs.size() && d.empty(); run++) {
     for (auto& o : outs) o->poison();
-    const auto [form, stamped, pf] = runs[run];
+    const auto [form, stamped] = runs[run];
     std::unique_ptr<DBuf<unsigned long long>> stamps;
     if (stamped)
       stamps = std::make_unique<DBuf<unsigned long long>>(std::vector<unsigned long long>(plan.stamp_words(form), 0));
-    plan.run(nullptr, form, stamped ? stamps->p : nullptr, pf);
+    plan.run(nullptr, form, stamped ? stamps->p : nullptr);
     HKV_CUDA_CHECK(cudaDeviceSynchronize());
     if (stamped) {
       const std::vector<unsigned long long> w = stamps->get();
@@ -208,21 +204,18 @@ TEST_CASE(
         matmul(sets[k].host[m]->m, xs[shapes[k].cols].data(), 1, ref.data());
         d = first_diff(outs[o]->get(), ref);
         if (!d.empty())
-          d = "form " + std::to_string(int(form)) + (stamped ? ", stamped" : "") + ", pf " + std::to_string(pf) +
-              ", run " + std::to_string(run) + ", step " + std::to_string(k) + ", matrix " + std::to_string(m) + ": " +
-              d;
+          d = "form " + std::to_string(int(form)) + (stamped ? ", stamped" : "") + ", run " + std::to_string(run) +
+              ", step " + std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
       }
   }
   std::printf("matvec chain persistent(%zu steps, %d items on %d blocks, every form): %s\n", steps.size(), plan.items(),
               plan.grid(), d.empty() ? "OK" : ("FAIL " + d).c_str());
   CHECK_MESSAGE(d.empty(), d);
-  // refusals: stamps or prefetched groups in the item form, a negative count; a residual add, more than kMaxTasks
+  // refusals: stamps in the item form; a residual add, more than kMaxTasks
   // matrices, mixed widths
   {
     DBuf<unsigned long long> stamps(plan.stamp_words(cuda::ChainForm::Items));
     CHECK_THROWS_AS(plan.run(nullptr, cuda::ChainForm::Items, stamps.p), std::invalid_argument);
-    CHECK_THROWS_AS(plan.run(nullptr, cuda::ChainForm::Items, nullptr, 2), std::invalid_argument);
-    CHECK_THROWS_AS(plan.run(nullptr, cuda::ChainForm::Steps, nullptr, -1), std::invalid_argument);
   }
   std::vector<cuda::ChainStep> bad(1);
   bad[0].xq = recs[512]->p;
