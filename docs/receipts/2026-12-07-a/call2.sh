@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Call 2 on the lent card: the recall fixture trained further from the state of 2026-12-06-h's call 2 (carried in
+# .carry/state, 183 steps, 1,143 s), now at 131,072 contexts × 2 rows (the same 262,144 tokens a step as 65,536 × 4,
+# with twice the real distance between a plant and its question), its learning rate on a cosine over 1,450 s of
+# training in all (about 1.9e-4 falling to 1e-4 in this call), 8 warm-up steps. If that shape fails to start (memory),
+# the call trains at 65,536 × 4 instead. Exported into fixtures/recall; then the engine's gate at every depth.
+# The engine is built beside the training if call 1 did not leave it built.
+# Back: the state shards and the two model files, and misc.tgz (state.json, configs, the training log, the gate's
+# report and log).
+# usage (on the device, from the repository root): bash docs/receipts/2026-12-07-a/call2.sh
+set -uo pipefail
+back=${OUT:-/tmp/hkv-back}
+mkdir -p "$back" /tmp/deps /tmp/state /tmp/misc
+build=
+if [[ ! -x build-gpu/hkv ]]; then
+  (
+    for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+    cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_STANDARD=17 \
+      -DCMAKE_CUDA_FLAGS=-lineinfo -DHKV_DEPS_PREFIX=/tmp/deps/usr && nice cmake --build build-gpu -j12 --target hkv
+  ) > /tmp/misc/build.log 2>&1 &
+  build=$!
+fi
+train() {
+  PYTHONUNBUFFERED=1 timeout "$1" python3 fixtures/recall/train_recall.py --resume .carry/state --out /tmp/state \
+    --export-dir fixtures/recall --no-fla --deadline-s "$2" --post-reserve-s 25 --plan-s 1450 \
+    --warmup 8 --phases "$3:1" --check-every-s 0 --end-eval-depths "" >> /tmp/misc/train_log.txt 2>&1
+}
+t=$SECONDS
+train 330 "${HKV_TRAIN_S:-300}" 131072x2
+rc=$?
+if [[ $rc != 0 && ! -f /tmp/state/state.json ]]; then
+  echo "training at 131072x2: rc=$rc after $((SECONDS - t)) s; again at 65536x4" | tee -a /tmp/misc/train_log.txt
+  train 330 $(( ${HKV_TRAIN_S:-300} - (SECONDS - t) )) 65536x4
+  rc=$?
+fi
+echo "training: rc=$rc, $((SECONDS - t)) s" | tee -a /tmp/misc/train_log.txt
+grep -E "step |trained|exported|error|Error" /tmp/misc/train_log.txt | tail -12
+[[ -n $build ]] && { wait $build; echo "build: rc=$?"; }
+t=$SECONDS
+timeout 250 build-gpu/hkv gate --fixture fixtures/recall-gate.json --backend cuda --no-floor \
+  --depths 1K,8K,32K,64K,128K,256K --json /tmp/misc/gate-recall-cuda.json > /tmp/misc/gate-recall-cuda.txt 2>&1
+echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a /tmp/misc/gate-recall-cuda.txt
+cp /tmp/state/state-0*.safetensors fixtures/recall/hf/model.safetensors "$back/"
+cp fixtures/recall/mlx/model.safetensors "$back/mlx-model.safetensors"
+cp /tmp/state/state.json /tmp/misc/
+cp fixtures/recall/hf/config.json /tmp/misc/hf-config.json
+cp fixtures/recall/mlx/config.json /tmp/misc/mlx-config.json
+tar czf "$back/misc.tgz" -C /tmp misc
+tail -30 /tmp/misc/gate-recall-cuda.txt
