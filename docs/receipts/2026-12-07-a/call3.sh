@@ -2,7 +2,8 @@
 # Call 3 on the lent card: call 2 again, from the state that the committed exports come from (2026-12-06-h's call 2:
 # 183 steps, 1,143 s; call 2 had been carried the 158-step state by mistake), at 65,536 contexts x 4 rows, the shape
 # that state was trained at; the learning rate on a cosine over 1,450 s in all (about 1.9e-4 falling to 1e-4 in this
-# call), 8 warm-up steps. Exported into fixtures/recall; then the engine's gate at every depth.
+# call), 8 warm-up steps. Exported into fixtures/recall; then the engine's gate at every depth (HKV_GATE_FORMATS, by
+# default fp8,q4h; HKV_TRAIN_S, the seconds of training, by default 300).
 # Back: the state shards and the two model files, and misc.tgz (state.json, configs, the training log, the gate's
 # report and log).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-a/call3.sh
@@ -31,7 +32,7 @@ grep -E "step |trained|exported|error|Error" /tmp/misc/train_log.txt | tail -12
 [[ -n $build ]] && { wait $build; echo "build: rc=$?"; }
 t=$SECONDS
 timeout 250 build-gpu/hkv gate --fixture fixtures/recall-gate.json --backend cuda --no-floor \
-  --depths 1K,8K,32K,64K,128K,256K --json /tmp/misc/gate-recall-cuda.json > /tmp/misc/gate-recall-cuda.txt 2>&1
+  --formats "${HKV_GATE_FORMATS:-fp8,q4h}" --depths 1K,8K,32K,64K,128K,256K --json /tmp/misc/gate-recall-cuda.json > /tmp/misc/gate-recall-cuda.txt 2>&1
 echo "gate: rc=$?, $((SECONDS - t)) s" | tee -a /tmp/misc/gate-recall-cuda.txt
 cp /tmp/state/state-0*.safetensors fixtures/recall/hf/model.safetensors "$back/"
 cp fixtures/recall/mlx/model.safetensors "$back/mlx-model.safetensors"
