@@ -320,10 +320,9 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
         per.c_str(), plan.grid(form), total, t.median, 100.0 * (t.median / first - 1.0), t.min, t.max,
         100.0 * bytes / (t.median * 1e-3) / bw);
   }
-  if (phases) {
+  if (phases)
     for (const cuda::ChainForm form : {cuda::ChainForm::Steps, cuda::ChainForm::StepsWide})
       print_step_phases(plan, form, st, chain_form_name(form));
-  }
   cudaFree(yl), cudaFree(yp);
 }
 

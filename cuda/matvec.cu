@@ -726,22 +726,17 @@ __device__ __forceinline__ FirstRows group_rows(const Tasks& ts, int64_t g) {
   const MatTask& task = ts.t[find_task(ts, g, local)];
   return {&task, local * RW, RW};
 }
-// Rows r0 … r0 + nr − 1 of task (those it has) into L2, the warp's lanes together: each row's chunks below `chunks`
-// (lane l the chunks l, l + 32, …).
-__device__ __forceinline__ void prefetch_rows(const MatTask& task, int64_t r0, int nr, int chunks, int lane) {
-  const int nch = int(task.W.cols / 32);
-  for (int r = 0; r < nr && r0 + r < task.W.rows; r++) {
-    const uint4* q = reinterpret_cast<const uint4*>(task.W.data) + (r0 + r) * nch;
-    for (int c = lane; c < chunks; c += 32) prefetch_l2(q + c);
-  }
-}
 template <int U, int WARPS>
 __device__ __forceinline__ void chain_enter(const Tasks& ts, FirstRows first, int lane, const unsigned* done, int step,
                                             unsigned need, const uint32_t* xq, uint4* xs4,
                                             unsigned long long* st4 = nullptr) {
   const int nch = int(ts.t[0].W.cols / 32);
-  // this warp's first round into L2 while the step ahead finishes
-  if (first.task) prefetch_rows(*first.task, first.r0, first.nr, nch < 32 * U ? nch : 32 * U, lane);
+  if (first.task) {  // this warp's first round (its chunks lane + 32·k, k < U) into L2 while the step ahead finishes
+    for (int r = 0; r < first.nr && first.r0 + r < first.task->W.rows; r++) {
+      const uint4* q = reinterpret_cast<const uint4*>(first.task->W.data) + (first.r0 + r) * nch;
+      for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
+    }
+  }
   if (step > 0 && threadIdx.x == 0) {
     for (unsigned tries = 0;; tries++) {
       unsigned v;

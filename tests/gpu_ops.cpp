@@ -130,9 +130,8 @@ TEST_CASE(
   // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
   // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
   // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step with 16 or 20 warps a block), each run
-  // twice (the counters reset), and the step forms stamped. Then its
-  // refusals. The order between steps is not observable here (each step reads fixed records): these checks are of the
-  // bytes.
+  // twice (the counters reset), and the step forms stamped. Then its refusals. The order between steps is not
+  // observable here (each step reads fixed records): these checks are of the bytes.
   struct Shape {
     std::vector<int64_t> rows;
     int64_t cols;
@@ -211,8 +210,7 @@ TEST_CASE(
   std::printf("matvec chain persistent(%zu steps, %d items on %d blocks, every form): %s\n", steps.size(), plan.items(),
               plan.grid(), d.empty() ? "OK" : ("FAIL " + d).c_str());
   CHECK_MESSAGE(d.empty(), d);
-  // refusals: stamps in the item form; a residual add, more than kMaxTasks
-  // matrices, mixed widths
+  // refusals: stamps in the item form; a residual add, more than kMaxTasks matrices, mixed widths
   {
     DBuf<unsigned long long> stamps(plan.stamp_words(cuda::ChainForm::Items));
     CHECK_THROWS_AS(plan.run(nullptr, cuda::ChainForm::Items, stamps.p), std::invalid_argument);
