@@ -8,6 +8,8 @@
 //   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
 //   bulk.cu         attn_bulk_kernel: q4h's slim shape (Tuning's attn_q4h_form 8, the default), its rows staged by
 //                   bulk copies
+//   ring.cu         attn_ring_kernel: the same as a persistent grid, the next chunk's K rows copied during the values
+//                   (attn_q4h_form 9)
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel
 //   policy.cu       this file: the shapes' names, Auto's choice of shape by depth and format, attention()
@@ -143,6 +145,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   cg.st = st;
   cg.pdl = tu.pdl_all;
   cg.q4h_form = tu.attn_q4h_form;
+  cg.ring_blocks = tu.attn_ring_blocks;
   switch (a.kind) {
     case KvKind::BF16:
       launch_chunks<KvKind::BF16>(cg, shape);

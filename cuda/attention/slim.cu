@@ -344,9 +344,10 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   static_assert(F != KvKind::BF16, "slim is written for fp8 and q4h");
   const AttnArgs& a = cg.a;
-  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 8: the rows staged by bulk copies (bulk.cu)
-    if (cg.q4h_form == 8 && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_bulk_built()) {
-      launch_bulk_kernel<NG>(cg, rec);
+  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 8 or 9: the rows staged by bulk copies (bulk.cu, ring.cu)
+    if ((cg.q4h_form == 8 || cg.q4h_form == 9) && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) &&
+        attn_bulk_built()) {
+      cg.q4h_form == 9 ? launch_ring_kernel<NG>(cg, rec) : launch_bulk_kernel<NG>(cg, rec);
       return;
     }
   }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Call 1 on the lent card. Training of the recall fixture, warm-started from its committed bf16 export (the 183-step
+# model; the fp32 state it was rounded from is not kept between sessions), at 65,536 contexts x 4 rows, learning rate
+# on a cosine from 1.9e-4 to 1e-4 over this call's HKV_TRAIN_S seconds (default 300), 8 warm-up steps, data seed 11
+# (the seed 8 stream is the one call 1 of 2026-12-06 trained on). The engine builds meanwhile. After training: the ops
+# stage (gpu_ops and the diff table's cases against the oracle: the chain's forms, and the ring attention kernel,
+# HKV_ATTN_Q4H_FORM=9, among them), `hkv bench-ops --chain --persistent --reps 20` (the tree without the whole-group
+# prefetch), then the q4h decode attention alone with the bulk kernel (the default) and the ring kernel in one process.
+# The exports are written into fixtures/recall here and kept in build-gpu/recall-export for call 2 (the gate).
+# Back: the state shards, the two model files, misc.tgz (state.json, configs, the logs), the ops summary and the bench.
+# usage (on the device, from the repository root): bash docs/receipts/2026-12-07-b/call1.sh
+set -uo pipefail
+back=${OUT:-/tmp/hkv-back}
+mkdir -p "$back" /tmp/deps /tmp/state /tmp/misc
+(
+  for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+  cmake -S . -B build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_STANDARD=17 \
+    -DCMAKE_CUDA_FLAGS=-lineinfo -DHKV_DEPS_PREFIX=/tmp/deps/usr && nice cmake --build build-gpu -j12 --target hkv hkv_gpu_tests
+) > /tmp/misc/build.log 2>&1 &
+build=$!
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee /tmp/misc/card.txt
+t=$SECONDS
+train_s=${HKV_TRAIN_S:-300}
+PYTHONUNBUFFERED=1 timeout $((train_s + 60)) python3 fixtures/recall/train_recall.py --init fixtures/recall/hf \
+  --out /tmp/state --export-dir fixtures/recall --no-fla --deadline-s $((train_s + 45)) --post-reserve-s 25 \
+  --plan-s "$train_s" --lr 1.9e-4 --min-lr-frac 0.5263 --warmup 8 --seed 11 --phases 65536x4:1 --check-every-s 0 \
+  --end-eval-depths "" > /tmp/misc/train_log.txt 2>&1
+echo "training: rc=$?, $((SECONDS - t)) s" | tee -a /tmp/misc/train_log.txt
+grep -E "step |trained|exported|rror" /tmp/misc/train_log.txt | tail -14
+wait $build
+echo "build: rc=$?, done at $((SECONDS - t)) s"
+mkdir -p build-gpu/recall-export
+cp -r fixtures/recall/hf fixtures/recall/mlx build-gpu/recall-export/
+cp /tmp/state/state-0*.safetensors fixtures/recall/hf/model.safetensors "$back/"
+cp fixtures/recall/mlx/model.safetensors "$back/mlx-model.safetensors"
+cp /tmp/state/state.json /tmp/misc/
+tar czf "$back/misc.tgz" -C /tmp misc
+OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh call1 ops
+cp /tmp/hkv-back/call1-summary.txt /tmp/hkv-back/call1-logs.tgz "$back/" 2> /dev/null
+timeout 90 build-gpu/hkv bench-ops --chain --persistent --reps 20 > "$back/call1-bench-ops-persistent.txt" 2>&1
+echo "bench-ops --chain --persistent: rc=$?" | tee -a "$back/call1-summary.txt"
+cat "$back/call1-summary.txt"
+grep -E "^\| (default|persistent)" "$back/call1-bench-ops-persistent.txt" | cut -c1-200
+timeout 100 build-gpu/hkv bench --attention-only --depths 32K,128K,256K --kv-cache q4h --reps 10 \
+  --variants "default;HKV_ATTN_Q4H_FORM=9" > "$back/call1-bench-attn.txt" 2>&1
+echo "bench --attention-only (forms 8, 9): rc=$?" | tee -a "$back/call1-summary.txt"
+tail -25 "$back/call1-bench-attn.txt"
