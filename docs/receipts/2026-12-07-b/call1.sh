@@ -5,7 +5,8 @@
 # (the seed 8 stream is the one call 1 of 2026-12-06 trained on). The engine builds meanwhile. After training: the ops
 # stage (gpu_ops and the diff table's cases against the oracle: the chain's forms, and the ring attention kernel,
 # HKV_ATTN_Q4H_FORM=9, among them), `hkv bench-ops --chain --persistent --reps 20` (the tree without the whole-group
-# prefetch), then the q4h decode attention alone with the bulk kernel (the default) and the ring kernel in one process.
+# prefetch), then the q4h decode attention alone with the bulk kernel (form 8, the default) and the ring kernel (form 9),
+# one process a form, twice each, interleaved.
 # The exports are written into fixtures/recall here and kept in build-gpu/recall-export for call 2 (the gate).
 # Back: the state shards, the two model files, misc.tgz (state.json, configs, the logs), the ops summary and the bench.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-b/call1.sh
@@ -41,7 +42,10 @@ timeout 90 build-gpu/hkv bench-ops --chain --persistent --reps 20 > "$back/call1
 echo "bench-ops --chain --persistent: rc=$?" | tee -a "$back/call1-summary.txt"
 cat "$back/call1-summary.txt"
 grep -E "^\| (default|persistent)" "$back/call1-bench-ops-persistent.txt" | cut -c1-200
-timeout 100 build-gpu/hkv bench --attention-only --depths 32K,128K,256K --kv-cache q4h --reps 10 \
-  --variants "default;HKV_ATTN_Q4H_FORM=9" > "$back/call1-bench-attn.txt" 2>&1
-echo "bench --attention-only (forms 8, 9): rc=$?" | tee -a "$back/call1-summary.txt"
-tail -25 "$back/call1-bench-attn.txt"
+for form in 8 9 8 9; do  # (hkv bench takes no --variants with --attention-only: one process a form, interleaved)
+  echo "== HKV_ATTN_Q4H_FORM=$form" >> "$back/call1-bench-attn.txt"
+  HKV_ATTN_Q4H_FORM=$form timeout 60 build-gpu/hkv bench --attention-only --depths 32K,128K,256K --kv-cache q4h \
+    --reps 10 >> "$back/call1-bench-attn.txt" 2>&1
+  echo "bench --attention-only, HKV_ATTN_Q4H_FORM=$form: rc=$?" | tee -a "$back/call1-summary.txt"
+done
+grep -E "^\| q4h|^==" "$back/call1-bench-attn.txt"
