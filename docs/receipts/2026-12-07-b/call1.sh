@@ -6,7 +6,8 @@
 # meanwhile. After training: the ops
 # stage (gpu_ops and the diff table's cases against the oracle: the chain's forms, and the ring attention kernel,
 # HKV_ATTN_Q4H_FORM=9, among them), the q4h decode attention alone with the bulk kernel (form 8, the default) and the
-# ring kernel (form 9), one process a form, twice each, interleaved; last the new model's gate at 262K in q4h.
+# ring kernel (form 9), one process a form, twice each, interleaved (HKV_FORMS, HKV_ATTN_DEPTHS: other forms and
+# depths); last the new model's gate at 262K in q4h.
 # The exports are written into fixtures/recall here and kept in build-gpu/recall-export for call 2 (the gate).
 # Back: the state shards, the two model files, misc.tgz (state.json, configs, the logs), the ops summary and the bench.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-b/call1.sh
@@ -43,9 +44,9 @@ fi
 OUT=/tmp/hkv-back bash docs/receipts/2026-12-06-a/run.sh call1 ops
 cp /tmp/hkv-back/call1-summary.txt /tmp/hkv-back/call1-logs.tgz "$back/" 2> /dev/null
 cat "$back/call1-summary.txt"
-for form in 8 9 8 9; do  # (hkv bench takes no --variants with --attention-only: one process a form, interleaved)
+for form in ${HKV_FORMS:-8 9 8 9}; do  # (hkv bench takes no --variants with --attention-only: a process a form)
   echo "== HKV_ATTN_Q4H_FORM=$form" >> "$back/call1-bench-attn.txt"
-  HKV_ATTN_Q4H_FORM=$form timeout 60 build-gpu/hkv bench --attention-only --depths 32K,128K,256K --kv-cache q4h \
+  HKV_ATTN_Q4H_FORM=$form timeout 60 build-gpu/hkv bench --attention-only --depths "${HKV_ATTN_DEPTHS:-32K,128K,256K}" --kv-cache q4h \
     --reps 10 >> "$back/call1-bench-attn.txt" 2>&1
   echo "bench --attention-only, HKV_ATTN_Q4H_FORM=$form: rc=$?" | tee -a "$back/call1-summary.txt"
 done
