@@ -46,8 +46,8 @@ cp /tmp/hkv-back/call1-summary.txt /tmp/hkv-back/call1-logs.tgz "$back/" 2> /dev
 cat "$back/call1-summary.txt"
 for form in ${HKV_FORMS:-8 9 8 9}; do  # (hkv bench takes no --variants with --attention-only: a process a form)
   echo "== HKV_ATTN_Q4H_FORM=$form" >> "$back/call1-bench-attn.txt"
-  HKV_ATTN_Q4H_FORM=$form timeout 60 build-gpu/hkv bench --attention-only --depths "${HKV_ATTN_DEPTHS:-32K,128K,256K}" --kv-cache q4h \
-    --reps 10 >> "$back/call1-bench-attn.txt" 2>&1
+  HKV_ATTN_Q4H_FORM=$form timeout 60 build-gpu/hkv bench --attention-only --kv-cache q4h --reps 10 \
+    --depths "${HKV_ATTN_DEPTHS:-32K,128K,256K}" >> "$back/call1-bench-attn.txt" 2>&1
   echo "bench --attention-only, HKV_ATTN_Q4H_FORM=$form: rc=$?" | tee -a "$back/call1-summary.txt"
 done
 grep -E "^\| q4h|^==" "$back/call1-bench-attn.txt"
