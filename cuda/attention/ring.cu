@@ -15,8 +15,8 @@
 //      quarter's rows it counts itself on that stage; the eighth warp there asks for the next item's K rows of the
 //      same quarter into it, so the next chunk's K streams in while this chunk's values are computed.
 // A stage's copies complete on its mbarrier; every thread waits on each of them, in order, and keeps each stage's
-// phase parity. 256 threads and 101 KB of shared memory a block, two blocks a multiprocessor (as attn_bulk_kernel).
-// Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 9 picks it.
+// phase parity (ring_wait: a wait that never ends traps). 256 threads and 101 KB of shared memory a block, two blocks a
+// multiprocessor (as attn_bulk_kernel). Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 9 picks it.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +69,21 @@ __device__ __forceinline__ int quarter_rows(int len, int q) { return max(0, min(
 __device__ __forceinline__ const uint8_t* item_rows(const AttnArgs& a, const Item& it, int kvh, bool v) {
   return (v ? a.v_rows : a.k_rows)[it.row] +
          kv_row_offset(int64_t(it.c) * kChunk, kvh, a.KV, kRingRow, kv_block(KvKind::Q4H));
+}
+// mbar_wait with a bound: a copy that has not landed after about 2^24 tries (seconds) traps, so that a schedule that
+// waits for a copy never asked for ends the launch with an error instead of hanging it.
+__device__ __forceinline__ void ring_wait(uint64_t* bar, uint32_t parity) {
+#if __CUDA_ARCH__ >= 900
+  for (uint32_t tries = 0;; tries++) {
+    uint32_t done;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(saddr(bar)), "r"(parity)
+                 : "memory");
+    if (done) return;
+    if (tries > (1u << 24)) __trap();
+  }
+#endif
 }
 // Thread 0 or a releasing lane: quarter q of the rows at src into stage q, completing on bar.
 __device__ __forceinline__ void ask_quarter(uint8_t* stages, const uint8_t* src, int rows, int q, uint64_t* bar) {
@@ -148,7 +163,7 @@ __global__ void __launch_bounds__(kRingT, kRingB)
         ask_quarter(stages, item_rows(a, cur, cur.x / qblocks, false), quarter_rows(cur.len, q), q, &full[q]);
   uint32_t ph = 0;  // stage q's parity to wait for: bit q
   auto wait = [&](int q) {
-    mbar_wait(&full[q], (ph >> q) & 1u);
+    ring_wait(&full[q], (ph >> q) & 1u);
     ph ^= 1u << q;
   };
   while (i < items) {
