@@ -24,6 +24,7 @@
 #include "cuda/attention/contract.cuh"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/q4h_values.cuh"
+#include "cuda/attention/ring_plan.h"
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -31,12 +32,15 @@
 namespace hkv::cuda {
 namespace {
 using namespace attn;
+using ring::Item;
+using ring::kQuarter;
+using ring::quarter_rows;
 
 constexpr int kRingT = 256, kRingB = 2;                        // threads a block, blocks a multiprocessor
 constexpr int kRingRow = Fmt<KvKind::Q4H>::row_bytes(kSlimD);  // 144
-constexpr int kQuarter = kChunk / 4;                           // rows a stage
 constexpr int kWarpsR = kRingT / 32;
 static_assert(kChunk / 2 == kRingT, "a half-chunk's keys, one a thread");
+static_assert(ring::kChunkKeys == kChunk && ring::kStages == 4, "ring_plan.h's chunk, four stages of a quarter");
 static_assert(kSlimD / 32 == kWarpsR, "one group of the values a warp, so each warp passes every quarter once");
 
 template <int NG>
@@ -50,21 +54,6 @@ __host__ __device__ constexpr size_t ring_smem() {
          sizeof(Q4hScratch) * kWarpsR;
 }
 
-// One work item: a chunk of one row's keys for one head block (the launch's grid flattened, x fastest).
-struct Item {
-  int64_t row = 0;
-  int c = 0, x = 0, len = 0;  // chunk, KV head × head block, keys (0: none)
-};
-__device__ __forceinline__ Item ring_item(const AttnArgs& a, int64_t i, int X, int maxch) {
-  Item it;
-  it.x = int(i % X);
-  it.c = int(i / X % maxch);
-  it.row = i / (int64_t(X) * maxch);
-  it.len = max(0, min(kChunk, a.n_keys[it.row] - it.c * kChunk));
-  return it;
-}
-// Rows of quarter q of an item of len keys.
-__device__ __forceinline__ int quarter_rows(int len, int q) { return max(0, min(kQuarter, len - q * kQuarter)); }
 // The item's K (v: V) rows of KV head kvh: one contiguous stretch (q4h's blocks of kChunk positions).
 __device__ __forceinline__ const uint8_t* item_rows(const AttnArgs& a, const Item& it, int kvh, bool v) {
   return (v ? a.v_rows : a.k_rows)[it.row] +
@@ -117,10 +106,10 @@ struct Release {
     }
   }
   __device__ __forceinline__ void keys_done(int k) const {
-    while (*passed < 4 && (*passed + 1) * kQuarter <= k) count((*passed)++);
+    for (const int now = ring::passed_below(*passed, k); *passed < now;) count((*passed)++);
   }
   __device__ __forceinline__ void all_done() const {
-    while (*passed < 4) count((*passed)++);
+    while (*passed < ring::kStages) count((*passed)++);
   }
 };
 
@@ -147,13 +136,7 @@ __global__ void __launch_bounds__(kRingT, kRingB)
   __syncthreads();  // the mbarriers initialized before any thread uses them
   pdl_wait();       // nothing is read before the kernel ahead has completed (launch_k)
   // this block's next item with keys at or after i (items: none)
-  auto next_from = [&](int64_t i, Item& it) {
-    for (; i < items; i += G) {
-      it = ring_item(a, i, X, maxch);
-      if (it.len > 0) return i;
-    }
-    return items;
-  };
+  auto next_from = [&](int64_t i, Item& it) { return ring::next_item(i, G, items, X, maxch, a.n_keys, it); };
   Item cur;
   int64_t i = next_from(blockIdx.x, cur);
   if (i >= items) return;
@@ -161,11 +144,8 @@ __global__ void __launch_bounds__(kRingT, kRingB)
     for (int q = 0; q < 4; q++)
       if (quarter_rows(cur.len, q) > 0)
         ask_quarter(stages, item_rows(a, cur, cur.x / qblocks, false), quarter_rows(cur.len, q), q, &full[q]);
-  uint32_t ph = 0;  // stage q's parity to wait for: bit q
-  auto wait = [&](int q) {
-    ring_wait(&full[q], (ph >> q) & 1u);
-    ph ^= 1u << q;
-  };
+  ring::Phases ph;  // the parity each stage's next copy completes
+  auto wait = [&](int q) { ring_wait(&full[q], ph.take(q)); };
   while (i < items) {
     Item nxt;
     const int64_t ni = next_from(i + G, nxt);
