@@ -11,12 +11,14 @@
 //   2. scores: thread t takes key t of each half (quarters 0–1, then 2–3) once those two quarters have landed; after
 //      each half (a barrier) thread 0 asks for V's rows of the same keys into the same stages;
 //   3. the chunk's maximum, weights and lc (chunk_weights, store_ml);
-//   4. values (q4h_values_block, a group a warp) once V's quarters have landed. As each warp finishes reading a
+//   4. values (q4h_int_values, warp w group w) once V's quarters have landed. As each warp finishes reading a
 //      quarter's rows it counts itself on that stage; the eighth warp there asks for the next item's K rows of the
 //      same quarter into it, so the next chunk's K streams in while this chunk's values are computed.
 // A stage's copies complete on its mbarrier; every thread waits on each of them, in order, and keeps each stage's
-// phase parity (ring_wait: a wait that never ends traps). 256 threads and 101 KB of shared memory a block, two blocks a
-// multiprocessor (as attn_bulk_kernel). Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 9 picks it.
+// phase parity (ring_wait: a wait that never ends traps). Which chunks a block takes, which quarters hold rows, the
+// parities and the passes are ring_plan.h's, which the CPU tests walk (tests/test_ring_plan.cpp). 256 threads and 101
+// KB of shared memory a block, two blocks a multiprocessor (as attn_bulk_kernel). Built for sm_90 and later
+// (attn_bulk_built); Tuning's attn_q4h_form 9 picks it.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
