@@ -20,6 +20,7 @@
 #include "cuda/attention/contract.cuh"
 #include "cuda/attention/launch.h"
 #include "cuda/attention/q4h_values.cuh"
+#include "cuda/attention/staged.cuh"
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -33,22 +34,16 @@ constexpr int kBulkRow = Fmt<KvKind::Q4H>::row_bytes(kSlimD);  // 144
 constexpr int kHalf = kChunk / 2;                              // rows a copy: one key a thread
 static_assert(kHalf == kBulkT, "a half-chunk's keys, one a thread");
 
-// ES: the floats a key's weights take in e_s (slim's q4h choice)
-template <int NG>
-__host__ __device__ constexpr int bulk_es() {
-  return NG > 4 ? 8 : (NG + 1) / 2 * 2;
-}
-// The dynamic shared memory of a block: the rows, q [NG][D], e_s [key][ES], a Q4hScratch a warp.
+// The dynamic shared memory of a block: the rows, q [NG][D], e_s [key][ES], a Q4hScratch a warp (q4h_values.cuh).
 template <int NG>
 __host__ __device__ constexpr size_t bulk_smem() {
-  return size_t(kChunk) * kBulkRow + sizeof(float) * (size_t(NG) * kSlimD + size_t(kChunk) * bulk_es<NG>()) +
-         sizeof(Q4hScratch) * (kBulkT / 32);
+  return staged_smem<NG, kBulkT>(kBulkRow);
 }
 
 template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  constexpr int T = kBulkT, D = kSlimD, RB = kBulkRow, ES = bulk_es<NG>();
+  constexpr int T = kBulkT, D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const rows_s = smem;                                               // [kChunk][RB]: K's rows, then V's
   float* const q_s = reinterpret_cast<float*>(smem + size_t(kChunk) * RB);    // [NG][D]: the query's records

@@ -9,7 +9,8 @@
 //   bulk.cu         attn_bulk_kernel: q4h's slim shape (Tuning's attn_q4h_form 8, the default), its rows staged by
 //                   bulk copies
 //   ring.cu         attn_ring_kernel: the same as a persistent grid, the next chunk's K rows copied during the values
-//                   (attn_q4h_form 9)
+//                   (attn_q4h_form 9); its schedule in ring_plan.h (plain C++, walked by tests/test_ring_plan.cpp)
+//   staged.cuh      the block layout bulk.cu and ring.cu share
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel
 //   policy.cu       this file: the shapes' names, Auto's choice of shape by depth and format, attention()

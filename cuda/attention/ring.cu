@@ -27,6 +27,7 @@
 #include "cuda/attention/launch.h"
 #include "cuda/attention/q4h_values.cuh"
 #include "cuda/attention/ring_plan.h"
+#include "cuda/attention/staged.cuh"
 #include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -45,17 +46,6 @@ static_assert(kChunk / 2 == kRingT, "a half-chunk's keys, one a thread");
 static_assert(ring::kChunkKeys == kChunk && ring::kStages == 4, "ring_plan.h's chunk, four stages of a quarter");
 static_assert(kSlimD / 32 == kWarpsR, "one group of the values a warp, so each warp passes every quarter once");
 
-template <int NG>
-__host__ __device__ constexpr int ring_es() {
-  return NG > 4 ? 8 : (NG + 1) / 2 * 2;
-}
-// The dynamic shared memory of a block: the four stages, q [NG][D], e_s [key][ES], a Q4hScratch a warp.
-template <int NG>
-__host__ __device__ constexpr size_t ring_smem() {
-  return size_t(kChunk) * kRingRow + sizeof(float) * (size_t(NG) * kSlimD + size_t(kChunk) * ring_es<NG>()) +
-         sizeof(Q4hScratch) * kWarpsR;
-}
-
 // The item's K (v: V) rows of KV head kvh: one contiguous stretch (q4h's blocks of kChunk positions).
 __device__ __forceinline__ const uint8_t* item_rows(const AttnArgs& a, const Item& it, int kvh, bool v) {
   return (v ? a.v_rows : a.k_rows)[it.row] +
@@ -64,17 +54,8 @@ __device__ __forceinline__ const uint8_t* item_rows(const AttnArgs& a, const Ite
 // mbar_wait with a bound: a copy that has not landed after about 2^24 tries (seconds) traps, so that a schedule that
 // waits for a copy never asked for ends the launch with an error instead of hanging it.
 __device__ __forceinline__ void ring_wait(uint64_t* bar, uint32_t parity) {
-#if __CUDA_ARCH__ >= 900
-  for (uint32_t tries = 0;; tries++) {
-    uint32_t done;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(saddr(bar)), "r"(parity)
-                 : "memory");
-    if (done) return;
+  for (uint32_t tries = 0; !mbar_try_wait(bar, parity); tries++)
     if (tries > (1u << 24)) __trap();
-  }
-#endif
 }
 // Thread 0 or a releasing lane: quarter q of the rows at src into stage q, completing on bar.
 __device__ __forceinline__ void ask_quarter(uint8_t* stages, const uint8_t* src, int rows, int q, uint64_t* bar) {
@@ -91,7 +72,7 @@ struct Release {
   uint64_t* full;
   const uint8_t* next_k;  // the next item's K rows (null: no next item)
   int next_len;
-  int* passed;  // quarters this warp has counted itself on (a register of the caller)
+  int passed = 0;  // quarters this warp has counted itself on (q4h_int_values keeps its copy of the hook)
   __device__ __forceinline__ void count(int q) const {
     __syncwarp();  // every lane's reads of the quarter are done
     if ((threadIdx.x & 31) == 0) {
@@ -107,18 +88,18 @@ struct Release {
       }
     }
   }
-  __device__ __forceinline__ void keys_done(int k) const {
-    for (const int now = ring::passed_below(*passed, k); *passed < now;) count((*passed)++);
+  __device__ __forceinline__ void keys_done(int k) {
+    for (const int now = ring::passed_below(passed, k); passed < now;) count(passed++);
   }
-  __device__ __forceinline__ void all_done() const {
-    while (*passed < ring::kStages) count((*passed)++);
+  __device__ __forceinline__ void all_done() {
+    while (passed < ring::kStages) count(passed++);
   }
 };
 
 template <int NG>
 __global__ void __launch_bounds__(kRingT, kRingB)
     attn_ring_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale, int64_t items) {
-  constexpr int T = kRingT, D = kSlimD, RB = kRingRow, ES = ring_es<NG>();
+  constexpr int T = kRingT, D = kSlimD, RB = kRingRow, ES = staged_es<NG>();
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const stages = smem;                                               // [4][kQuarter][RB]
   float* const q_s = reinterpret_cast<float*>(smem + size_t(kChunk) * RB);    // [NG][D]: the query's records
@@ -126,13 +107,13 @@ __global__ void __launch_bounds__(kRingT, kRingB)
   Q4hScratch* const vq_s = reinterpret_cast<Q4hScratch*>(e_s + kChunk * ES);  // a warp's value scratch
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
-  __shared__ __align__(8) uint64_t full[4];  // stage q's copies
-  __shared__ unsigned rel[4];                // warps past stage q's rows in the current values
+  __shared__ __align__(8) uint64_t full[ring::kStages];  // stage q's copies
+  __shared__ unsigned rel[ring::kStages];                // warps past stage q's rows in the current values
   const int tid = threadIdx.x, warp = tid >> 5;
   const int X = a.KV * qblocks, qpk = a.H / a.KV;
   const int64_t G = gridDim.x;
   if (tid == 0) {
-    for (int q = 0; q < 4; q++) mbar_init(&full[q], 1), rel[q] = 0;
+    for (int q = 0; q < ring::kStages; q++) mbar_init(&full[q], 1), rel[q] = 0;
     mbar_init_fence();
   }
   __syncthreads();  // the mbarriers initialized before any thread uses them
@@ -143,7 +124,7 @@ __global__ void __launch_bounds__(kRingT, kRingB)
   int64_t i = next_from(blockIdx.x, cur);
   if (i >= items) return;
   if (tid == 0)  // the first item's K quarters
-    for (int q = 0; q < 4; q++)
+    for (int q = 0; q < ring::kStages; q++)
       if (quarter_rows(cur.len, q) > 0)
         ask_quarter(stages, item_rows(a, cur, cur.x / qblocks, false), quarter_rows(cur.len, q), q, &full[q]);
   ring::Phases ph;  // the parity each stage's next copy completes
@@ -189,10 +170,9 @@ __global__ void __launch_bounds__(kRingT, kRingB)
     const int64_t head_stride = int64_t(maxch) * (D + 2);
     store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
     // 4. the values, once V's rows have landed; each warp frees the stages behind it for the next item's K
-    for (int q = 0; q < 4 && quarter_rows(len, q) > 0; q++) wait(q);
-    int passed = 0;
-    const Release rel_hook{rel,     stages, full, ni < items ? item_rows(a, nxt, nxt.x / qblocks, false) : nullptr,
-                           nxt.len, &passed};
+    for (int q = 0; q < ring::kStages && quarter_rows(len, q) > 0; q++) wait(q);
+    const Release rel_hook{rel, stages, full, ni < items ? item_rows(a, nxt, nxt.x / qblocks, false) : nullptr,
+                           nxt.len};
     q4h_int_values<NG, ES, Release>(stages, RB, true, stages + Fmt<KvKind::Q4H>::scale_off(D, 0) + size_t(warp) * 2, RB,
                                     warp, len, e_s, ng, part, head_stride, vq_s + warp, rel_hook);
     i = ni, cur = nxt;
@@ -205,7 +185,7 @@ namespace attn {
 
 template <int NG>
 void launch_ring_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
-  constexpr size_t smem = ring_smem<NG>();
+  constexpr size_t smem = staged_smem<NG, kRingT>(kRingRow);  // the four stages are the chunk's rows
   static int per_sm = 0;
   if (per_sm == 0) {
     HKV_CUDA_CHECK(cudaFuncSetAttribute(attn_ring_kernel<NG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
