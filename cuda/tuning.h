@@ -32,7 +32,8 @@ struct Tuning {
                                // after the scores), 8 (bulk.cu: the rows staged by bulk copies), 9 (ring.cu: the
                                // same as a persistent grid)
   int attn_ring_blocks = 0;    // HKV_ATTN_RING_BLOCKS: ring.cu's grid: 0 (the blocks that fit the card at once), or
-                               // at most 1, 3 or 64 blocks (the tests' many chunks a block)
+                               // at most 1, 3 or 64 blocks (the tests' many chunks a block), or 528, 1024, 2048
+                               // (the benches' grids beyond what fits at once)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----
