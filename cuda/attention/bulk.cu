@@ -7,18 +7,21 @@
 // The operations and their order are attn_slim_kernel's (attend(), contract.cuh); what changes is where the rows are:
 //   1. thread 0 starts the copies of K's rows [0, 256) and [256, len) of the chunk (two mbarriers); the block loads
 //      and rotates the query (load_q) meanwhile;
-//   2. scores: thread t takes key t of each half (q4h_int_scores over the staged rows, one key a thread), the first
-//      half as soon as its copy has landed; after each half (a barrier: no thread reads it any more) thread 0 starts
-//      the copy of the V rows of the same keys into the same bytes;
+//   2. scores: thread t takes key t of each half (q4h_int_scores over the staged rows, one key a thread), or with TC
+//      warp w takes keys 32w … 32w + 31 of each half on the tensor cores (q4h_mma_scores: the same integers and the
+//      same chains); the first half as soon as its copy has landed; after each half (a barrier: no thread reads it
+//      any more) thread 0 starts the copy of the V rows of the same keys into the same bytes;
 //   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
 // 256 threads and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value scratch): two
-// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 8 picks it.
+// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 8 picks it, 10 the
+// form with TC.
 #include <cstddef>
 #include <cstdint>
 
 #include "cuda/attention/contract.cuh"
 #include "cuda/attention/launch.h"
+#include "cuda/attention/q4h_mma_scores.cuh"
 #include "cuda/attention/q4h_values.cuh"
 #include "cuda/attention/staged.cuh"
 #include "cuda/check.h"
@@ -40,7 +43,7 @@ __host__ __device__ constexpr size_t bulk_smem() {
   return staged_smem<NG, kBulkT>(kBulkRow);
 }
 
-template <int NG>
+template <int NG, bool TC>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kBulkT, D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
@@ -87,7 +90,10 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
   for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
   for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) {
     mbar_wait(&bar_s[hf], 0);
-    if (tid < rows(hf)) {
+    if constexpr (TC) {
+      const int k0 = hf * kHalf + 32 * (tid >> 5), valid = rows(hf) - 32 * (tid >> 5);
+      if (valid > 0) q4h_mma_scores<NG, ES>(rows_s + size_t(k0) * RB, RB, D, valid, q_s, scale, e_s, k0, mloc);
+    } else if (tid < rows(hf)) {
       const int j = hf * kHalf + tid;
       const uint8_t* const kr[1] = {rows_s + size_t(j) * RB};
       float sc[1][NG];
@@ -124,7 +130,7 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
 bool attn_bulk_built() {
   static const bool built = [] {
     cudaFuncAttributes fa{};
-    HKV_CUDA_CHECK(cudaFuncGetAttributes(&fa, attn_bulk_kernel<6>));
+    HKV_CUDA_CHECK(cudaFuncGetAttributes(&fa, attn_bulk_kernel<6, false>));
     return fa.binaryVersion >= 90;
   }();
   return built;
@@ -132,25 +138,31 @@ bool attn_bulk_built() {
 
 namespace attn {
 
-template <int NG>
+template <int NG, bool TC>
 void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   constexpr size_t smem = bulk_smem<NG>();
   static bool ready = false;
   if (!ready)
-    HKV_CUDA_CHECK(cudaFuncSetAttribute(attn_bulk_kernel<NG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    HKV_CUDA_CHECK(
+        cudaFuncSetAttribute(attn_bulk_kernel<NG, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   ready = true;
-  launch_k(cg.pdl, attn_bulk_kernel<NG>, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch,
+  launch_k(cg.pdl, attn_bulk_kernel<NG, TC>, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch,
            cg.scale);
   rec.slim_kernel = true;
   rec.slim_scores = false;
-  rec.q4h_form = 8;
+  rec.q4h_form = TC ? 10 : 8;
 }
 
-template void launch_bulk_kernel<1>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<2>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<4>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<6>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<8>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<1, false>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<1, true>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<2, false>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<2, true>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<4, false>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<4, true>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<6, false>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<6, true>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<8, false>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<8, true>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

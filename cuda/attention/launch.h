@@ -39,8 +39,9 @@ void launch_chunk_kernel(const ChunkGrid& cg, AttnShape shape, AttnLaunch& rec);
 // checks); records its form in rec.
 template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// bulk.cu: attn_bulk_kernel<NG> (q4h at head_dim kSlimD; the slim shape's form with Tuning's attn_q4h_form 8).
-template <int NG>
+// bulk.cu: attn_bulk_kernel<NG, TC> (q4h at head_dim kSlimD; the slim shape's form with Tuning's attn_q4h_form 8,
+// and with 10 its scores on the tensor cores, TC).
+template <int NG, bool TC>
 void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // ring.cu: attn_ring_kernel<NG> (q4h at head_dim kSlimD; the slim shape's form with Tuning's attn_q4h_form 9), a
 // persistent grid of min(the chunk grid's blocks, cg.ring_blocks or the blocks that fit the card at once).
