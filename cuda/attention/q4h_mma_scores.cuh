@@ -10,12 +10,14 @@
 //   c0 is the integer q4h_group_p forms with dp4a, and the lane finishes the key's chain as q4h_int_group does: acc =
 //   fma(s_g, float(P)·unit_g, acc). After the last group, score = acc · scale for the keys below `valid`, into e_s, and
 //   head n's largest of them into its running maximum (a maximum, so in any order).
-// Four tiles of 8 keys a warp; every lane of the warp calls it (the count of valid keys is the warp's).
+// Four tiles of 8 keys a warp; every lane of the warp calls it (the count of valid keys is the warp's). Every fragment
+// index is mma_frag.h's, which the CPU tests check against the direct sums.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/attention/contract.cuh"
+#include "cuda/attention/mma_frag.h"
 #include "cuda/attention/q4h_values.cuh"
 
 namespace hkv::cuda::attn {
@@ -27,9 +29,8 @@ __device__ __forceinline__ void q4h_mma_scores(const uint8_t* rows, int RB, int 
                                                float scale, float* e_s, int kofs, float (&mloc)[NG]) {
   static_assert(NG <= 8, "a head a row of A's 8");
   using Fm = Fmt<KvKind::Q4H>;
-  const int lane = threadIdx.x & 31, n = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, n = frag::score_head(lane);
   const bool hv = n < NG;
-  const int sh = 4 * (t & 1), wo = 4 * (t >> 1);  // the nibble and the code word of prep word t (and 4 + t)
   const uint32_t* const rec0 = reinterpret_cast<const uint32_t*>(q_s + (hv ? n : 0) * D);
   float acc[4][2];
 #pragma unroll
@@ -38,19 +39,20 @@ __device__ __forceinline__ void q4h_mma_scores(const uint8_t* rows, int RB, int 
 #pragma unroll 1
   for (int g = 0; g < ngroups; g++) {
     const uint32_t* const rec = rec0 + 32 * g;
-    const uint32_t a[4] = {rec[t], rec[8 + t], rec[4 + t], rec[12 + t]};
+    const uint32_t a[4] = {rec[frag::score_a_word(lane, 0)], rec[frag::score_a_word(lane, 1)],
+                           rec[frag::score_a_word(lane, 2)], rec[frag::score_a_word(lane, 3)]};
     const float unit_g = __uint_as_float(rec[16]);
     const int nx = int(rec[17]);
 #pragma unroll
     for (int tau = 0; tau < 4; tau++) {
-      const uint8_t* kb = rows + size_t(8 * tau + n) * RB + 16 * g;  // B: key 8τ + n's codes of group g
-      const uint32_t b0 = (*reinterpret_cast<const uint32_t*>(kb + wo) >> sh) & 0x0f0f0f0fu;
-      const uint32_t b1 = (*reinterpret_cast<const uint32_t*>(kb + 8 + wo) >> sh) & 0x0f0f0f0fu;
+      const uint8_t* kb = rows + size_t(8 * tau + frag::b_col(lane)) * RB + 16 * g;  // B: a key's codes of group g
+      const uint32_t b0 = frag::score_b_bits(kb, frag::score_b_word(lane, 0));
+      const uint32_t b1 = frag::score_b_bits(kb, frag::score_b_word(lane, 1));
       int d[4] = {nx, nx, 0, 0};
       imma_s8u8(d, a, b0, b1);
 #pragma unroll
-      for (int i = 0; i < 2; i++) {  // key 8τ + 2t + i of head n
-        const uint8_t* kr = rows + size_t(8 * tau + 2 * t + i) * RB;
+      for (int i = 0; i < 2; i++) {  // key 8τ + score_key(lane, i) of head n
+        const uint8_t* kr = rows + size_t(8 * tau + frag::score_key(lane, i)) * RB;
         const float sg = scale_from<KvKind::Q4H>(*reinterpret_cast<const uint16_t*>(kr + Fm::scale_off(D, g)));
         const float p = __int2float_rn(d[2 + i] * 256 + d[i]) * unit_g;
         acc[tau][i] = hkv::fma_rn(sg, p, acc[tau][i]);
@@ -62,7 +64,7 @@ __device__ __forceinline__ void q4h_mma_scores(const uint8_t* rows, int RB, int 
   for (int tau = 0; tau < 4; tau++)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-      const int j = 8 * tau + 2 * t + i;
+      const int j = 8 * tau + frag::score_key(lane, i);
       if (hv && j < valid) {
         const float sc = acc[tau][i] * scale;
         e_s[(kofs + j) * ES + n] = sc;
