@@ -7,7 +7,8 @@
 //                   unstaged-x8
 //   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
 //   bulk.cu         attn_bulk_kernel: q4h's slim shape (Tuning's attn_q4h_form 8, the default), its rows staged by
-//                   bulk copies
+//                   bulk copies; with attn_q4h_form 10 its scores on the tensor cores (q4h_mma_scores.cuh, whose
+//                   fragment indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp)
 //   ring.cu         attn_ring_kernel: the same as a persistent grid, the next chunk's K rows copied during the values
 //                   (attn_q4h_form 9); its schedule in ring_plan.h (plain C++, walked by tests/test_ring_plan.cpp)
 //   staged.cuh      the block layout bulk.cu and ring.cu share
