@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 #include <set>
-#include <tuple>
+#include <utility>
 
 #include "cuda/attention/mma_frag.h"
 
@@ -64,9 +64,7 @@ TEST_CASE("mma_frag: the q4h scores' registers give each lane q4h_group_p's inte
       }
       const int key = frag::b_col(lane);
       for (int r = 0; r < 2; r++) {
-        uint8_t al[16];
-        std::memcpy(al, codes[key], 16);
-        const uint32_t w = frag::score_b_bits(al, frag::score_b_word(lane, r));
+        const uint32_t w = frag::score_b_bits(codes[key], frag::score_b_word(lane, r));
         for (int by = 0; by < 4; by++) B[frag::b_k(lane, r, by)][key] = int(uint8_t(w >> (8 * by)));
       }
       for (int r = 0; r < 4; r++) Dm[frag::c_row(lane, r)][frag::c_col(lane, r)] = r < 2 ? nx[h] : 0;

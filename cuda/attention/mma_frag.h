@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define HKV_FRAG_HD __host__ __device__ __forceinline__
@@ -32,10 +33,16 @@ HKV_FRAG_HD constexpr int c_col(int lane, int r) { return 2 * (lane & 3) + (r & 
 // score_b_word(lane, r) of key b_col(lane), taken from the group's 16 code bytes by score_b_bits.
 HKV_FRAG_HD constexpr int score_a_word(int lane, int r) { return 8 * (r & 1) + (lane & 3) + 4 * (r >> 1); }
 HKV_FRAG_HD constexpr int score_b_word(int lane, int r) { return (lane & 3) + 4 * r; }
-// prep word i of a group's codes (bytes p, 16 of them, 4-byte aligned): the low nibbles of code word i/2 for even i,
-// the high ones for odd i, one to a byte
+// prep word i of a group's codes (bytes p, 16 of them, 4-byte aligned on the card): the low nibbles of code word i/2
+// for even i, the high ones for odd i, one to a byte (the host reads the word by memcpy, the card with one load)
 HKV_FRAG_HD uint32_t score_b_bits(const uint8_t* p, int i) {
-  return (*reinterpret_cast<const uint32_t*>(p + 4 * (i >> 1)) >> (4 * (i & 1))) & 0x0f0f0f0fu;
+#if defined(__CUDA_ARCH__)
+  const uint32_t w = *reinterpret_cast<const uint32_t*>(p + 4 * (i >> 1));
+#else
+  uint32_t w;
+  std::memcpy(&w, p + 4 * (i >> 1), 4);
+#endif
+  return (w >> (4 * (i & 1))) & 0x0f0f0f0fu;
 }
 // Of D's registers, lane's (key, head) pairs: register i (0, 1) is the low plane's sum of key c_col(lane, i) and head
 // c_row(lane, i), register 2 + i the high plane's of the same pair.
