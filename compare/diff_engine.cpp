@@ -814,11 +814,9 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     int vu;
     bool pre, mfast = true, pdl = true;
     int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
-    int ring_blocks = 0;                          // tu.attn_ring_blocks
   };
-  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 9 and 10; 8 is the default) once each, form 9 also on
-  // one block and on three (each block then takes many chunks, its copies running from one into the next), the other
-  // switches at their defaults
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1 and 8; 10 is the default) once each, the other switches at
+  // their defaults
   const std::vector<Switches> settings = {{32, false},
                                           {4, false},
                                           {8, false},
@@ -829,13 +827,10 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                           {32, true, true, false},
                                           {32, false, true, true, 0},
                                           {32, false, true, true, 1},
-                                          {32, false, true, true, 9},
-                                          {32, false, true, true, 9, 1},
-                                          {32, false, true, true, 9, 3},
-                                          {32, false, true, true, 10}};
+                                          {32, false, true, true, 8}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
-  for (const auto& [vu, pre, mfast, pdl, q4h_form, ring_blocks] : settings) {
+  for (const auto& [vu, pre, mfast, pdl, q4h_form] : settings) {
     out.poison();
     part.poison();
     dxq.poison();
@@ -845,7 +840,6 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     tu.merge_fast = mfast;
     tu.out_trigger = tu.pdl_all = pdl;
     tu.attn_q4h_form = q4h_form;  // (the other fields' defaults are the struct's)
-    tu.attn_ring_blocks = ring_blocks;
     cuda::attention(a, nullptr, tu);
     std::string d = float_diff(in->ref, out.get(), [&k](size_t i) {
       return "row " + std::to_string(i / size_t(k.H * k.D)) + ", head " +
@@ -873,19 +867,15 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     const bool rolled = f.kind == KvKind::FP8 && kvc27 && cuda::attn_slim_fp8_rolled(chunk_blocks, cuda::sm_count());
     if (d.empty() && launched.slim_roll != rolled)
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
-    // form 1 at the 27B's layout alone; forms 8 and 10 (attn_bulk_kernel) and 9 (attn_ring_kernel) wherever q4h's slim
-    // shape runs (head_dim 256), where built
+    // form 1 at the 27B's layout alone; forms 8 and 10 (attn_bulk_kernel) wherever q4h's slim shape runs (head_dim
+    // 256), where built
     const bool q4h_slim = f.kind == KvKind::Q4H && launched.slim_kernel;
     const int want_k = q4h_form == 1 && q4h_slim && kvc27                     ? 1
                        : q4h_form >= 8 && q4h_slim && cuda::attn_bulk_built() ? q4h_form
                                                                               : 0;
     if (d.empty() && launched.q4h_form != want_k)
       d = "slim's q4h form " + std::to_string(launched.q4h_form) + " taken, " + std::to_string(want_k) + " expected";
-    // form 9's grid: the chunk blocks, at most ring_blocks where set
-    if (d.empty() && want_k == 9 && ring_blocks > 0 && launched.ring_blocks > ring_blocks)
-      d = "the ring kernel on " + std::to_string(launched.ring_blocks) + " blocks, at most " +
-          std::to_string(ring_blocks) + " expected";
-    // the constant stride is slim's own form at the 27B's layout (the bulk and ring kernels have none)
+    // the constant stride is slim's own form at the 27B's layout (the bulk kernel has none)
     if (d.empty() && launched.slim_kvc != (kvc27 && want_k < 8))
       d = std::string("slim's constant stride ") + (launched.slim_kvc ? "taken" : "not taken");
     if (d.empty() && launched.slim_scores != slim_sc)
@@ -906,10 +896,10 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     if (!d.empty())
       return {CaseResult::Fail, "vu=" + std::to_string(vu) + (pre ? ",pre" : "") + (mfast ? "" : ",merge-tested") +
                                     (pdl ? "" : ",no-pdl") + (q4h_form ? ",q4h-form=" + std::to_string(q4h_form) : "") +
-                                    (ring_blocks ? ",ring-blocks=" + std::to_string(ring_blocks) : "") + ": " + d};
+                                    ": " + d};
     for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
                              launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
-                             launched.q4h_form == 9 ? "ring" : "", launched.q4h_form == 10 ? "bulk-mma" : ""})
+                             launched.q4h_form == 10 ? "bulk-mma" : ""})
       if (*form && seen.find(form) == std::string::npos) seen += std::string(seen.empty() ? "" : ", ") + form;
   }
   return {CaseResult::Ok, std::to_string(settings.size()) + " switch settings" + (seen.empty() ? "" : "; " + seen)};

@@ -233,10 +233,10 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 //                 128 threads, codes read from global memory, only the K and V group scales staged, every thread busy
 //                 in both phases (4 keys in the scores, 2 elements for all the block's heads in the values); Auto's
 //                 choice for fp8 and q4h beyond one chunk block a multiprocessor (17K at batch 1), but for q4h not
-//                 just below two (auto_attn_shape). q4h's slim shape runs attn_bulk_kernel (Tuning's attn_q4h_form 8,
+//                 just below two (auto_attn_shape). q4h's slim shape runs attn_bulk_kernel (Tuning's attn_q4h_form 10,
 //                 the default): 256 threads, the chunk's K and then V rows copied whole into shared memory by bulk
-//                 copies, one key a thread in the scores, one group a warp in the values; attn_q4h_form 9 runs
-//                 attn_ring_kernel, the same as a persistent grid whose next chunk's K rows stream in during the values
+//                 copies, the scores on the tensor cores (32 keys a warp; attn_q4h_form 8: one key a thread), one
+//                 group a warp in the values
 // bf16 stages nothing: its staged shapes take the chunk kernel's unstaged one-element form. Auto picks by block count
 // (attention()).
 enum class AttnShape { Auto, KvStaged, UnstagedX8, KvStagedH2, VStagedX2, KvStagedH1, Slim };
@@ -276,8 +276,8 @@ struct AttnArgs {
   int dsplit = 1;                     // set by attention() where the shape takes it (attn_dsplit): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
-// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_q4h_form, attn_ring_blocks, attn_value_unroll, merge_fast,
-// out_trigger and pdl_all.
+// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_q4h_form, attn_value_unroll, merge_fast, out_trigger and
+// pdl_all.
 void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
 // Auto's shape (cuda/attention/policy.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of
 // all a KV head's query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under
@@ -304,14 +304,12 @@ struct AttnLaunch {
   bool slim_kernel = false, slim_scores = false;
   bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (attn_slim_fp8_rolled)
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant
-  int q4h_form = 0;  // the slim shape's q4h form taken: 1 (slim's VLATE), 8 (attn_bulk_kernel), 9 (attn_ring_kernel),
-                     // else 0
-  int dsplit = 1;    // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
-  int ring_blocks = 0;  // attn_ring_kernel's grid (0: not launched)
+  int q4h_form = 0;        // the slim shape's q4h form taken: 1 (slim's VLATE), 8 or 10 (attn_bulk_kernel), else 0
+  int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
 };
 AttnLaunch attn_last_launch();
-// Whether this build's device code has attn_bulk_kernel's and attn_ring_kernel's bulk copies (sm_90 and later): else
-// attn_q4h_form 8 and 9 run slim's default form.
+// Whether this build's device code has attn_bulk_kernel's bulk copies (sm_90 and later): else attn_q4h_form 8 and 10
+// run slim's default form.
 bool attn_bulk_built();
 
 // ---- deltanet.cu --------------------------------------------------------------------------------

@@ -28,12 +28,9 @@ struct Tuning {
   // ---- decode attention (cuda/attention/) ----
   int attn_slim = 1;           // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
   int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
-  int attn_q4h_form = 8;       // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
-                               // after the scores), 8 (bulk.cu: the rows staged by bulk copies), 9 (ring.cu: the
-                               // same as a persistent grid), 10 (bulk.cu with its scores on the tensor cores)
-  int attn_ring_blocks = 0;    // HKV_ATTN_RING_BLOCKS: ring.cu's grid: 0 (the blocks that fit the card at once), or
-                               // at most 1, 3 or 64 blocks (the tests' many chunks a block), or 528, 1024, 2048
-                               // (the benches' grids beyond what fits at once)
+  int attn_q4h_form = 10;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
+                               // after the scores), 8 (bulk.cu: the rows staged by bulk copies), 10 (bulk.cu with
+                               // its scores on the tensor cores)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----

@@ -14,8 +14,8 @@
 //   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
 // 256 threads and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value scratch): two
-// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 8 picks it, 10 the
-// form with TC.
+// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 10 (the default) picks
+// the form with TC, 8 the one without.
 #include <cstddef>
 #include <cstdint>
 

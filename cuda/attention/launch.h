@@ -26,9 +26,8 @@ struct ChunkGrid {
   int maxch = 0;    // chunks of the longest row
   float scale = 0;  // fp32(1/sqrt(head_dim)), as attend()
   cudaStream_t st = nullptr;
-  bool pdl = true;      // launch_k's pdl (tu.pdl_all)
-  int q4h_form = 0;     // tu.attn_q4h_form: the slim shape's q4h form (slim.cu's VLATE, bulk.cu or ring.cu)
-  int ring_blocks = 0;  // tu.attn_ring_blocks: ring.cu's grid (0: the blocks that fit the card at once)
+  bool pdl = true;   // launch_k's pdl (tu.pdl_all)
+  int q4h_form = 0;  // tu.attn_q4h_form: the slim shape's q4h form (slim.cu's VLATE or bulk.cu)
 };
 
 // chunk.cu: attn_chunk_kernel<F, NG, …> in the form `shape` takes (any shape but Auto and Slim), with a.dsplit where
@@ -43,10 +42,6 @@ void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // and with 10 its scores on the tensor cores, TC).
 template <int NG, bool TC>
 void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// ring.cu: attn_ring_kernel<NG> (q4h at head_dim kSlimD; the slim shape's form with Tuning's attn_q4h_form 9), a
-// persistent grid of min(the chunk grid's blocks, cg.ring_blocks or the blocks that fit the card at once).
-template <int NG>
-void launch_ring_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
 void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
 

@@ -6,12 +6,10 @@
 //   chunk.cu        attn_chunk_kernel: the staged shapes (kv-staged, kv-staged-h1, kv-staged-h2, v-staged-x2) and
 //                   unstaged-x8
 //   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
-//   bulk.cu         attn_bulk_kernel: q4h's slim shape (Tuning's attn_q4h_form 8, the default), its rows staged by
-//                   bulk copies; with attn_q4h_form 10 its scores on the tensor cores (q4h_mma_scores.cuh, whose
-//                   fragment indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp)
-//   ring.cu         attn_ring_kernel: the same as a persistent grid, the next chunk's K rows copied during the values
-//                   (attn_q4h_form 9); its schedule in ring_plan.h (plain C++, walked by tests/test_ring_plan.cpp)
-//   staged.cuh      the block layout bulk.cu and ring.cu share
+//   bulk.cu         attn_bulk_kernel: q4h's slim shape, its rows staged by bulk copies; with Tuning's attn_q4h_form
+//                   10 (the default) its scores on the tensor cores (q4h_mma_scores.cuh, whose fragment indices are
+//                   mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp), with 8 one key a thread
+//   staged.cuh      bulk.cu's block layout
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel
 //   policy.cu       this file: the shapes' names, Auto's choice of shape by depth and format, attention()
@@ -147,7 +145,6 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   cg.st = st;
   cg.pdl = tu.pdl_all;
   cg.q4h_form = tu.attn_q4h_form;
-  cg.ring_blocks = tu.attn_ring_blocks;
   switch (a.kind) {
     case KvKind::BF16:
       launch_chunks<KvKind::BF16>(cg, shape);

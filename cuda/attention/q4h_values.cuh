@@ -34,14 +34,6 @@ struct Q4hScratch {  // a warp's: the codes of 32 keys of one group, and their s
   float sp[32];
 };
 
-// What the value loop tells its caller as it goes (the ring kernel's stage releases, ring.cu): keys_done(k), every
-// lane of the warp, once the warp has read the V rows and scales of keys below k for the last time (after each block of
-// 32 keys); all_done(), once it reads no V row any more. NoPass: nothing (the other kernels).
-struct NoPass {
-  __device__ __forceinline__ void keys_done(int) const {}
-  __device__ __forceinline__ void all_done() const {}
-};
-
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -70,10 +62,10 @@ __device__ __forceinline__ uint32_t q4h_bytes(uint32_t w0, uint32_t w1, uint32_t
 
 // The group g's oc of a chunk (the file's head comment). vrows: key 0's row (its codes at 16·g), vstride bytes a key,
 // v16: rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key. Every lane of the warp calls it.
-template <int NG, int ES, class Pass = NoPass>
+template <int NG, int ES>
 __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                size_t sstride, int g, int len, const float* e_s, int ng, float* part,
-                                               int64_t head_stride, Q4hScratch* scr, Pass pass = {}) {
+                                               int64_t head_stride, Q4hScratch* scr) {
   static_assert(NG <= 8, "a head a row of A's 8");
   const int lane = threadIdx.x & 31, n = lane >> 2, t = lane & 3;
   const bool hv = n < ng;
@@ -155,7 +147,6 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
       }
       imma_s8u8(acc1[4], A1, 0x01010101u, 0x01010101u);
       imma_s8u8(acc2[4], A2, 0x01010101u, 0x01010101u);
-      pass.keys_done(k0 + 32);
     }
     // 3. row n of A1 holds p0's sums, row n + 8 p1's (c2, c3), row n of A2 p2's
     auto whole = [&](int i, int j) {
@@ -169,7 +160,6 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
       out[4 + tau] = __ll2float_rn(whole(tau, 1) - 8 * sw) * unit;  // dim 8t + 4 + τ
     }
   }
-  pass.all_done();
   if (hv) {
     float* o = part + n * head_stride + 2 + 32 * g + 8 * t;
 #pragma unroll

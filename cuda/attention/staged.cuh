@@ -1,4 +1,4 @@
-// What the two kernels that stage a whole chunk's q4h rows in shared memory share (bulk.cu, ring.cu).
+// The block layout of the kernel that stages a whole chunk's q4h rows in shared memory (bulk.cu).
 #pragma once
 
 #include <cstddef>
@@ -8,7 +8,7 @@
 
 namespace hkv::cuda::attn {
 
-// The block of the kernels that stage a whole chunk's q4h rows in shared memory (bulk.cu, ring.cu): T threads, then
+// The block of the kernel that stages a whole chunk's q4h rows in shared memory (bulk.cu): T threads, then
 // in its dynamic shared memory the chunk's rows (row_bytes each), q [NG][kSlimD], e_s [key][staged_es<NG>()] (the
 // floats a key's weights take: slim's q4h choice) and a Q4hScratch a warp.
 template <int NG>
