@@ -72,9 +72,9 @@ float q4h_key_score(const XChunks& qx, const float* u, const float* s, int head_
 }
 
 // q4h (f.integer_scores()): a chunk's weighted values in integers. For each group g of 32 dims, E_g = floor(log2 M_g)
-// with M_g the chunk's largest |s_{t,g}|; each key's weight held as W_t = round_even(max(e_t, 0)·s_{t,g}·2^(21−E_g)),
-// an integer with |W_t| < 2^22 (three signed bytes on a GPU); O_d = Σ_t W_t·u_d(t), exact in any order;
-// oc[d] = float(O_d)·2^(E_g−21). A group whose scales hold an inf or NaN gives NaN; one of zeros +0.
+// with M_g the chunk's largest |s_{t,g}|; each key's weight held as W_t = round_even(max(e_t, 0)·s_{t,g}·2^(13−E_g)),
+// an integer with |W_t| < 2^14 (two signed bytes on a GPU); O_d = Σ_t W_t·u_d(t), exact in any order;
+// oc[d] = float(O_d)·2^(E_g−13). A group whose scales hold an inf or NaN gives NaN; one of zeros +0.
 // e [len]: the chunk's weights; u [len][D], s [len][D/32]: its V rows as kv_read_row reads them.
 void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t len, int D, float* oc) {
   const int groups = D / 32;
@@ -87,17 +87,17 @@ void q4h_chunk_values(const float* e, const float* u, const float* s, int64_t le
       finite[size_t(g)] = finite[size_t(g)] && std::isfinite(a);
       M[size_t(g)] = a > M[size_t(g)] ? a : M[size_t(g)];
     }
-  // up = 2^(21−E_g), unit = 2^(E_g−21); both 0 for a group of zeros or with a scale not finite
+  // up = 2^(13−E_g), unit = 2^(E_g−13); both 0 for a group of zeros or with a scale not finite
   std::vector<double> up(static_cast<size_t>(groups), 0.0);
   std::vector<float> unit(static_cast<size_t>(groups), 0.0f);
   for (int g = 0; g < groups; g++)
     if (finite[size_t(g)] && M[size_t(g)] > 0.0f) {
       const int E = std::ilogb(M[size_t(g)]);
-      up[size_t(g)] = std::ldexp(1.0, 21 - E);
-      unit[size_t(g)] = std::ldexp(1.0f, E - 21);
+      up[size_t(g)] = std::ldexp(1.0, 13 - E);
+      unit[size_t(g)] = std::ldexp(1.0f, E - 13);
     }
-  // 2. O_d = Σ_t W_t·u_d(t), keys in order, though any order gives the same integers: |W·u| ≤ 2^25 and every
-  // partial sum ≤ 2^34, so float64 holds them all exactly.
+  // 2. O_d = Σ_t W_t·u_d(t), keys in order, though any order gives the same integers: |W·u| ≤ 2^17 and every
+  // partial sum ≤ 2^26, so float64 holds them all exactly.
   std::vector<double> O(static_cast<size_t>(D), 0.0);
   for (int64_t t = 0; t < len; t++) {
     const double p = std::fmax(e[t], 0.0f);

@@ -8,8 +8,8 @@
 //     bf16, fp8 the fma chain of u_j·q_j from 0; q4h float(P)·unit_g, P = Σ u_j·X_j exact in integers (dp4a, any
 //     order: q4h_group_p); mc = the chunk's maximum;
 //     p = exp_c(score − mc); lc = lc + p (keys in order); bf16, fp8 oc[d] = fma(p, s_g·u_d, oc[d]) (keys in order);
-//     q4h oc in integers per group (q4h_int_values): E = floor(log2 max|s|), W = round_even(p·s·2^(21−E)),
-//     O_d = Σ W·u_d exact (mma.sync s8·u8 on three byte planes of W, any order), oc[d] = float(O_d)·2^(E−21).
+//     q4h oc in integers per group (q4h_int_values): E = floor(log2 max|s|), W = round_even(p·s·2^(13−E)),
+//     O_d = Σ W·u_d exact (mma.sync s8·u8 on two byte planes of W, any order), oc[d] = float(O_d)·2^(E−13).
 //   Chunks merged in order (merge.cu): mn = max(m, mc), a = exp_c(m − mn), b = exp_c(mc − mn), l = fma(l, a, lc·b),
 //   o[d] = fma(o[d], a, oc[d]·b); out = o/l; then (engine) out · sigmoid_c(gate).
 // Decoding a stored element costs as much as the fmas it feeds, so each decoded K or V element serves every

@@ -5,20 +5,19 @@
 //     magnitudes do); E = floor(log2 M) from the bits (normal: exponent − 15; subnormal: the top bit's place − 24).
 //     M inf or NaN (raw ≥ 0x7c00): oc = NaN; M = 0: oc = +0 (the warp's lanes agree, so it leaves as one).
 //  2. For each 32 keys k0 … k0 + 31: lane l loads key k0 + l's 16 code bytes of the group (its row clamped to len − 1)
-//     and scale, s' = f32(s)·2^(21−E) (exact: 11 bits times a power of two; 0 past len), into the warp's scratch.
+//     and scale, s' = f32(s)·2^(13−E) (exact: 11 bits times a power of two; 0 past len), into the warp's scratch.
 //     B, k = 32 keys × n = 8 dims, u8 codes c = u + 8: ldmatrix.trans of the scratch's 32 rows of 16 bytes gives lane
 //     (n = lane/4, t = lane%4) in register m the 4 bytes 2n, 2n + 1 of keys 8m + 2t and 8m + 2t + 1, dims 4n … 4n + 3
 //     as nibbles; tile τ (dims 4n + τ) is those nibbles, gathered by byte permutes so that its k slots 4t … 4t + 3 are
 //     keys {2t, 2t+1, 8+2t, 9+2t} and slots 16 + 4t … are keys {16+2t, 17+2t, 24+2t, 25+2t} (a sum over k takes the
 //     keys in any order: the sums are exact).
 //     W = round_even(max(e, 0)·s') = bits(fma(e', s', 1.5·2^23)) − 0x4b400000 (one rounding, to an integer since
-//     |e'·s'| < 2^22; e' = 0 past len, for heads ≥ ng, and for a NaN e), as three signed bytes W = p0 + 2^8·p1 +
-//     2^16·p2: p0 W's low byte, p1 that of (W + 2^7) >> 8, p2 that of (W + 2^7 + 2^15) >> 16 (p0, p1 in [−128, 127], p2
-//     in [−64, 64]). A1, m = 16 rows × the same k, s8: row h head h's p0, row 8 + h its p1; A2: row h its p2, rows 8 …
-//     15 zero. mma.sync m16n8k32 s8·u8 → s32, accumulating over the chunk: the four tiles and a fifth with B = 1 (ΣW),
-//     each with A1 and with A2.
-//  3. O = Σ_i 2^(8i)·D_i − 8·ΣW = Σ_t W_t·u_t exactly, in 64 bits (|O| ≤ 512·2^22·8 = 2^34);
-//     oc = float(O)·2^(E−21) (float() rounds once, to nearest even; the product by a normal power of two is exact).
+//     |e'·s'| < 2^14; e' = 0 past len, for heads ≥ ng, and for a NaN e), as two signed bytes W = p0 + 2^8·p1: p0 W's
+//     low byte, p1 that of (W + 2^7) >> 8 (p0 in [−128, 127], p1 in [−64, 64]). A, m = 16 rows × the same k, s8: row h
+//     head h's p0, row 8 + h its p1. mma.sync m16n8k32 s8·u8 → s32, accumulating over the chunk: the four tiles and a
+//     fifth with B = 1 (ΣW).
+//  3. O = D_0 + 2^8·D_1 − 8·ΣW = Σ_t W_t·u_t exactly, in 32 bits (|O| ≤ 512·2^14·8 = 2^26, |8·ΣW| ≤ 2^26);
+//     oc = float(O)·2^(E−13) (float() rounds once, to nearest even; the product by a normal power of two is exact).
 // Lane (n, t) ends with head n's dims 8t … 8t + 7 of the group.
 #pragma once
 
@@ -79,12 +78,12 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
     for (int i = 0; i < 8; i++) out[i] = mb == 0 ? 0.0f : __uint_as_float(0x7fc00000u);
   } else {
     const int E = (mb >> 10) ? int(mb >> 10) - 15 : (31 - __clz(int(mb))) - 24;
-    const float up = __uint_as_float(uint32_t(127 + 21 - E) << 23);  // 2^(21−E)
-    int acc1[5][4], acc2[5][4];
+    const float up = __uint_as_float(uint32_t(127 + 13 - E) << 23);  // 2^(13−E)
+    int acc[5][4];
 #pragma unroll
     for (int i = 0; i < 5; i++)
 #pragma unroll
-      for (int j = 0; j < 4; j++) acc1[i][j] = acc2[i][j] = 0;
+      for (int j = 0; j < 4; j++) acc[i][j] = 0;
     // lane's key k0 + lane: its 16 code bytes and raw scale, loaded two blocks of 32 keys ahead (rows past len clamp to
     // len − 1, so every load is of a stored row; the scale is zeroed below)
     auto load = [&](int k0, uint4& cw, uint16_t& sb) {
@@ -122,42 +121,34 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
         b[0][h] = __byte_perm(l0, l1, 0x6420), b[2][h] = __byte_perm(l0, l1, 0x7531);
         b[1][h] = __byte_perm(h0, h1, 0x6420), b[3][h] = __byte_perm(h0, h1, 0x7531);
       }
-      uint32_t A1[4], A2[4];
+      uint32_t A[4];
       {
         const int ks[2][4] = {{2 * t, 2 * t + 1, 8 + 2 * t, 9 + 2 * t},
                               {16 + 2 * t, 17 + 2 * t, 24 + 2 * t, 25 + 2 * t}};
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          uint32_t w[4], w1[4], w2[4];
+          uint32_t w[4], w1[4];
 #pragma unroll
           for (int i = 0; i < 4; i++) {
             const int W = q4h_w<NG, ES>(e_s, scr->sp, k0, ks[h][i], len, n, hv);
-            w[i] = uint32_t(W), w1[i] = uint32_t(W + 128), w2[i] = uint32_t(W + 32896);
+            w[i] = uint32_t(W), w1[i] = uint32_t(W + 128);
           }
-          A1[2 * h] = q4h_bytes<0>(w[0], w[1], w[2], w[3]);
-          A1[2 * h + 1] = q4h_bytes<1>(w1[0], w1[1], w1[2], w1[3]);
-          A2[2 * h] = q4h_bytes<2>(w2[0], w2[1], w2[2], w2[3]);
-          A2[2 * h + 1] = 0u;
+          A[2 * h] = q4h_bytes<0>(w[0], w[1], w[2], w[3]);
+          A[2 * h + 1] = q4h_bytes<1>(w1[0], w1[1], w1[2], w1[3]);
         }
       }
 #pragma unroll
-      for (int tau = 0; tau < 4; tau++) {
-        imma_s8u8(acc1[tau], A1, b[tau][0], b[tau][1]);
-        imma_s8u8(acc2[tau], A2, b[tau][0], b[tau][1]);
-      }
-      imma_s8u8(acc1[4], A1, 0x01010101u, 0x01010101u);
-      imma_s8u8(acc2[4], A2, 0x01010101u, 0x01010101u);
+      for (int tau = 0; tau < 4; tau++) imma_s8u8(acc[tau], A, b[tau][0], b[tau][1]);
+      imma_s8u8(acc[4], A, 0x01010101u, 0x01010101u);
     }
-    // 3. row n of A1 holds p0's sums, row n + 8 p1's (c2, c3), row n of A2 p2's
-    auto whole = [&](int i, int j) {
-      return int64_t(acc2[i][j]) * 65536 + int64_t(acc1[i][j + 2]) * 256 + int64_t(acc1[i][j]);
-    };
-    const int64_t sw = whole(4, 0);                                    // ΣW of head n
-    const float unit = __uint_as_float(uint32_t(127 + E - 21) << 23);  // 2^(E−21)
+    // 3. row n of A holds p0's sums (c0, c1), row n + 8 p1's (c2, c3)
+    auto whole = [&](int i, int j) { return acc[i][j + 2] * 256 + acc[i][j]; };
+    const int sw = whole(4, 0);                                        // ΣW of head n
+    const float unit = __uint_as_float(uint32_t(127 + E - 13) << 23);  // 2^(E−13)
 #pragma unroll
     for (int tau = 0; tau < 4; tau++) {
-      out[tau] = __ll2float_rn(whole(tau, 0) - 8 * sw) * unit;      // dim 8t + τ
-      out[4 + tau] = __ll2float_rn(whole(tau, 1) - 8 * sw) * unit;  // dim 8t + 4 + τ
+      out[tau] = __int2float_rn(whole(tau, 0) - 8 * sw) * unit;      // dim 8t + τ
+      out[4 + tau] = __int2float_rn(whole(tau, 1) - 8 * sw) * unit;  // dim 8t + 4 + τ
     }
   }
   if (hv) {
