@@ -1,5 +1,5 @@
 // q4h's weighted values in integers on the tensor cores (ARITHMETIC.md §6 step 3; reference/model.cpp
-// q4h_chunk_values), for both chunk kernels (chunk.cu, slim.cu):
+// q4h_chunk_values), for the chunk kernels (chunk.cu, slim.cu, bulk.cu):
 // One warp computes oc[h][32g … 32g + 31] of a chunk for the block's heads h < ng (NG ≤ 8), group g of the V rows:
 //  1. M = the chunk's largest |s_t| of the group, taken on the stored fp16 bits (raw & 0x7fff orders as the
 //     magnitudes do); E = floor(log2 M) from the bits (normal: exponent − 15; subnormal: the top bit's place − 24).
