@@ -532,18 +532,21 @@ TEST_CASE("q4h values in integers: within the weights' fixed point of the exact 
 }
 
 TEST_CASE("q4h values in integers: the weights rounded to 2^-13 of the group's scale, half to even") {
-  // Scales 1 (E = 0, so W_t = round_even(e_t·2^13)) and weights e_t = (k_t + 1/2)·2^-13 lying halfway between two
-  // integers: W_t is k_t when k_t is even, k_t + 1 when odd. With the sums below 2^24, float(O) is exact and
-  // oc[d] = Σ_t W_t·u_d(t) · 2^-13 exactly. Weights held with 12 bits, or 14, or rounded up or down, give other bytes.
-  const int D = 32, len = 6;
-  const int k[len] = {1000, 1001, 2, 3, 4096, 77};
+  // Scales 1 (E = 0, so W_t = round_even(e_t·2^13)) and weights e_t = (k_t + f_t)·2^-13: halfway between two integers
+  // (f 1/2), W_t is k_t when k_t is even, k_t + 1 when odd; a quarter past an odd k_t (f 1/4), W_t is k_t. With the
+  // sums below 2^24, float(O) is exact and oc[d] = Σ_t W_t·u_d(t) · 2^-13 exactly. Weights held with 12 bits (the odd
+  // quarters round to even), or 14, or rounded up or down, give other bytes.
+  const int D = 32, len = 8;
+  const int k[len] = {1000, 1001, 2, 3, 4096, 77, 501, 33};
+  const double f[len] = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25};
   std::vector<float> u(size_t(len) * D), s(len, 1.0f), e(len), oc(D);
-  for (int t = 0; t < len; t++) e[size_t(t)] = float(std::ldexp(double(k[t]) + 0.5, -13));
-  for (size_t i = 0; i < u.size(); i++) u[i] = float(int((i * 7) % 16) - 8);
+  for (int t = 0; t < len; t++) e[size_t(t)] = float(std::ldexp(double(k[t]) + f[t], -13));
+  for (size_t i = 0; i < u.size(); i++) u[i] = float(int((i * 7 + i / D * 5) % 16) - 8);  // another u a key
   q4h_chunk_values(e.data(), u.data(), s.data(), len, D, oc.data());
   for (int d = 0; d < D; d++) {
     int64_t O = 0;
-    for (int t = 0; t < len; t++) O += int64_t(k[t] % 2 == 0 ? k[t] : k[t] + 1) * int64_t(u[size_t(t) * D + size_t(d)]);
+    for (int t = 0; t < len; t++)
+      O += int64_t(f[t] == 0.25 || k[t] % 2 == 0 ? k[t] : k[t] + 1) * int64_t(u[size_t(t) * D + size_t(d)]);
     CHECK(oc[size_t(d)] == float(std::ldexp(double(O), -13)));
   }
 }
