@@ -12,10 +12,13 @@
 //      same chains); the first half as soon as its copy has landed; after each half (a barrier: no thread reads it
 //      any more) thread 0 starts the copy of the V rows of the same keys into the same bytes;
 //   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
+//   3b. attn_bulk_ready_kernel alone: after a barrier (lc summed), each weight made as the value loop takes it,
+//      max(e, 0) for a key below len and a head below ng, else 0, up to the end of the chunk's last block of 32 keys
+//      (q4h_w's Ready), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
 // 256 threads and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value scratch): two
 // blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 10 (the default) picks
-// the form with TC, 8 the one without.
+// the form with TC, 8 the one without, 11 attn_bulk_ready_kernel (TC and step 3b).
 #include <cstddef>
 #include <cstdint>
 
@@ -43,9 +46,9 @@ __host__ __device__ constexpr size_t bulk_smem() {
   return staged_smem<NG, kBulkT>(kBulkRow);
 }
 
-template <int NG, bool TC>
-__global__ void __launch_bounds__(kBulkT, kBulkB)
-    attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+// One chunk block of the kernels below (the file's head comment; Ready: step 3b).
+template <int NG, bool TC, bool Ready>
+__device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kBulkT, D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const rows_s = smem;                                               // [kChunk][RB]: K's rows, then V's
@@ -117,10 +120,31 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
   store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
+  if constexpr (Ready) {  // 3b. each weight as the value loop takes it, once for the 8 groups
+    __syncthreads();      // store_ml has summed lc from e_s
+    const int lenr = (len + 31) & ~31;
+    for (int i = tid; i < lenr * ES; i += T) {
+      const int j = i / ES, h = i % ES;
+      e_s[i] = j < len && h < ng ? fmaxf(e_s[i], 0.0f) : 0.0f;
+    }
+    __syncthreads();
+  }
   // 4. the values, once V's rows have landed
   for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) mbar_wait(&bar_s[2 + hf], 0);
-  q4h_values_block<NG, ES, T>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0, D / 32, len, e_s,
-                              ng, part, head_stride, vq_s);
+  q4h_values_block<NG, ES, T, Ready>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0, D / 32,
+                                     len, e_s, ng, part, head_stride, vq_s);
+}
+
+template <int NG, bool TC>
+__global__ void __launch_bounds__(kBulkT, kBulkB)
+    attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, TC, false>(a, qblocks, hpb, maxch, scale);
+}
+// Form 10 with each key's weight made ready once a chunk (step 3b).
+template <int NG>
+__global__ void __launch_bounds__(kBulkT, kBulkB)
+    attn_bulk_ready_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, true>(a, qblocks, hpb, maxch, scale);
 }
 
 }  // namespace
@@ -153,6 +177,21 @@ void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   rec.q4h_form = TC ? 10 : 8;
 }
 
+template <int NG>
+void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  constexpr size_t smem = bulk_smem<NG>();
+  static bool ready = false;
+  if (!ready)
+    HKV_CUDA_CHECK(
+        cudaFuncSetAttribute(attn_bulk_ready_kernel<NG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  ready = true;
+  launch_k(cg.pdl, attn_bulk_ready_kernel<NG>, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch,
+           cg.scale);
+  rec.slim_kernel = true;
+  rec.slim_scores = false;
+  rec.q4h_form = 11;
+}
+
 template void launch_bulk_kernel<1, false>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<1, true>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<2, false>(const ChunkGrid&, AttnLaunch&);
@@ -163,6 +202,11 @@ template void launch_bulk_kernel<6, false>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<6, true>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<8, false>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<8, true>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_ready_kernel<1>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_ready_kernel<2>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_ready_kernel<4>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_ready_kernel<6>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

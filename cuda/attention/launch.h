@@ -27,7 +27,7 @@ struct ChunkGrid {
   float scale = 0;  // fp32(1/sqrt(head_dim)), as attend()
   cudaStream_t st = nullptr;
   bool pdl = true;   // launch_k's pdl (tu.pdl_all)
-  int q4h_form = 0;  // tu.attn_q4h_form: the slim shape's q4h form (slim.cu's VLATE or bulk.cu)
+  int q4h_form = 0;  // tu.attn_q4h_form: the slim shape's q4h form (slim.cu's VLATE or bulk.cu's)
 };
 
 // chunk.cu: attn_chunk_kernel<F, NG, …> in the form `shape` takes (any shape but Auto and Slim), with a.dsplit where
@@ -42,6 +42,9 @@ void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // and with 10 its scores on the tensor cores, TC).
 template <int NG, bool TC>
 void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+// bulk.cu: attn_bulk_ready_kernel<NG> (Tuning's attn_q4h_form 11: form 10 with each weight made ready once a chunk).
+template <int NG>
+void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
 void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
 
