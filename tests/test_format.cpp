@@ -589,7 +589,8 @@ TEST_CASE("attention in rotated space equals softmax attention over the dequanti
   // Reference: float64 softmax over the dequantized rows in the original space. Bound 1e-5 relative to
   // max|v|: the fp32 sums over 1300 keys (three 512-key chunks) and two rotations. q4h and q4h-max hold each key's
   // value weight to half a unit, 2^-14 of the group's largest scale (ARITHMETIC.md §6 step 3), and their scores'
-  // query to 2^-14 of its largest element: bound 1e-3 (what the test measures is about 1e-4).
+  // query to 2^-14 of its largest element: bound 4e-4, twice the largest this test measures among them (1.9e-4, q4h;
+  // the contract's arithmetic, so the same on every machine).
   const int D = 256, N = 1300;
   for (const char* name : {"q4h", "fp8", "bf16", "q4h-norot", "q4h-max", "q4h-nf", "q4h-seed"}) {
     CAPTURE(name);
@@ -622,7 +623,7 @@ TEST_CASE("attention in rotated space equals softmax attention over the dequanti
         ref[size_t(d)] += std::exp(sc[size_t(t)] - mx) / sum * vd[size_t(t) * D + size_t(d)];
         vmax = std::max(vmax, std::fabs(double(vd[size_t(t) * D + size_t(d)])));
       }
-    const double bound = f.integer_scores() ? 1e-3 : 1e-5;
+    const double bound = f.integer_scores() ? 4e-4 : 1e-5;
     for (int d = 0; d < D; d++) CHECK(std::fabs(out[size_t(d)] - ref[size_t(d)]) <= bound * vmax);
   }
 }

@@ -162,34 +162,28 @@ bool attn_bulk_built() {
 
 namespace attn {
 
-template <int NG, bool TC>
-void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+// Sets `kernel`'s dynamic shared memory once (a static per NG and Form), launches it over the chunk grid and records
+// the form taken.
+template <int NG, int Form, class Kernel>
+void launch_bulk_form(Kernel kernel, const ChunkGrid& cg, AttnLaunch& rec) {
   constexpr size_t smem = bulk_smem<NG>();
-  static bool ready = false;
-  if (!ready)
-    HKV_CUDA_CHECK(
-        cudaFuncSetAttribute(attn_bulk_kernel<NG, TC>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  ready = true;
-  launch_k(cg.pdl, attn_bulk_kernel<NG, TC>, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch,
-           cg.scale);
+  static bool attr_set = false;
+  if (!attr_set) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  attr_set = true;
+  launch_k(cg.pdl, kernel, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch, cg.scale);
   rec.slim_kernel = true;
   rec.slim_scores = false;
-  rec.q4h_form = TC ? 10 : 8;
+  rec.q4h_form = Form;
+}
+
+template <int NG, bool TC>
+void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  launch_bulk_form<NG, TC ? 10 : 8>(attn_bulk_kernel<NG, TC>, cg, rec);
 }
 
 template <int NG>
 void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
-  constexpr size_t smem = bulk_smem<NG>();
-  static bool ready = false;
-  if (!ready)
-    HKV_CUDA_CHECK(
-        cudaFuncSetAttribute(attn_bulk_ready_kernel<NG>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  ready = true;
-  launch_k(cg.pdl, attn_bulk_ready_kernel<NG>, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch,
-           cg.scale);
-  rec.slim_kernel = true;
-  rec.slim_scores = false;
-  rec.q4h_form = 11;
+  launch_bulk_form<NG, 11>(attn_bulk_ready_kernel<NG>, cg, rec);
 }
 
 template void launch_bulk_kernel<1, false>(const ChunkGrid&, AttnLaunch&);
