@@ -17,8 +17,8 @@
 //      (q4h_w's Ready), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
 // 256 threads and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value scratch): two
-// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 10 (the default) picks
-// the form with TC, 8 the one without, 11 attn_bulk_ready_kernel (TC and step 3b).
+// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 11 (the default) picks
+// attn_bulk_ready_kernel (TC and step 3b), 10 attn_bulk_kernel with TC, 8 the one without.
 #include <cstddef>
 #include <cstdint>
 
