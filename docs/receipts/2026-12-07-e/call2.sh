@@ -2,10 +2,10 @@
 # Call 2: the tree with form 11 the default (attn_bulk_ready_kernel), form 13 (attn_bulk_zero_kernel) and the staged
 # merge behind switches.
 #   1. the exactness suites (ops, with form 13 and the staged merge in the diff table's attention cases; engine;
-#      generate) and `hkv diff --op model`, the defaults;
+#      generate), the defaults;
 #   2. the attention alone at 1K, 128K and 262K: form 11, form 13, form 11 with the merge staged; two rounds;
 #   3. a q4h token at 1K to 262K, the same three settings;
-#   4. `hkv diff --op model` with the staged merge.
+#   4. `hkv diff --op model`, the defaults, then with the staged merge.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-e/call2.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -13,9 +13,6 @@ mkdir -p "$back"
 s="$back/call2-summary.txt"
 OUT=$back bash docs/receipts/2026-12-06-a/run.sh call2 ops engine generate
 grep -E "bulk-zero" /tmp/hkv-out/gpu_ops.log | head -2 | tee -a "$s"
-t=$SECONDS
-timeout 150 build-gpu/hkv diff --op model > "$back/call2-diff-model.log" 2>&1
-echo "hkv diff --op model: rc=$?, $(tail -1 "$back/call2-diff-model.log"), $((SECONDS - t)) s" | tee -a "$s"
 attn=$back/call2-bench-attn.txt
 for round in 1 2; do
   for set in "11 0" "13 0" "11 1"; do
@@ -36,6 +33,9 @@ for set in "11 0" "13 0" "11 1"; do
   echo "bench q4h, form $form, merge stage $stage: rc=$?" | tee -a "$s"
 done
 grep -E "^==|^\| q4h" "$tok" | tee -a "$s"
+t=$SECONDS
+timeout 150 build-gpu/hkv diff --op model > "$back/call2-diff-model.log" 2>&1
+echo "hkv diff --op model: rc=$?, $(tail -1 "$back/call2-diff-model.log"), $((SECONDS - t)) s" | tee -a "$s"
 t=$SECONDS
 HKV_MERGE_STAGE=1 timeout 120 build-gpu/hkv diff --op model > "$back/call2-diff-model-staged.log" 2>&1
 echo "HKV_MERGE_STAGE=1 hkv diff --op model: rc=$?, $(tail -1 "$back/call2-diff-model-staged.log"), $((SECONDS - t)) s" \
