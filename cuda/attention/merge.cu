@@ -21,6 +21,23 @@ using namespace attn;
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
+// The running maximum over 32 chunks in order, a chunk a lane (v its mc, -inf past the tile), after `carry` (the
+// maximum before the first): returns the maximum through the lane's chunk, and `before` the maximum before it. A
+// maximum is exact and does not depend on the order it is taken in (NaN aside), so each lane's prefix by five
+// shuffles gives a sequential loop's values.
+__device__ __forceinline__ float running_max(float v, float carry, int lane, float& before) {
+  float m = v;
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const float o = __shfl_up_sync(kFull, m, off);
+    if (lane >= off) m = m > o ? m : o;
+  }
+  m = carry > m ? carry : m;  // the maximum through the lane's chunk
+  const float up = __shfl_up_sync(kFull, m, 1);
+  before = lane == 0 ? carry : up;
+  return m;
+}
+
 // DC: the head_dim as a constant (256, the 27B's), so that a chunk's partials lie a constant stride apart and the loads
 // of a batch take immediate offsets; 0 for any other (a.D).
 // fast: the whole batches take the path without tests (Tuning's merge_fast); else every batch takes the tested one.
@@ -49,22 +66,14 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
       lc_s[i] = p[1];
     }
     __syncthreads();
-    if (d < 32) {  // the running maximum m_i = max(m_{i-1}, mc_i), chunks in order, as a scan by warp 0:
-      // a maximum is exact and does not depend on the order it is taken in (NaN aside), so 32 chunks at a
-      // time, each lane's prefix by five shuffles, give the sequential loop's values (a loop in one thread takes
-      // tens of cycles a chunk: 512 chunks at depth 262,144)
+    if (d < 32) {  // the running maximum m_i = max(m_{i-1}, mc_i), chunks in order, as a scan by warp 0, 32 chunks
+      // at a time (running_max; a loop in one thread takes tens of cycles a chunk: 512 chunks at depth 262,144)
       for (int i0 = 0; i0 < tn; i0 += 32) {
         const int i = i0 + lane;
-        float m = i < tn ? mc_s[i] : -INFINITY;
-#pragma unroll
-        for (int off = 1; off < 32; off *= 2) {
-          const float o = __shfl_up_sync(kFull, m, off);
-          if (lane >= off) m = m > o ? m : o;
-        }
-        m = carry > m ? carry : m;  // the maximum through chunk i
-        const float before = __shfl_up_sync(kFull, m, 1);
+        float before;
+        const float m = running_max(i < tn ? mc_s[i] : -INFINITY, carry, lane, before);
         if (i < tn) {
-          fa_s[i] = lane == 0 ? carry : before;  // the maximum before chunk i, for its factor a
+          fa_s[i] = before;  // the maximum before chunk i, for its factor a
           mn_s[i] = m;
         }
         carry = __shfl_sync(kFull, m, 31);
@@ -172,16 +181,10 @@ __global__ void __launch_bounds__(32) attn_merge_staged_kernel(AttnArgs a, int m
     __syncwarp();
     for (int i0 = 0; i0 < tn; i0 += 32) {  // the running maximum, as attn_merge_kernel's warp 0
       const int i = i0 + lane;
-      float m = i < tn ? mc_s[i] : -INFINITY;
-#pragma unroll
-      for (int off = 1; off < 32; off *= 2) {
-        const float o = __shfl_up_sync(kFull, m, off);
-        if (lane >= off) m = m > o ? m : o;
-      }
-      m = carry > m ? carry : m;
-      const float before = __shfl_up_sync(kFull, m, 1);
+      float before;
+      const float m = running_max(i < tn ? mc_s[i] : -INFINITY, carry, lane, before);
       if (i < tn) {
-        fa_s[i] = hkv::exp_c((lane == 0 ? carry : before) - m);
+        fa_s[i] = hkv::exp_c(before - m);
         fb_s[i] = hkv::exp_c(mc_s[i] - m);
       }
       carry = __shfl_sync(kFull, m, 31);
