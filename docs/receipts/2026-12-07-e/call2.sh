@@ -5,7 +5,7 @@
 #      generate), the defaults;
 #   2. the attention alone at 1K, 128K and 262K: form 11, form 13, form 11 with the merge staged; two rounds;
 #   3. a q4h token at 1K to 262K, the same three settings;
-#   4. `hkv diff --op model`, the defaults, then with the staged merge.
+#   4. `hkv diff --op model`, the defaults.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-e/call2.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -36,8 +36,4 @@ grep -E "^==|^\| q4h" "$tok" | tee -a "$s"
 t=$SECONDS
 timeout 150 build-gpu/hkv diff --op model > "$back/call2-diff-model.log" 2>&1
 echo "hkv diff --op model: rc=$?, $(tail -1 "$back/call2-diff-model.log"), $((SECONDS - t)) s" | tee -a "$s"
-t=$SECONDS
-HKV_MERGE_STAGE=1 timeout 120 build-gpu/hkv diff --op model > "$back/call2-diff-model-staged.log" 2>&1
-echo "HKV_MERGE_STAGE=1 hkv diff --op model: rc=$?, $(tail -1 "$back/call2-diff-model-staged.log"), $((SECONDS - t)) s" \
-  | tee -a "$s"
-xz -9 "$back"/call2-diff-model*.log
+xz -9 "$back/call2-diff-model.log"
