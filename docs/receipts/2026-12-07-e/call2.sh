@@ -4,7 +4,7 @@
 #   1. the exactness suites (ops, with form 13 and the staged merge in the diff table's attention cases; engine;
 #      generate), the defaults;
 #   2. the attention alone at 1K, 128K and 262K: form 11, form 13, form 11 with the merge staged; two rounds;
-#   3. a q4h token at 1K to 262K, the same three settings;
+#   3. a q4h token at 1K to 262K, forms 11 and 13;
 #   4. `hkv diff --op model`, the defaults.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-e/call2.sh
 set -uo pipefail
@@ -25,7 +25,7 @@ for round in 1 2; do
 done
 grep -E "^\| q4h|^==" "$attn" | tee -a "$s"
 tok=$back/call2-bench.txt
-for set in "11 0" "13 0" "11 1"; do
+for set in "11 0" "13 0"; do
   read -r form stage <<< "$set"
   echo "== HKV_ATTN_Q4H_FORM=$form HKV_MERGE_STAGE=$stage" >> "$tok"
   HKV_ATTN_Q4H_FORM=$form HKV_MERGE_STAGE=$stage timeout 60 build-gpu/hkv bench --depths 1K,32K,128K,256K \
