@@ -814,28 +814,24 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     int vu;
     bool pre, mfast = true, pdl = true;
     int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
-    bool mstage = cuda::Tuning{}.merge_stage;     // tu.merge_stage
   };
-  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 10 and 13; 11 is the default) once each, the other
-  // switches at their defaults; then the other merge (tu.merge_stage)
-  const std::vector<Switches> settings = {
-      {32, false},
-      {4, false},
-      {8, false},
-      {16, false},
-      {32, true},
-      {16, true},
-      {32, false, false},
-      {32, true, true, false},
-      {32, false, true, true, 0},
-      {32, false, true, true, 1},
-      {32, false, true, true, 8},
-      {32, false, true, true, 10},
-      {32, false, true, true, 13},
-      {32, false, true, true, cuda::Tuning{}.attn_q4h_form, !cuda::Tuning{}.merge_stage}};
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8 and 10; 11 is the default) once each, the other
+  // switches at their defaults
+  const std::vector<Switches> settings = {{32, false},
+                                          {4, false},
+                                          {8, false},
+                                          {16, false},
+                                          {32, true},
+                                          {16, true},
+                                          {32, false, false},
+                                          {32, true, true, false},
+                                          {32, false, true, true, 0},
+                                          {32, false, true, true, 1},
+                                          {32, false, true, true, 8},
+                                          {32, false, true, true, 10}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
-  for (const auto& [vu, pre, mfast, pdl, q4h_form, mstage] : settings) {
+  for (const auto& [vu, pre, mfast, pdl, q4h_form] : settings) {
     out.poison();
     part.poison();
     dxq.poison();
@@ -845,7 +841,6 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     tu.merge_fast = mfast;
     tu.out_trigger = tu.pdl_all = pdl;
     tu.attn_q4h_form = q4h_form;  // (the other fields' defaults are the struct's)
-    tu.merge_stage = mstage;
     cuda::attention(a, nullptr, tu);
     std::string d = float_diff(in->ref, out.get(), [&k](size_t i) {
       return "row " + std::to_string(i / size_t(k.H * k.D)) + ", head " +
@@ -873,8 +868,8 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     const bool rolled = f.kind == KvKind::FP8 && kvc27 && cuda::attn_slim_fp8_rolled(chunk_blocks, cuda::sm_count());
     if (d.empty() && launched.slim_roll != rolled)
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
-    // form 1 at the 27B's layout alone; forms 8 and 10 (attn_bulk_kernel), 11 (attn_bulk_ready_kernel) and 13
-    // (attn_bulk_zero_kernel) wherever q4h's slim shape runs (head_dim 256), where built
+    // form 1 at the 27B's layout alone; forms 8 and 10 (attn_bulk_kernel) and 11 (attn_bulk_ready_kernel) wherever
+    // q4h's slim shape runs (head_dim 256), where built
     const bool q4h_slim = f.kind == KvKind::Q4H && launched.slim_kernel;
     const int want_k = q4h_form == 1 && q4h_slim && kvc27                     ? 1
                        : q4h_form >= 8 && q4h_slim && cuda::attn_bulk_built() ? q4h_form
@@ -899,16 +894,13 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
         staged1 && f.kind != KvKind::BF16 && in->rb % 16 == 0 && cuda::attn_dsplit(k.D, grid, cuda::sm_count()) == 2;
     if (d.empty() && launched.dsplit != (split ? 2 : 1))
       d = "the values split over " + std::to_string(launched.dsplit) + " blocks, " + (split ? "2" : "1") + " expected";
-    if (d.empty() && launched.merge_staged != (mstage && k.D % 32 == 0))
-      d = std::string("the staged merge ") + (launched.merge_staged ? "launched" : "not launched");
     if (!d.empty())
       return {CaseResult::Fail, "vu=" + std::to_string(vu) + (pre ? ",pre" : "") + (mfast ? "" : ",merge-tested") +
-                                    (mstage ? ",merge-staged" : "") + (pdl ? "" : ",no-pdl") +
-                                    (q4h_form ? ",q4h-form=" + std::to_string(q4h_form) : "") + ": " + d};
+                                    (pdl ? "" : ",no-pdl") + (q4h_form ? ",q4h-form=" + std::to_string(q4h_form) : "") +
+                                    ": " + d};
     for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
                              launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
-                             launched.q4h_form == 10 ? "bulk-mma" : "", launched.q4h_form == 11 ? "bulk-ready" : "",
-                             launched.q4h_form == 13 ? "bulk-zero" : "", launched.merge_staged ? "merge-staged" : ""})
+                             launched.q4h_form == 10 ? "bulk-mma" : "", launched.q4h_form == 11 ? "bulk-ready" : ""})
       if (*form && seen.find(form) == std::string::npos) seen += std::string(seen.empty() ? "" : ", ") + form;
   }
   return {CaseResult::Ok, std::to_string(settings.size()) + " switch settings" + (seen.empty() ? "" : "; " + seen)};

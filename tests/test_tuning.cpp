@@ -163,7 +163,6 @@ TEST_CASE("tuning: tuning_values gives the environment that reads back as the sa
   Tuning t;
   t.pdl = t.pdl_all = t.mv_stage = t.mv_normw = t.decode_fuse = t.out_trigger = t.merge_fast = false;
   t.dn_fused = t.dn_early = t.dn_preload = false;
-  t.merge_stage = true;
   t.mv_prefetch = 1, t.attn_slim = 0, t.attn_slim_from = 12, t.attn_value_unroll = 4, t.dn_split = 1, t.dn_tpc = 1;
   t.attn_q4h_form = 1;
   t.flash = FlashCfg::F4x1;

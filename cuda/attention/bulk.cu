@@ -14,15 +14,11 @@
 //   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
 //   3b. attn_bulk_ready_kernel alone: after a barrier (lc summed), each weight made as the value loop takes it,
 //      max(e, 0) for a key below len and a head below ng, else 0, up to the end of the chunk's last block of 32 keys
-//      (q4h_w's Ready 1), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
-//   3c. attn_bulk_zero_kernel alone: step 3's pass writes 0 past the keys (to the end of the last block of 32) and
-//      past the block's heads beside each e (chunk_weights' Zero), so the value loops skip the tests and keep the max
-//      (q4h_w's Ready 2) with no barrier added: lc's chain in the last warp runs while the other warps take values;
+//      (q4h_w's Ready), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
 // 256 threads and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value scratch): two
 // blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 11 (the default) picks
-// attn_bulk_ready_kernel (TC and step 3b), 13 attn_bulk_zero_kernel (TC and step 3c), 10 attn_bulk_kernel with TC,
-// 8 the one without.
+// attn_bulk_ready_kernel (TC and step 3b), 10 attn_bulk_kernel with TC, 8 the one without.
 #include <cstddef>
 #include <cstdint>
 
@@ -50,8 +46,8 @@ __host__ __device__ constexpr size_t bulk_smem() {
   return staged_smem<NG, kBulkT>(kBulkRow);
 }
 
-// One chunk block of the kernels below (the file's head comment; Ready 1: step 3b; Ready 2: step 3's zeros).
-template <int NG, bool TC, int Ready>
+// One chunk block of the kernels below (the file's head comment; Ready: step 3b).
+template <int NG, bool TC, bool Ready>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int T = kBulkT, D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   extern __shared__ __align__(128) uint8_t smem[];
@@ -120,12 +116,12 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
     }
   }
   // 3. the weights
-  chunk_weights<NG, T, ES, Ready == 2>(mloc, e_s, len, red_s, mc_s, ng);
+  chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
   store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
-  if constexpr (Ready == 1) {  // 3b. each weight as the value loop takes it, once for the 8 groups
-    __syncthreads();           // store_ml has summed lc from e_s
+  if constexpr (Ready) {  // 3b. each weight as the value loop takes it, once for the 8 groups
+    __syncthreads();      // store_ml has summed lc from e_s
     const int lenr = (len + 31) & ~31;
     for (int i = tid; i < lenr * ES; i += T) {
       const int j = i / ES, h = i % ES;
@@ -142,19 +138,13 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
 template <int NG, bool TC>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, TC, 0>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, TC, false>(a, qblocks, hpb, maxch, scale);
 }
 // Form 10 with each key's weight made ready once a chunk (step 3b).
 template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_ready_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, 1>(a, qblocks, hpb, maxch, scale);
-}
-// Form 10 with step 3's zeros (step 3c).
-template <int NG>
-__global__ void __launch_bounds__(kBulkT, kBulkB)
-    attn_bulk_zero_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, 2>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, true, true>(a, qblocks, hpb, maxch, scale);
 }
 
 }  // namespace
@@ -196,11 +186,6 @@ void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 11>(attn_bulk_ready_kernel<NG>, cg, rec);
 }
 
-template <int NG>
-void launch_bulk_zero_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
-  launch_bulk_form<NG, 13>(attn_bulk_zero_kernel<NG>, cg, rec);
-}
-
 template void launch_bulk_kernel<1, false>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<1, true>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<2, false>(const ChunkGrid&, AttnLaunch&);
@@ -216,11 +201,6 @@ template void launch_bulk_ready_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_zero_kernel<1>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_zero_kernel<2>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_zero_kernel<4>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_zero_kernel<6>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_zero_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

@@ -45,13 +45,7 @@ void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // bulk.cu: attn_bulk_ready_kernel<NG> (Tuning's attn_q4h_form 11: form 10 with each weight made ready once a chunk).
 template <int NG>
 void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// bulk.cu: attn_bulk_zero_kernel<NG> (Tuning's attn_q4h_form 13: form 10 with the weights' zeros past the keys and
-// heads made with the weights, so that the value loop has no bound test and no barrier is added).
-template <int NG>
-void launch_bulk_zero_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast. With
-// stage (tu.merge_stage) and head_dim a multiple of 32, attn_merge_staged_kernel over (rows, H, head_dim/32) instead.
-// Returns whether the staged kernel ran.
-bool launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast, bool stage);
+// merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
+void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
 
 }  // namespace hkv::cuda::attn

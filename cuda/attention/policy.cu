@@ -159,7 +159,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  g_last_launch.merge_staged = launch_merge_kernel(a, maxch, st, tu.pdl_all, tu.merge_fast, tu.merge_stage);
+  launch_merge_kernel(a, maxch, st, tu.pdl_all, tu.merge_fast);
 }
 
 AttnLaunch attn_last_launch() { return g_last_launch; }

@@ -344,15 +344,12 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   static_assert(F != KvKind::BF16, "slim is written for fp8 and q4h");
   const AttnArgs& a = cg.a;
-  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 8, 10, 11 or 13: the rows staged by bulk copies
-                                     // (bulk.cu; 10: its scores on the tensor cores; 11: and its weights made ready
-                                     // once; 13: its weights' zeros made with the weights)
+  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 8, 10 or 11: the rows staged by bulk copies (bulk.cu;
+                                     // 10: its scores on the tensor cores; 11: and its weights made ready once)
     const int form = cg.q4h_form;
-    if ((form == 8 || form == 10 || form == 11 || form == 13) && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) &&
+    if ((form == 8 || form == 10 || form == 11) && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) &&
         attn_bulk_built()) {
-      if (form == 13)
-        launch_bulk_zero_kernel<NG>(cg, rec);
-      else if (form == 11)
+      if (form == 11)
         launch_bulk_ready_kernel<NG>(cg, rec);
       else if (form == 10)
         launch_bulk_kernel<NG, true>(cg, rec);
