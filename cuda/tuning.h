@@ -30,7 +30,9 @@ struct Tuning {
   int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
   int attn_q4h_form = 11;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
                                // after the scores), 8 (bulk.cu: the rows staged by bulk copies), 10 (bulk.cu with
-                               // its scores on the tensor cores), 11 (10 with each weight made ready once a chunk)
+                               // its scores on the tensor cores), 11 (10 with each weight made ready once a chunk),
+                               // 14 (10 with the weights' zeros made with the weights, lc summed by a warp of its
+                               // own)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----

@@ -14,11 +14,17 @@
 //   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
 //   3b. attn_bulk_ready_kernel alone: after a barrier (lc summed), each weight made as the value loop takes it,
 //      max(e, 0) for a key below len and a head below ng, else 0, up to the end of the chunk's last block of 32 keys
-//      (q4h_w's Ready), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
+//      (q4h_w's Ready 1), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
+//   3c. attn_bulk_lc_kernel alone: step 3's pass writes 0 past the keys (to the end of the last block of 32) and past
+//      the block's heads beside each e (chunk_weights' Zero), so the value loops skip the tests and keep the max
+//      (q4h_w's Ready 2) with no barrier added; and the block has a ninth warp (288 threads), which takes no key in
+//      the scores and no group in the values, so lc's chain (store_ml: threads T − 1 − h) runs in it while the 8
+//      warps take the values, and no value warp waits for it;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
-// 256 threads and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value scratch): two
-// blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 11 (the default) picks
-// attn_bulk_ready_kernel (TC and step 3b), 10 attn_bulk_kernel with TC, 8 the one without.
+// 256 threads (288 with step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value
+// scratch): two blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 11 (the
+// default) picks attn_bulk_ready_kernel (TC and step 3b), 14 attn_bulk_lc_kernel (TC and step 3c), 10
+// attn_bulk_kernel with TC, 8 the one without.
 #include <cstddef>
 #include <cstdint>
 
@@ -40,16 +46,20 @@ constexpr int kBulkRow = Fmt<KvKind::Q4H>::row_bytes(kSlimD);  // 144
 constexpr int kHalf = kChunk / 2;                              // rows a copy: one key a thread
 static_assert(kHalf == kBulkT, "a half-chunk's keys, one a thread");
 
-// The dynamic shared memory of a block: the rows, q [NG][D], e_s [key][ES], a Q4hScratch a warp (q4h_values.cuh).
-template <int NG>
+constexpr int kBulkLcT = kBulkT + 32;  // threads a block with step 3c: the ninth warp sums lc
+
+// The dynamic shared memory of a block of T threads: the rows, q [NG][D], e_s [key][ES], a Q4hScratch a warp
+// (q4h_values.cuh).
+template <int NG, int T = kBulkT>
 __host__ __device__ constexpr size_t bulk_smem() {
-  return staged_smem<NG, kBulkT>(kBulkRow);
+  return staged_smem<NG, T>(kBulkRow);
 }
 
-// One chunk block of the kernels below (the file's head comment; Ready: step 3b).
-template <int NG, bool TC, bool Ready>
+// One chunk block of the kernels below, T threads (the file's head comment; Ready 1: step 3b; Ready 2: step 3c).
+template <int NG, bool TC, int Ready, int T = kBulkT>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
-  constexpr int T = kBulkT, D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
+  constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
+  static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const rows_s = smem;                                               // [kChunk][RB]: K's rows, then V's
   float* const q_s = reinterpret_cast<float*>(smem + size_t(kChunk) * RB);    // [NG][D]: the query's records
@@ -116,12 +126,12 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
     }
   }
   // 3. the weights
-  chunk_weights<NG, T, ES>(mloc, e_s, len, red_s, mc_s);
+  chunk_weights<NG, T, ES, Ready == 2>(mloc, e_s, len, red_s, mc_s, ng);
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
   store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
-  if constexpr (Ready) {  // 3b. each weight as the value loop takes it, once for the 8 groups
-    __syncthreads();      // store_ml has summed lc from e_s
+  if constexpr (Ready == 1) {  // 3b. each weight as the value loop takes it, once for the 8 groups
+    __syncthreads();           // store_ml has summed lc from e_s
     const int lenr = (len + 31) & ~31;
     for (int i = tid; i < lenr * ES; i += T) {
       const int j = i / ES, h = i % ES;
@@ -138,13 +148,19 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
 template <int NG, bool TC>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, TC, false>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, TC, 0>(a, qblocks, hpb, maxch, scale);
 }
 // Form 10 with each key's weight made ready once a chunk (step 3b).
 template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_ready_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, true>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, true, 1>(a, qblocks, hpb, maxch, scale);
+}
+// Form 10 with step 3c: the weights' zeros made with the weights, lc summed by a ninth warp.
+template <int NG>
+__global__ void __launch_bounds__(kBulkLcT, kBulkB)
+    attn_bulk_lc_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, 2, kBulkLcT>(a, qblocks, hpb, maxch, scale);
 }
 
 }  // namespace
@@ -162,15 +178,15 @@ bool attn_bulk_built() {
 
 namespace attn {
 
-// Sets `kernel`'s dynamic shared memory once (a static per NG and Form), launches it over the chunk grid and records
-// the form taken.
-template <int NG, int Form, class Kernel>
+// Sets `kernel`'s dynamic shared memory once (a static per NG and Form), launches it over the chunk grid, T threads a
+// block, and records the form taken.
+template <int NG, int Form, int T = kBulkT, class Kernel>
 void launch_bulk_form(Kernel kernel, const ChunkGrid& cg, AttnLaunch& rec) {
-  constexpr size_t smem = bulk_smem<NG>();
+  constexpr size_t smem = bulk_smem<NG, T>();
   static bool attr_set = false;
   if (!attr_set) HKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   attr_set = true;
-  launch_k(cg.pdl, kernel, cg.grid, dim3(kBulkT), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch, cg.scale);
+  launch_k(cg.pdl, kernel, cg.grid, dim3(T), smem, cg.st, cg.a, cg.qblocks, cg.hpb, cg.maxch, cg.scale);
   rec.slim_kernel = true;
   rec.slim_scores = false;
   rec.q4h_form = Form;
@@ -184,6 +200,11 @@ void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
 template <int NG>
 void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 11>(attn_bulk_ready_kernel<NG>, cg, rec);
+}
+
+template <int NG>
+void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  launch_bulk_form<NG, 14, kBulkLcT>(attn_bulk_lc_kernel<NG>, cg, rec);
 }
 
 template void launch_bulk_kernel<1, false>(const ChunkGrid&, AttnLaunch&);
@@ -201,6 +222,11 @@ template void launch_bulk_ready_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_kernel<1>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_kernel<2>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_kernel<4>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_kernel<6>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

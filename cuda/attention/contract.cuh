@@ -333,10 +333,11 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 
 // ---- the chunk's maximum, its weights and lc ----
 // From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
-// (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc).
-template <int NG, int T, int ES = kEs>
+// (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc). Zero (bulk.cu's
+// form 13): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads (to ES).
+template <int NG, int T, int ES = kEs, bool Zero = false>
 __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
-                                              float* mc_s) {
+                                              float* mc_s, int ng = NG) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 #pragma unroll
   for (int h = 0; h < NG; h++) {
@@ -350,9 +351,17 @@ __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_
     mc_s[tid] = m;
   }
   __syncthreads();
-  for (int i = tid; i < NG * len; i += T) {
-    const int j = i / NG, h = i % NG;
-    e_s[j * ES + h] = hkv::exp_c(e_s[j * ES + h] - mc_s[h]);
+  if constexpr (Zero) {
+    const int lenr = (len + 31) & ~31;
+    for (int i = tid; i < lenr * ES; i += T) {
+      const int j = i / ES, h = i % ES;
+      e_s[i] = j < len && h < ng ? hkv::exp_c(e_s[i] - mc_s[h]) : 0.0f;
+    }
+  } else {
+    for (int i = tid; i < NG * len; i += T) {
+      const int j = i / NG, h = i % NG;
+      e_s[j * ES + h] = hkv::exp_c(e_s[j * ES + h] - mc_s[h]);
+    }
   }
   __syncthreads();
 }

@@ -45,6 +45,10 @@ void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // bulk.cu: attn_bulk_ready_kernel<NG> (Tuning's attn_q4h_form 11: form 10 with each weight made ready once a chunk).
 template <int NG>
 void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+// bulk.cu: attn_bulk_lc_kernel<NG> (Tuning's attn_q4h_form 14: form 10 with the weights' zeros past the keys and
+// heads made with the weights, and lc summed by a ninth warp of its own, so that no warp waits for lc's chain).
+template <int NG>
+void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
 void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
 

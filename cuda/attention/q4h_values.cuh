@@ -46,14 +46,17 @@ __device__ __forceinline__ void imma_s8u8(int (&d)[4], const uint32_t (&a)[4], u
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// W of key kk of the 32 (step 2), as an int. Ready: e_s already holds e' (max(e, 0) for a key below len and a head
-// below ng, else 0, for every key of the chunk's last block of 32; bulk.cu's form with its weights made ready), so
-// only a head past e_s's ES columns needs a test.
-template <int NG, int ES, bool Ready>
+// W of key kk of the 32 (step 2), as an int. Ready 1: e_s already holds e' (max(e, 0) for a key below len and a head
+// below ng, else 0, for every key of the chunk's last block of 32; bulk.cu's form 11), so only a head past e_s's ES
+// columns needs a test; Ready 2: e_s holds e there, and 0 past len and ng (bulk.cu's form 13), so the max is taken
+// here; Ready 0: e_s holds e below len and ng, garbage past them.
+template <int NG, int ES, int Ready>
 __device__ __forceinline__ int q4h_w(const float* e_s, const float* sp, int k0, int kk, int len, int n, bool hv) {
   float e;
-  if constexpr (Ready)
+  if constexpr (Ready == 1)
     e = ES >= 8 || n < ES ? e_s[(k0 + kk) * ES + n] : 0.0f;
+  else if constexpr (Ready == 2)
+    e = ES >= 8 || n < ES ? fmaxf(e_s[(k0 + kk) * ES + n], 0.0f) : 0.0f;
   else
     e = hv && k0 + kk < len ? fmaxf(e_s[(k0 + kk) * ES + n], 0.0f) : 0.0f;
   return int(__float_as_uint(__fmaf_rn(e, sp[kk], 12582912.0f))) - 0x4b400000;
@@ -67,8 +70,8 @@ __device__ __forceinline__ uint32_t q4h_bytes(uint32_t w0, uint32_t w1, uint32_t
 
 // The group g's oc of a chunk (the file's head comment). vrows: key 0's row (its codes at 16·g), vstride bytes a key,
 // v16: rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key; Ready: e_s holds the weights
-// as q4h_w takes them ready. Every lane of the warp calls it.
-template <int NG, int ES, bool Ready = false>
+// as q4h_w takes them (Ready 1 or 2). Every lane of the warp calls it.
+template <int NG, int ES, int Ready = 0>
 __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                size_t sstride, int g, int len, const float* e_s, int ng, float* part,
                                                int64_t head_stride, Q4hScratch* scr) {
@@ -166,7 +169,7 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
 }
 
 // The block's warps over groups [gb, ge) of the chunk, a group a warp at a time (scr: a Q4hScratch a warp).
-template <int NG, int ES, int T, bool Ready = false>
+template <int NG, int ES, int T, int Ready = 0>
 __device__ __forceinline__ void q4h_values_block(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                  size_t sstride, size_t sgstride, int gb, int ge, int len,
                                                  const float* e_s, int ng, float* part, int64_t head_stride,
