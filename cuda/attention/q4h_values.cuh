@@ -48,7 +48,7 @@ __device__ __forceinline__ void imma_s8u8(int (&d)[4], const uint32_t (&a)[4], u
 
 // W of key kk of the 32 (step 2), as an int. Ready 1: e_s already holds e' (max(e, 0) for a key below len and a head
 // below ng, else 0, for every key of the chunk's last block of 32; bulk.cu's form 11), so only a head past e_s's ES
-// columns needs a test; Ready 2: e_s holds e there, and 0 past len and ng (bulk.cu's form 13), so the max is taken
+// columns needs a test; Ready 2: e_s holds e there, and 0 past len and ng (bulk.cu's form 14), so the max is taken
 // here; Ready 0: e_s holds e below len and ng, garbage past them.
 template <int NG, int ES, int Ready>
 __device__ __forceinline__ int q4h_w(const float* e_s, const float* sp, int k0, int kk, int len, int n, bool hv) {
