@@ -233,10 +233,11 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 //                 128 threads, codes read from global memory, only the K and V group scales staged, every thread busy
 //                 in both phases (4 keys in the scores, 2 elements for all the block's heads in the values); Auto's
 //                 choice for fp8 and q4h beyond one chunk block a multiprocessor (17K at batch 1), but for q4h not
-//                 just below two (auto_attn_shape). q4h's slim shape runs attn_bulk_kernel (Tuning's attn_q4h_form 10,
-//                 the default): 256 threads, the chunk's K and then V rows copied whole into shared memory by bulk
-//                 copies, the scores on the tensor cores (32 keys a warp; attn_q4h_form 8: one key a thread), one
-//                 group a warp in the values
+//                 just below two (auto_attn_shape). q4h's slim shape runs attn_bulk_ready_kernel (Tuning's
+//                 attn_q4h_form 11, the default): 256 threads, the chunk's K and then V rows copied whole into shared
+//                 memory by bulk copies, the scores on the tensor cores (32 keys a warp), each key's weights made
+//                 ready once, one group a warp in the values (attn_q4h_form 10 and 8: attn_bulk_kernel, its weights
+//                 made in the value loop, 8 with one key a thread in the scores)
 // bf16 stages nothing: its staged shapes take the chunk kernel's unstaged one-element form. Auto picks by block count
 // (attention()).
 enum class AttnShape { Auto, KvStaged, UnstagedX8, KvStagedH2, VStagedX2, KvStagedH1, Slim };

@@ -14,11 +14,11 @@
 //   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
 //   3b. attn_bulk_ready_kernel alone: after a barrier (lc summed), each weight made as the value loop takes it,
 //      max(e, 0) for a key below len and a head below ng, else 0, up to the end of the chunk's last block of 32 keys
-//      (q4h_w's Ready 1), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
+//      (q4h_w's Ready::Made), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
 //   3c. attn_bulk_lc_kernel alone: step 3's pass writes 0 past the keys (to the end of the last block of 32) and past
 //      the block's heads beside each e (chunk_weights' Zero), so the value loops skip the tests and keep the max
-//      (q4h_w's Ready 2) with no barrier added; and the block has a ninth warp (288 threads), which takes no key in
-//      the scores and no group in the values, so lc's chain (store_ml: threads T − 1 − h) runs in it while the 8
+//      (q4h_w's Ready::Zeroed) with no barrier added; and the block has a ninth warp (288 threads), which takes no key
+//      in the scores and no group in the values, so lc's chain (store_ml: threads T − 1 − h) runs in it while the 8
 //      warps take the values, and no value warp waits for it;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
 // 256 threads (288 with step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value
@@ -55,8 +55,9 @@ __host__ __device__ constexpr size_t bulk_smem() {
   return staged_smem<NG, T>(kBulkRow);
 }
 
-// One chunk block of the kernels below, T threads (the file's head comment; Ready 1: step 3b; Ready 2: step 3c).
-template <int NG, bool TC, int Ready, int T = kBulkT>
+// One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
+// step 3c).
+template <int NG, bool TC, Ready R, int T = kBulkT>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
@@ -126,41 +127,37 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
     }
   }
   // 3. the weights
-  chunk_weights<NG, T, ES, Ready == 2>(mloc, e_s, len, red_s, mc_s, ng);
+  chunk_weights<NG, T, ES, R == Ready::Zeroed>(mloc, e_s, len, red_s, mc_s, ng);
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
   store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
-  if constexpr (Ready == 1) {  // 3b. each weight as the value loop takes it, once for the 8 groups
-    __syncthreads();           // store_ml has summed lc from e_s
-    const int lenr = (len + 31) & ~31;
-    for (int i = tid; i < lenr * ES; i += T) {
-      const int j = i / ES, h = i % ES;
-      e_s[i] = j < len && h < ng ? fmaxf(e_s[i], 0.0f) : 0.0f;
-    }
+  if constexpr (R == Ready::Made) {  // 3b. each weight as the value loop takes it, once for the 8 groups
+    __syncthreads();                 // store_ml has summed lc from e_s
+    weights_to_block<T, ES>(e_s, len, ng, [](float e, int) { return fmaxf(e, 0.0f); });
     __syncthreads();
   }
   // 4. the values, once V's rows have landed
   for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) mbar_wait(&bar_s[2 + hf], 0);
-  q4h_values_block<NG, ES, T, Ready>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0, D / 32,
-                                     len, e_s, ng, part, head_stride, vq_s);
+  q4h_values_block<NG, ES, T, R>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0, D / 32, len,
+                                 e_s, ng, part, head_stride, vq_s);
 }
 
 template <int NG, bool TC>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, TC, 0>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, TC, Ready::None>(a, qblocks, hpb, maxch, scale);
 }
 // Form 10 with each key's weight made ready once a chunk (step 3b).
 template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_ready_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, 1>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, true, Ready::Made>(a, qblocks, hpb, maxch, scale);
 }
 // Form 10 with step 3c: the weights' zeros made with the weights, lc summed by a ninth warp.
 template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, 2, kBulkLcT>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT>(a, qblocks, hpb, maxch, scale);
 }
 
 }  // namespace

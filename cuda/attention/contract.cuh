@@ -332,6 +332,17 @@ __device__ __forceinline__ void slim_scores(const uint8_t* const (&kr)[KP], cons
 }
 
 // ---- the chunk's maximum, its weights and lc ----
+// Every entry of e_s [key][ES] up to the end of the chunk's last block of 32 keys: f(e, h) for a key below len and a
+// head below ng, 0 past them, so that a value loop reads them without a test (q4h_w's Ready::Made and Ready::Zeroed).
+template <int T, int ES, class F>
+__device__ __forceinline__ void weights_to_block(float* e_s, int len, int ng, F f) {
+  const int lenr = (len + 31) & ~31;
+  for (int i = threadIdx.x; i < lenr * ES; i += T) {
+    const int j = i / ES, h = i % ES;
+    e_s[i] = j < len && h < ng ? f(e_s[i], h) : 0.0f;
+  }
+}
+
 // From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
 // (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc). Zero (bulk.cu's
 // form 14): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads (to ES).
@@ -352,11 +363,7 @@ __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_
   }
   __syncthreads();
   if constexpr (Zero) {
-    const int lenr = (len + 31) & ~31;
-    for (int i = tid; i < lenr * ES; i += T) {
-      const int j = i / ES, h = i % ES;
-      e_s[i] = j < len && h < ng ? hkv::exp_c(e_s[i] - mc_s[h]) : 0.0f;
-    }
+    weights_to_block<T, ES>(e_s, len, ng, [&](float s, int h) { return hkv::exp_c(s - mc_s[h]); });
   } else {
     for (int i = tid; i < NG * len; i += T) {
       const int j = i / NG, h = i % NG;

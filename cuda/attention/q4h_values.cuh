@@ -46,16 +46,19 @@ __device__ __forceinline__ void imma_s8u8(int (&d)[4], const uint32_t (&a)[4], u
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// W of key kk of the 32 (step 2), as an int. Ready 1: e_s already holds e' (max(e, 0) for a key below len and a head
-// below ng, else 0, for every key of the chunk's last block of 32; bulk.cu's form 11), so only a head past e_s's ES
-// columns needs a test; Ready 2: e_s holds e there, and 0 past len and ng (bulk.cu's form 14), so the max is taken
-// here; Ready 0: e_s holds e below len and ng, garbage past them.
-template <int NG, int ES, int Ready>
+// What e_s holds for the value loop, up to the end of the chunk's last block of 32 keys (weights_to_block):
+// None: e below len and ng, anything past them; Made: e' = max(e, 0) there, 0 past them (bulk.cu's form 11);
+// Zeroed: e there, 0 past them (bulk.cu's form 14).
+enum class Ready { None, Made, Zeroed };
+
+// W of key kk of the 32 (step 2), as an int: with Made or Zeroed only a head past e_s's ES columns needs a test, and
+// with Made the max is already taken.
+template <int NG, int ES, Ready R>
 __device__ __forceinline__ int q4h_w(const float* e_s, const float* sp, int k0, int kk, int len, int n, bool hv) {
   float e;
-  if constexpr (Ready == 1)
+  if constexpr (R == Ready::Made)
     e = ES >= 8 || n < ES ? e_s[(k0 + kk) * ES + n] : 0.0f;
-  else if constexpr (Ready == 2)
+  else if constexpr (R == Ready::Zeroed)
     e = ES >= 8 || n < ES ? fmaxf(e_s[(k0 + kk) * ES + n], 0.0f) : 0.0f;
   else
     e = hv && k0 + kk < len ? fmaxf(e_s[(k0 + kk) * ES + n], 0.0f) : 0.0f;
@@ -69,9 +72,9 @@ __device__ __forceinline__ uint32_t q4h_bytes(uint32_t w0, uint32_t w1, uint32_t
 }
 
 // The group g's oc of a chunk (the file's head comment). vrows: key 0's row (its codes at 16·g), vstride bytes a key,
-// v16: rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key; Ready: e_s holds the weights
-// as q4h_w takes them (Ready 1 or 2). Every lane of the warp calls it.
-template <int NG, int ES, int Ready = 0>
+// v16: rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key; R: what e_s holds (Ready).
+// Every lane of the warp calls it.
+template <int NG, int ES, Ready R = Ready::None>
 __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                size_t sstride, int g, int len, const float* e_s, int ng, float* part,
                                                int64_t head_stride, Q4hScratch* scr) {
@@ -140,7 +143,7 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
           uint32_t w[4], w1[4];
 #pragma unroll
           for (int i = 0; i < 4; i++) {
-            const int W = q4h_w<NG, ES, Ready>(e_s, scr->sp, k0, ks[h][i], len, n, hv);
+            const int W = q4h_w<NG, ES, R>(e_s, scr->sp, k0, ks[h][i], len, n, hv);
             w[i] = uint32_t(W), w1[i] = uint32_t(W + 128);
           }
           A[2 * h] = q4h_bytes<0>(w[0], w[1], w[2], w[3]);
@@ -169,15 +172,15 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
 }
 
 // The block's warps over groups [gb, ge) of the chunk, a group a warp at a time (scr: a Q4hScratch a warp).
-template <int NG, int ES, int T, int Ready = 0>
+template <int NG, int ES, int T, Ready R = Ready::None>
 __device__ __forceinline__ void q4h_values_block(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                  size_t sstride, size_t sgstride, int gb, int ge, int len,
                                                  const float* e_s, int ng, float* part, int64_t head_stride,
                                                  Q4hScratch* scr) {
   const int warp = threadIdx.x >> 5;
   for (int g = gb + warp; g < ge; g += T / 32)
-    q4h_int_values<NG, ES, Ready>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s, ng, part,
-                                  head_stride, scr + warp);
+    q4h_int_values<NG, ES, R>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s, ng, part,
+                              head_stride, scr + warp);
 }
 
 }  // namespace hkv::cuda::attn
