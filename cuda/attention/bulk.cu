@@ -20,11 +20,14 @@
 //      (q4h_w's Ready::Zeroed) with no barrier added; and the block has a ninth warp (288 threads), which takes no key
 //      in the scores and no group in the values, so lc's chain (store_ml: threads T − 1 − h) runs in it while the 8
 //      warps take the values, and no value warp waits for it;
-//   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
+//   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass); forms 15
+//      and 16 read V's codes in place (InPlace: ldmatrix on the staged rows themselves, no copy of them into the
+//      warp's scratch, whose 16-byte store and load a lane and 32 keys go).
 // 256 threads (288 with step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value
 // scratch): two blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 11 (the
 // default) picks attn_bulk_ready_kernel (TC and step 3b), 14 attn_bulk_lc_kernel (TC and step 3c), 10
-// attn_bulk_kernel with TC, 8 the one without.
+// attn_bulk_kernel with TC, 8 the one without; 15 attn_bulk_place_kernel (form 11 with step 4 in place), 16
+// attn_bulk_lc_place_kernel (form 14 with step 4 in place).
 #include <cstddef>
 #include <cstdint>
 
@@ -57,7 +60,7 @@ __host__ __device__ constexpr size_t bulk_smem() {
 
 // One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
 // step 3c).
-template <int NG, bool TC, Ready R, int T = kBulkT>
+template <int NG, bool TC, Ready R, int T = kBulkT, bool InPlace = false>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
@@ -138,8 +141,8 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
   }
   // 4. the values, once V's rows have landed
   for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) mbar_wait(&bar_s[2 + hf], 0);
-  q4h_values_block<NG, ES, T, R>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0, D / 32, len,
-                                 e_s, ng, part, head_stride, vq_s);
+  q4h_values_block<NG, ES, T, R, InPlace>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0,
+                                          D / 32, len, e_s, ng, part, head_stride, vq_s);
 }
 
 template <int NG, bool TC>
@@ -158,6 +161,18 @@ template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT>(a, qblocks, hpb, maxch, scale);
+}
+// Form 11 with V's codes read in place (step 4's InPlace).
+template <int NG>
+__global__ void __launch_bounds__(kBulkT, kBulkB)
+    attn_bulk_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, Ready::Made, kBulkT, true>(a, qblocks, hpb, maxch, scale);
+}
+// Form 14 with V's codes read in place (step 4's InPlace).
+template <int NG>
+__global__ void __launch_bounds__(kBulkLcT, kBulkB)
+    attn_bulk_lc_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true>(a, qblocks, hpb, maxch, scale);
 }
 
 }  // namespace
@@ -204,6 +219,14 @@ void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 14, kBulkLcT>(attn_bulk_lc_kernel<NG>, cg, rec);
 }
 
+template <int NG>
+void launch_bulk_place_kernel(const ChunkGrid& cg, AttnLaunch& rec, bool lc) {
+  if (lc)
+    launch_bulk_form<NG, 16, kBulkLcT>(attn_bulk_lc_place_kernel<NG>, cg, rec);
+  else
+    launch_bulk_form<NG, 15>(attn_bulk_place_kernel<NG>, cg, rec);
+}
+
 template void launch_bulk_kernel<1, false>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<1, true>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<2, false>(const ChunkGrid&, AttnLaunch&);
@@ -224,6 +247,11 @@ template void launch_bulk_lc_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_kernel<8>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_place_kernel<1>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_place_kernel<2>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_place_kernel<4>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_place_kernel<6>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_place_kernel<8>(const ChunkGrid&, AttnLaunch&, bool);
 
 }  // namespace attn
 }  // namespace hkv::cuda

@@ -49,6 +49,10 @@ void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // heads made with the weights, and lc summed by a ninth warp of its own, so that no warp waits for lc's chain).
 template <int NG>
 void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+// bulk.cu: attn_bulk_place_kernel<NG> (Tuning's attn_q4h_form 15: form 11 with V's codes read in place by ldmatrix)
+// and, with lc, attn_bulk_lc_place_kernel<NG> (16: form 14 so).
+template <int NG>
+void launch_bulk_place_kernel(const ChunkGrid& cg, AttnLaunch& rec, bool lc);
 // merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
 void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
 

@@ -6,6 +6,8 @@
 //     M inf or NaN (raw ≥ 0x7c00): oc = NaN; M = 0: oc = +0 (the warp's lanes agree, so it leaves as one).
 //  2. For each 32 keys k0 … k0 + 31: lane l loads key k0 + l's 16 code bytes of the group (its row clamped to len − 1)
 //     and scale, s' = f32(s)·2^(13−E) (exact: 11 bits times a power of two; 0 past len), into the warp's scratch.
+//     InPlace (the rows in shared memory, 16-byte aligned: bulk.cu's forms 15 and 16): the codes stay where they are
+//     and only s' goes to the scratch; ldmatrix below reads the rows themselves, lane l giving key k0 + l's address.
 //     B, k = 32 keys × n = 8 dims, u8 codes c = u + 8: ldmatrix.trans of the scratch's 32 rows of 16 bytes gives lane
 //     (n = lane/4, t = lane%4) in register m the 4 bytes 2n, 2n + 1 of keys 8m + 2t and 8m + 2t + 1, dims 4n … 4n + 3
 //     as nibbles; tile τ (dims 4n + τ) is those nibbles, gathered by byte permutes so that its k slots 4t … 4t + 3 are
@@ -74,7 +76,7 @@ __device__ __forceinline__ uint32_t q4h_bytes(uint32_t w0, uint32_t w1, uint32_t
 // The group g's oc of a chunk (the file's head comment). vrows: key 0's row (its codes at 16·g), vstride bytes a key,
 // v16: rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key; R: what e_s holds (Ready).
 // Every lane of the warp calls it.
-template <int NG, int ES, Ready R = Ready::None>
+template <int NG, int ES, Ready R = Ready::None, bool InPlace = false>
 __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                size_t sstride, int g, int len, const float* e_s, int ng, float* part,
                                                int64_t head_stride, Q4hScratch* scr) {
@@ -113,19 +115,31 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
     };
     uint4 c0, c1;
     uint16_t s0, s1;
-    load(0, c0, s0);
-    load(32, c1, s1);
+    if constexpr (!InPlace) {
+      load(0, c0, s0);
+      load(32, c1, s1);
+    }
     for (int k0 = 0; k0 < len; k0 += 32) {  // 2.
-      const uint4 cw = c0;
-      const float sp = k0 + lane < len ? f32_from_f16_hw(s0) * up : 0.0f;
-      c0 = c1, s0 = s1;
-      if (k0 + 64 < len) load(k0 + 64, c1, s1);
-      __syncwarp();  // the last block's reads of the scratch are done
-      scr->codes[lane] = cw;
-      scr->sp[lane] = sp;
-      __syncwarp();
       uint32_t rm[4];
-      ldsm_x4_trans(rm, &scr->codes[lane]);
+      if constexpr (InPlace) {  // the rows in shared memory: ldmatrix reads key k0 + lane's codes where they are
+        const int kc = min(k0 + lane, len - 1);
+        const uint16_t sb = *reinterpret_cast<const uint16_t*>(srows + size_t(kc) * sstride);
+        const float sp = k0 + lane < len ? f32_from_f16_hw(sb) * up : 0.0f;
+        __syncwarp();  // the last block's reads of the scratch are done
+        scr->sp[lane] = sp;
+        __syncwarp();
+        ldsm_x4_trans(rm, vrows + size_t(kc) * vstride + 16 * g);
+      } else {
+        const uint4 cw = c0;
+        const float sp = k0 + lane < len ? f32_from_f16_hw(s0) * up : 0.0f;
+        c0 = c1, s0 = s1;
+        if (k0 + 64 < len) load(k0 + 64, c1, s1);
+        __syncwarp();  // the last block's reads of the scratch are done
+        scr->codes[lane] = cw;
+        scr->sp[lane] = sp;
+        __syncwarp();
+        ldsm_x4_trans(rm, &scr->codes[lane]);
+      }
       uint32_t b[4][2];  // tile τ: b[τ][0] keys {2t, 2t+1, 8+2t, 9+2t}, b[τ][1] keys {16+2t, …}
 #pragma unroll
       for (int h = 0; h < 2; h++) {
@@ -172,15 +186,15 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
 }
 
 // The block's warps over groups [gb, ge) of the chunk, a group a warp at a time (scr: a Q4hScratch a warp).
-template <int NG, int ES, int T, Ready R = Ready::None>
+template <int NG, int ES, int T, Ready R = Ready::None, bool InPlace = false>
 __device__ __forceinline__ void q4h_values_block(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                  size_t sstride, size_t sgstride, int gb, int ge, int len,
                                                  const float* e_s, int ng, float* part, int64_t head_stride,
                                                  Q4hScratch* scr) {
   const int warp = threadIdx.x >> 5;
   for (int g = gb + warp; g < ge; g += T / 32)
-    q4h_int_values<NG, ES, R>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s, ng, part,
-                              head_stride, scr + warp);
+    q4h_int_values<NG, ES, R, InPlace>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s, ng,
+                                       part, head_stride, scr + warp);
 }
 
 }  // namespace hkv::cuda::attn
