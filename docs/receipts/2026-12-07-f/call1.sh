@@ -1,34 +1,48 @@
 #!/usr/bin/env bash
-# Call 1: forms 14, 15 and 16 against form 11, the default. 14: attn_bulk_lc_kernel (the weights' zeros made with the
-# weights, lc summed by a ninth warp); 15 and 16: forms 11 and 14 with V's codes read in place by ldmatrix
-# (attn_bulk_place_kernel, attn_bulk_lc_place_kernel).
-#   1. the ops stage (cuda/run_gpu_suite.sh ops, which builds): the diff table's q4h slim-shape cases run every form
-#      against the oracle, byte for byte;
-#   2. the attention alone at 1K, 128K and 262K, a process a form, two rounds;
-#   3. a q4h token at 1K to 262K, a process a form.
+# Call 1 on the lent card: the value loop's new instructions against the base tree (.carry/base.tgz: 6a4511c, form 11
+# the default). This tree: W's bytes taken from the fma's bits (no subtraction), B's tiles the whole code bytes (two
+# byte permutes and two masks a register pair instead of ten instructions), in every q4h value loop; and forms 15 and
+# 16 (forms 11 and 14 with V's codes read in place by ldmatrix). Builds both trees (the base in the background), runs
+# the ops stage (the diff table, byte for byte with the oracle: every q4h shape and form), then the attention alone at
+# 1K, 128K and 262K (base form 11; forms 11, 14, 15, 16), a process each, two rounds; then a q4h token at 1K to 262K
+# (base 11; 11 and 15).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-f/call1.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
-mkdir -p "$back"
 s="$back/call1-summary.txt"
-forms="11 14 15 16"
+mkdir -p "$back" /tmp/base /tmp/deps
+tar xzf .carry/base.tgz -C /tmp/base
+for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+(
+  t=$SECONDS
+  cmake -S /tmp/base -B /tmp/base/build-gpu -DHKV_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_STANDARD=17 \
+    -DHKV_DEPS_PREFIX=/tmp/deps/usr > "$back/base-configure.log" 2>&1 &&
+    nice cmake --build /tmp/base/build-gpu -j8 --target hkv > "$back/base-build.log" 2>&1
+  echo "base build: rc=$?, $((SECONDS - t)) s" > "$back/base-build.txt"
+) &
+basepid=$!
 OUT=$back bash docs/receipts/2026-12-06-a/run.sh call1 ops
-grep -E "bulk-lc-place" /tmp/hkv-out/gpu_ops.log | head -2 | tee -a "$s"
+grep -E "bulk-lc-place" /tmp/hkv-out/gpu_ops.log | head -1 | tee -a "$s"
+wait $basepid
+cat "$back/base-build.txt" | tee -a "$s"
 attn=$back/call1-bench-attn.txt
 for round in 1 2; do
-  for form in $forms; do
-    echo "== HKV_ATTN_Q4H_FORM=$form (round $round)" >> "$attn"
-    HKV_ATTN_Q4H_FORM=$form timeout 40 build-gpu/hkv bench --attention-only --kv-cache q4h --reps 10 \
+  for run in base:11 new:11 new:14 new:15 new:16; do
+    tree=${run%%:*} form=${run##*:} bin=build-gpu/hkv
+    [[ $tree == base ]] && bin=/tmp/base/build-gpu/hkv
+    echo "== $tree HKV_ATTN_Q4H_FORM=$form (round $round)" >> "$attn"
+    HKV_ATTN_Q4H_FORM=$form timeout 40 $bin bench --attention-only --kv-cache q4h --reps 10 \
       --depths 1024,131072,262144 >> "$attn" 2>&1
-    echo "bench --attention-only, form $form: rc=$?" >> "$s"
+    echo "bench --attention-only, $tree form $form: rc=$?" >> "$s"
   done
 done
 grep -E "^\| q4h|^==" "$attn" | tee -a "$s"
 tok=$back/call1-bench.txt
-for form in $forms; do
-  echo "== HKV_ATTN_Q4H_FORM=$form" >> "$tok"
-  HKV_ATTN_Q4H_FORM=$form timeout 60 build-gpu/hkv bench --depths 1K,32K,128K,256K --kv-cache q4h --tokens 16 \
-    >> "$tok" 2>&1
-  echo "bench q4h, form $form: rc=$?" | tee -a "$s"
+for run in base:11 new:11 new:15; do
+  tree=${run%%:*} form=${run##*:} bin=build-gpu/hkv
+  [[ $tree == base ]] && bin=/tmp/base/build-gpu/hkv
+  echo "== $tree HKV_ATTN_Q4H_FORM=$form" >> "$tok"
+  HKV_ATTN_Q4H_FORM=$form timeout 60 $bin bench --depths 1K,32K,128K,256K --kv-cache q4h --tokens 16 >> "$tok" 2>&1
+  echo "bench q4h, $tree form $form: rc=$?" | tee -a "$s"
 done
 grep -E "^==|^\| q4h" "$tok" | tee -a "$s"
