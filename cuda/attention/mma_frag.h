@@ -31,8 +31,8 @@ HKV_FRAG_HD constexpr int c_col(int lane, int r) { return 2 * (lane & 3) + (r & 
 // row h is head h's low record plane (words 0–7 of its record), row 8 + h its high plane (words 8–15), and B's
 // column n is key n. So register r of A is record word score_a_word(lane, r), and register r of B is prep word
 // score_b_word(lane, r) of key b_col(lane), taken from the group's 16 code bytes by score_b_bits.
-HKV_FRAG_HD constexpr int score_a_word(int lane, int r) { return 8 * (r & 1) + (lane & 3) + 4 * (r >> 1); }
-HKV_FRAG_HD constexpr int score_b_word(int lane, int r) { return (lane & 3) + 4 * r; }
+HKV_FRAG_HD constexpr int score_a_word(int lane, int r) { return 8 * (r & 1) + 2 * (lane & 3) + (r >> 1); }
+HKV_FRAG_HD constexpr int score_b_word(int lane, int r) { return 2 * (lane & 3) + r; }
 // prep word i of a group's codes (bytes p, 16 of them, 4-byte aligned on the card): the low nibbles of code word i/2
 // for even i, the high ones for odd i, one to a byte (the host reads the word by memcpy, the card with one load)
 HKV_FRAG_HD uint32_t score_b_bits(const uint8_t* p, int i) {

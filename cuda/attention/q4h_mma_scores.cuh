@@ -3,8 +3,9 @@
 //   For each group g in order, mma.sync m16n8k32 s8·u8 → s32 with A = the query's records (q4h_record) of group g,
 //   row h head h's low plane and row 8 + h its high plane (heads h < NG, rows past NG zero), and B = 8 keys' codes
 //   (u8, 0..15), keys as columns; the k order is the records' (the prep<Q4H> words: word i of the codes against word
-//   i of each plane), so lane (n = lane/4, t = lane%4) gives a0 = plane word t, a2 = word 4 + t and
-//   b0 = key n's code word t, b1 = its word 4 + t (lanes of rows n ≥ NG load head 0's records: a row of A reaches
+//   i of each plane), so lane (n = lane/4, t = lane%4) gives a0 = plane word 2t, a2 = word 2t + 1 and
+//   b0 = key n's prep word 2t, b1 = its word 2t + 1: the low and the high nibbles of one code word, t, so one load and
+//   constant shifts (lanes of rows n ≥ NG load head 0's records: a row of A reaches
 //   only the same row of the sums, which those lanes never store). Lane (n, t) then holds, for head n and the tile's
 //   keys 2t and 2t + 1, both planes' sums c2 and c3, and the low plane's c0 and c1 started from −8·ΣX, so P = 256·c2 +
 //   c0 is the integer q4h_group_p forms with dp4a, and the lane finishes the key's chain as q4h_int_group does: acc =
