@@ -5,7 +5,8 @@
 # 16 (forms 11 and 14 with V's codes read in place by ldmatrix). Builds both trees (the base in the background), runs
 # the ops stage (the diff table, byte for byte with the oracle: every q4h shape and form), then the attention alone at
 # 1K, 128K and 262K (base form 11; forms 11, 14, 15, 16), a process each, two rounds; then a q4h token at 1K to 262K
-# (base 11; 11 and 15).
+# (base 11; 11 and 15); then form 15 in the whole engine (HKV_ATTN_Q4H_FORM=15: gpu_engine, hkv generate against the
+# oracle, hkv diff --op model).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-f/call1.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -46,3 +47,9 @@ for run in base:11 new:11 new:15; do
   echo "bench q4h, $tree form $form: rc=$?" | tee -a "$s"
 done
 grep -E "^==|^\| q4h" "$tok" | tee -a "$s"
+# form 15 in the whole engine: the switch from the environment, as if it were the default
+HKV_ATTN_Q4H_FORM=15 OUT=$back bash docs/receipts/2026-12-06-a/run.sh call1-form15 engine generate
+grep -E "engine|generate" "$back/call1-form15-summary.txt" | tee -a "$s"
+t=$SECONDS
+HKV_ATTN_Q4H_FORM=15 timeout 150 build-gpu/hkv diff --op model > "$back/call1-diff-model.log" 2>&1
+echo "HKV_ATTN_Q4H_FORM=15 hkv diff --op model: rc=$?, $(tail -1 "$back/call1-diff-model.log"), $((SECONDS - t)) s" | tee -a "$s"
