@@ -1,8 +1,9 @@
 // The fragment indices of the q4h scores on the tensor cores (cuda/attention/mma_frag.h), checked on the host: the
 // PTX layout of mma.sync.m16n8k32 places every element of A, B and D exactly once, and a warp that fills its registers
-// as q4h_mma_scores does (records by score_a_word, codes by score_b_word and score_b_bits, D started from −8·ΣX in the
-// low plane), multiplied as the tensor cores multiply, hands each lane, for its (key, head) pairs, the integer
-// P = 256·Σhi + Σlo − 8·ΣX that q4h_group_p takes with dp4a from the same record and codes. Host code: no GPU needed.
+// as q4h_mma_scores does (records with their planes in pairs, by score_a_pairs; codes by score_b_word and score_b_bits;
+// D started from −8·ΣX in the low plane), multiplied as the tensor cores multiply, hands each lane, for its (key, head)
+// pairs, the integer P = 256·Σhi + Σlo − 8·ΣX that q4h_group_p takes with dp4a from the same record and codes. Host
+// code: no GPU needed.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -54,12 +55,17 @@ TEST_CASE("mma_frag: the q4h scores' registers give each lane q4h_group_p's inte
     for (int& v : nx) v = int(rng() % 200001) - 100000;
     for (auto& k : codes)
       for (uint8_t& c : k) c = uint8_t(rng());
+    uint32_t pairs[8]
+                  [16];  // the records as q4h_record<true> lays them out: word 2i the low plane's i, 2i + 1 the high's
+    for (int h = 0; h < 8; h++)
+      for (int i = 0; i < 8; i++) pairs[h][2 * i] = rec[h][i], pairs[h][2 * i + 1] = rec[h][8 + i];
     // the warp's registers, placed into A, B and D as the PTX layout says
     int A[16][32], B[32][8], Dm[16][8];
     for (int lane = 0; lane < 32; lane++) {
       const int h = frag::score_head(lane);
       for (int r = 0; r < 4; r++) {
-        const uint32_t w = rec[h][frag::score_a_word(lane, r)];
+        const uint32_t w = pairs[h][frag::score_a_pairs(lane) + r];
+        CHECK(w == rec[h][frag::score_a_word(lane, r)]);
         for (int by = 0; by < 4; by++) A[frag::a_row(lane, r)][frag::a_k(lane, r, by)] = byte_of(w, by);
       }
       const int key = frag::b_col(lane);

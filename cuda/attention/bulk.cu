@@ -99,7 +99,7 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
                   &bar_s[hf]);
       }
   }
-  load_q<KvKind::Q4H, NG, T>(a, row, h0, ng, q_s);
+  load_q<KvKind::Q4H, NG, T, TC>(a, row, h0, ng, q_s);  // TC: the records' planes alternating (q4h_mma_scores)
 
   // 2. scores: key hf·kHalf + tid of each half, one chain per (key, head)
   float mloc[NG];

@@ -113,8 +113,11 @@ __device__ __forceinline__ float unit(const uint32_t* x, int i) {
 // 2^14), split as X_j = 256·hi_j + lo_j with lo_j, hi_j signed bytes; words 0–7 lo, 8–15 hi, each word the four
 // elements of one register of prep<Q4H> (word 2t: elements 8t, 8t+2, 8t+4, 8t+6; word 2t+1: 8t+1, …, 8t+7); word 16
 // the unit 2^(e−13) (0 for a group of zeros, NaN for one with an inf or NaN, whose X are 0), word 17 −8·Σ_j X_j.
+// With Pairs the two planes' words alternate instead (words 2i and 2i + 1: lo and hi word i), so that the scores on
+// the tensor cores (q4h_mma_scores.cuh) take a lane's four words of A with one 16-byte load.
 // The record of one (head, group) from the rotated value v of element `lane` (every lane of the warp), into rec: the
 // fixed point by xq_lane<13> (the MLX4 records' xq_lane<21>), the byte planes in xq_chunk's element order.
+template <bool Pairs = false>
 __device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
   uint32_t unit;
   bool bad;
@@ -122,21 +125,26 @@ __device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
   const int sum = __reduce_add_sync(kFull, X);  // exact: |Σ X| <= 2^19
   const int lo = int(int8_t(X & 0xff)), hi = (X - lo) >> 8;
   __syncwarp();  // every lane has read its value before the record overwrites the group's floats
-  uint8_t* const b = xq_plane_byte(rec, lane);
-  b[0] = uint8_t(lo), b[32] = uint8_t(hi);
+  if constexpr (Pairs) {
+    uint8_t* const b = reinterpret_cast<uint8_t*>(rec) + 8 * (2 * (lane >> 3) + (lane & 1)) + ((lane & 7) >> 1);
+    b[0] = uint8_t(lo), b[4] = uint8_t(hi);
+  } else {
+    uint8_t* const b = xq_plane_byte(rec, lane);
+    b[0] = uint8_t(lo), b[32] = uint8_t(hi);
+  }
   if (lane == 0) rec[16] = unit, rec[17] = uint32_t(-8 * sum);
 }
 
 // The query heads h0 … h0 + ng − 1 of a row into q_s [NG][D] (padding heads 0); for q4h rotated and then each group
-// of 32 held as its record (q4h_record).
-template <KvKind F, int NG, int T>
+// of 32 held as its record (q4h_record; Pairs: its planes' words alternating).
+template <KvKind F, int NG, int T, bool Pairs = false>
 __device__ __forceinline__ void load_q(const AttnArgs& a, int64_t row, int h0, int ng, float* q_s) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, D = a.D;
   for (int i = tid; i < NG * D; i += T) q_s[i] = i < ng * D ? a.q[row * a.ldq + int64_t(h0) * D + i] : 0.0f;
   __syncthreads();
   if constexpr (F == KvKind::Q4H) {  // rotated, then held as records (q4h_record)
     for (int gi = warp; gi < NG * D / 32; gi += T / 32)
-      q4h_record(warp_wht32(q_s[gi * 32 + lane], lane), lane, reinterpret_cast<uint32_t*>(q_s + gi * 32));
+      q4h_record<Pairs>(warp_wht32(q_s[gi * 32 + lane], lane), lane, reinterpret_cast<uint32_t*>(q_s + gi * 32));
     __syncthreads();
   }
 }

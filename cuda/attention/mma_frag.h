@@ -33,6 +33,10 @@ HKV_FRAG_HD constexpr int c_col(int lane, int r) { return 2 * (lane & 3) + (r & 
 // score_b_word(lane, r) of key b_col(lane), taken from the group's 16 code bytes by score_b_bits.
 HKV_FRAG_HD constexpr int score_a_word(int lane, int r) { return 8 * (r & 1) + 2 * (lane & 3) + (r >> 1); }
 HKV_FRAG_HD constexpr int score_b_word(int lane, int r) { return 2 * (lane & 3) + r; }
+// With the record's planes in pairs (q4h_record<true>: word 2i the low plane's word i, 2i + 1 the high plane's),
+// registers 0–3 of A are the four words from score_a_pairs(lane) on: plane word score_a_word(lane, r) % 8 of plane
+// r % 2 is word 2·(score_a_word % 8) + r % 2 = 4·(lane % 4) + r.
+HKV_FRAG_HD constexpr int score_a_pairs(int lane) { return 4 * (lane & 3); }
 // prep word i of a group's codes (bytes p, 16 of them, 4-byte aligned on the card): the low nibbles of code word i/2
 // for even i, the high ones for odd i, one to a byte (the host reads the word by memcpy, the card with one load)
 HKV_FRAG_HD uint32_t score_b_bits(const uint8_t* p, int i) {

@@ -1,12 +1,13 @@
 // q4h's scores on the tensor cores (ARITHMETIC.md §6 step 2, the same integers and the same float chain as
 // contract.cuh's q4h_int_scores), for a warp's 32 staged K rows:
-//   For each group g in order, mma.sync m16n8k32 s8·u8 → s32 with A = the query's records (q4h_record) of group g,
-//   row h head h's low plane and row 8 + h its high plane (heads h < NG, rows past NG zero), and B = 8 keys' codes
-//   (u8, 0..15), keys as columns; the k order is the records' (the prep<Q4H> words: word i of the codes against word
-//   i of each plane), so lane (n = lane/4, t = lane%4) gives a0 = plane word 2t, a2 = word 2t + 1 and
-//   b0 = key n's prep word 2t, b1 = its word 2t + 1: the low and the high nibbles of one code word, t, so one load and
-//   constant shifts (lanes of rows n ≥ NG load head 0's records: a row of A reaches
-//   only the same row of the sums, which those lanes never store). Lane (n, t) then holds, for head n and the tile's
+//   For each group g in order, mma.sync m16n8k32 s8·u8 → s32 with A = the query's records (q4h_record<true>: the
+//   planes' words in pairs) of group g, row h head h's low plane and row 8 + h its high plane (heads h < NG, rows past
+//   NG zero), and B = 8 keys' codes (u8, 0..15), keys as columns; the k order is the records' (the prep<Q4H> words:
+//   word i of the codes against word i of each plane), so lane (n = lane/4, t = lane%4) gives a0, a1 = both planes'
+//   word 2t and a2, a3 = their word 2t + 1 (words 4t … 4t + 3 of the paired record: one 16-byte load), and b0 = key
+//   n's prep word 2t, b1 = its word 2t + 1: the low and the high nibbles of one code word, t, so one load and constant
+//   shifts (lanes of rows n ≥ NG load head 0's records: a row of A reaches only the same row of the sums, which those
+//   lanes never store). Lane (n, t) then holds, for head n and the tile's
 //   keys 2t and 2t + 1, both planes' sums c2 and c3, and the low plane's c0 and c1 started from −8·ΣX, so P = 256·c2 +
 //   c0 is the integer q4h_group_p forms with dp4a, and the lane finishes the key's chain as q4h_int_group does: acc =
 //   fma(s_g, float(P)·unit_g, acc). After the last group, score = acc · scale for the keys below `valid`, into e_s, and
@@ -40,8 +41,8 @@ __device__ __forceinline__ void q4h_mma_scores(const uint8_t* rows, int RB, int 
 #pragma unroll 1
   for (int g = 0; g < ngroups; g++) {
     const uint32_t* const rec = rec0 + 32 * g;
-    const uint32_t a[4] = {rec[frag::score_a_word(lane, 0)], rec[frag::score_a_word(lane, 1)],
-                           rec[frag::score_a_word(lane, 2)], rec[frag::score_a_word(lane, 3)]};
+    const uint4 av = *reinterpret_cast<const uint4*>(rec + frag::score_a_pairs(lane));  // the record's words in pairs
+    const uint32_t a[4] = {av.x, av.y, av.z, av.w};
     const float unit_g = __uint_as_float(rec[16]);
     const int nx = int(rec[17]);
 #pragma unroll
