@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Call 1 on the lent card: the value loop's new instructions against the base tree (.carry/base.tgz: 6a4511c, form 11
 # the default). This tree: W's bytes taken from the fma's bits (no subtraction), B's tiles the whole code bytes (two
-# byte permutes and two masks a register pair instead of ten instructions), in every q4h value loop; and forms 15 and
+# byte permutes and two masks a register pair instead of ten instructions), in every q4h value loop; the scores on the
+# tensor cores with one code word a lane and the records' planes in pairs (one 16-byte load of A); and forms 15 and
 # 16 (forms 11 and 14 with V's codes read in place by ldmatrix). Builds both trees (the base in the background), runs
 # the ops stage (the diff table, byte for byte with the oracle: every q4h shape and form), then the attention alone at
 # 1K, 128K and 262K (base form 11; forms 11, 14, 15, 16), a process each, two rounds; then a q4h token at 1K to 262K
