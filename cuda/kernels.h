@@ -307,12 +307,12 @@ struct AttnLaunch {
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant
   int q4h_form = 0;        // the slim shape's q4h form taken: 1 (slim's VLATE), 8 or 10 (attn_bulk_kernel), 11
                            // (attn_bulk_ready_kernel), 14 (attn_bulk_lc_kernel), 15 (attn_bulk_place_kernel),
-                           // 16 (attn_bulk_lc_place_kernel), else 0
+                           // 16 (attn_bulk_lc_place_kernel), 17 (attn_bulk_rec_kernel), else 0
   int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
 };
 AttnLaunch attn_last_launch();
 // Whether this build's device code has attn_bulk_kernel's bulk copies (sm_90 and later): else attn_q4h_form 8, 10,
-// 11, 14, 15 and 16 run slim's default form.
+// 11, 14, 15, 16 and 17 run slim's default form.
 bool attn_bulk_built();
 
 // ---- deltanet.cu --------------------------------------------------------------------------------

@@ -32,7 +32,8 @@ struct Tuning {
                                // after the scores), 8 (bulk.cu: the rows staged by bulk copies), 10 (bulk.cu with
                                // its scores on the tensor cores), 11 (10 with each weight made ready once a chunk),
                                // 14 (10 with the weights' zeros made with the weights, lc summed by a warp of its
-                               // own), 15 and 16 (11 and 14 with V's codes read in place by ldmatrix)
+                               // own), 15 and 16 (11 and 14 with V's codes read in place by ldmatrix), 17 (15
+                               // with the query's records made once a row and head)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----

@@ -60,7 +60,7 @@ __host__ __device__ constexpr size_t bulk_smem() {
 
 // One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
 // step 3c).
-template <int NG, bool TC, Ready R, int T = kBulkT, bool InPlace = false>
+template <int NG, bool TC, Ready R, int T = kBulkT, bool InPlace = false, bool Rec = false>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
@@ -99,7 +99,15 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
                   &bar_s[hf]);
       }
   }
-  load_q<KvKind::Q4H, NG, T, TC>(a, row, h0, ng, q_s);  // TC: the records' planes alternating (q4h_mma_scores)
+  if constexpr (Rec) {  // 1b. the records attn_q4h_records_kernel made, copied (heads past ng: zeros, their records)
+    static_assert(TC, "the records are made with their planes in pairs");
+    const uint4* src = reinterpret_cast<const uint4*>(q4h_records(a) + (row * a.H + h0) * int64_t(D));
+    uint4* dst = reinterpret_cast<uint4*>(q_s);
+    for (int i = tid; i < NG * D / 4; i += T) dst[i] = i < ng * D / 4 ? src[i] : make_uint4(0, 0, 0, 0);
+    __syncthreads();
+  } else {
+    load_q<KvKind::Q4H, NG, T, TC>(a, row, h0, ng, q_s);  // TC: the records' planes alternating (q4h_mma_scores)
+  }
 
   // 2. scores: key hf·kHalf + tid of each half, one chain per (key, head)
   float mloc[NG];
@@ -174,6 +182,27 @@ __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true>(a, qblocks, hpb, maxch, scale);
 }
+// Form 15 with the query's records made once a row and head (attn_q4h_records_kernel) and copied (step 1b).
+template <int NG>
+__global__ void __launch_bounds__(kBulkT, kBulkB)
+    attn_bulk_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, Ready::Made, kBulkT, true, true>(a, qblocks, hpb, maxch, scale);
+}
+// The query's records of every row, head and group, once (load_q's for the TC forms: rotated, then q4h_record<true>),
+// into q4h_records(a): a warp a (head, group), 8 a block; grid (⌈H·D/32 / 8⌉, N). Words 18–31 of each record are
+// written 0, so that the chunk kernels copy whole records and no byte they copy is unwritten.
+__global__ void __launch_bounds__(256) attn_q4h_records_kernel(AttnArgs a) {
+  pdl_wait();
+  const int lane = threadIdx.x & 31, G = a.D / 32;
+  const int idx = blockIdx.x * 8 + (threadIdx.x >> 5);
+  if (idx >= a.H * G) return;
+  const int64_t row = blockIdx.y;
+  const int h = idx / G, g = idx % G;
+  uint32_t* rec = reinterpret_cast<uint32_t*>(q4h_records(a) + (row * a.H + h) * int64_t(a.D) + 32 * g);
+  const float v = a.q[row * a.ldq + int64_t(h) * a.D + 32 * g + lane];
+  q4h_record<true>(warp_wht32(v, lane), lane, rec);
+  if (lane >= 18) rec[lane] = 0u;
+}
 
 }  // namespace
 
@@ -220,6 +249,14 @@ void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
 }
 
 template <int NG>
+void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  const AttnArgs& a = cg.a;
+  const unsigned groups = unsigned(a.H * (a.D / 32));
+  launch_k(cg.pdl, attn_q4h_records_kernel, dim3((groups + 7) / 8, unsigned(a.N)), dim3(256), 0, cg.st, a);
+  launch_bulk_form<NG, 17>(attn_bulk_rec_kernel<NG>, cg, rec);
+}
+
+template <int NG>
 void launch_bulk_place_kernel(const ChunkGrid& cg, AttnLaunch& rec, bool lc) {
   if (lc)
     launch_bulk_form<NG, 16, kBulkLcT>(attn_bulk_lc_place_kernel<NG>, cg, rec);
@@ -248,10 +285,15 @@ template void launch_bulk_lc_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_place_kernel<1>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_place_kernel<2>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_place_kernel<4>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_place_kernel<6>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_place_kernel<8>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

@@ -135,6 +135,12 @@ __device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
   if (lane == 0) rec[16] = unit, rec[17] = uint32_t(-8 * sum);
 }
 
+// Form 17's query records, made once a row and head (bulk.cu's attn_q4h_records_kernel): [N][H][D] words, head h's
+// group g at (row·H + h)·D + 32·g, in a.part after the chunks' partials (attn_part_floats counts both).
+__host__ __device__ inline float* q4h_records(const AttnArgs& a) {
+  return a.part + a.N * a.H * int64_t((a.max_keys + kChunk - 1) / kChunk) * (a.D + 2);
+}
+
 // The query heads h0 … h0 + ng − 1 of a row into q_s [NG][D] (padding heads 0); for q4h rotated and then each group
 // of 32 held as its record (q4h_record; Pairs: its planes' words alternating).
 template <KvKind F, int NG, int T, bool Pairs = false>

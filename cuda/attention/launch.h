@@ -53,6 +53,10 @@ void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // and, with lc, attn_bulk_lc_place_kernel<NG> (16: form 14 so).
 template <int NG>
 void launch_bulk_place_kernel(const ChunkGrid& cg, AttnLaunch& rec, bool lc);
+// bulk.cu: attn_q4h_records_kernel, then attn_bulk_rec_kernel<NG> (Tuning's attn_q4h_form 17: form 15 with the
+// query's records made once a row and head instead of in every chunk block).
+template <int NG>
+void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
 void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
 

@@ -74,7 +74,7 @@ void launch_chunks(const ChunkGrid& cg, AttnShape shape) {
 
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys) {
   const int64_t maxch = (max_keys + kChunk - 1) / kChunk;
-  return size_t(N * H * maxch * (D + 2));
+  return size_t(N * H * maxch * (D + 2) + N * H * D);  // the chunks' partials, then form 17's records (q4h_records)
 }
 
 const char* attn_shape_name(AttnShape s) { return kShapeNames[int(s)]; }
