@@ -5,7 +5,7 @@
 # tensor cores with one code word a lane and the records' planes in pairs (one 16-byte load of A); and forms 15 and
 # 16 (forms 11 and 14 with V's codes read in place by ldmatrix). Builds both trees (the base in the background), runs
 # the ops stage (the diff table, byte for byte with the oracle: every q4h shape and form), then the attention alone at
-# 1K, 128K and 262K (base form 11; forms 11, 15, 16), a process each, two rounds; then a q4h token at 1K to 262K
+# 1K, 128K and 262K (base form 11; forms 11, 15, 16, 17: 15 with the records made once), a process each, two rounds; then a q4h token at 1K to 262K
 # (base 11; 15); then form 15 in the whole engine (HKV_ATTN_Q4H_FORM=15: gpu_engine, hkv generate against the
 # oracle, hkv diff --op model).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-f/call1.sh
@@ -29,7 +29,7 @@ wait $basepid
 cat "$back/base-build.txt" | tee -a "$s"
 attn=$back/call1-bench-attn.txt
 for round in 1 2; do
-  for run in base:11 new:11 new:15 new:16; do
+  for run in base:11 new:11 new:15 new:16 new:17; do
     tree=${run%%:*} form=${run##*:} bin=build-gpu/hkv
     [[ $tree == base ]] && bin=/tmp/base/build-gpu/hkv
     echo "== $tree HKV_ATTN_Q4H_FORM=$form (round $round)" >> "$attn"
