@@ -1,9 +1,9 @@
 // The fragment indices of the q4h scores on the tensor cores (cuda/attention/mma_frag.h), checked on the host: the
 // PTX layout of mma.sync.m16n8k32 places every element of A, B and D exactly once, and a warp that fills its registers
-// as q4h_mma_scores does (records with their planes in pairs, by score_a_pairs; codes by score_b_word and score_b_bits;
-// D started from −8·ΣX in the low plane), multiplied as the tensor cores multiply, hands each lane, for its (key, head)
-// pairs, the integer P = 256·Σhi + Σlo − 8·ΣX that q4h_group_p takes with dp4a from the same record and codes. Host
-// code: no GPU needed.
+// as q4h_mma_scores does (records by score_a_word, codes by score_b_word and score_b_bits; or, in the paired order,
+// records with their planes in pairs by paired_a_pairs and codes by paired_b_word; D started from −8·ΣX in the low
+// plane), multiplied as the tensor cores multiply, hands each lane, for its (key, head) pairs, the integer
+// P = 256·Σhi + Σlo − 8·ΣX that q4h_group_p takes with dp4a from the same record and codes. Host code: no GPU needed.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -43,9 +43,10 @@ TEST_CASE("mma_frag: the m16n8k32 layout places every element of A, B and D once
   for (const auto& [k, col] : b) CHECK((k >= 0 && k < 32 && col >= 0 && col < 8));
 }
 
-TEST_CASE("mma_frag: the q4h scores' registers give each lane q4h_group_p's integers") {
+TEST_CASE("mma_frag: the q4h scores' registers give each lane q4h_group_p's integers, in either order") {
   std::mt19937 rng(20261207);
-  for (int trial = 0; trial < 200; trial++) {
+  for (int trial = 0; trial < 400; trial++) {
+    const bool paired = trial % 2;
     // 8 heads' records of one group (16 plane words, −8·ΣX) and 8 keys' 16 code bytes
     uint32_t rec[8][16];
     int nx[8];
@@ -64,13 +65,14 @@ TEST_CASE("mma_frag: the q4h scores' registers give each lane q4h_group_p's inte
     for (int lane = 0; lane < 32; lane++) {
       const int h = frag::score_head(lane);
       for (int r = 0; r < 4; r++) {
-        const uint32_t w = pairs[h][frag::score_a_pairs(lane) + r];
-        CHECK(w == rec[h][frag::score_a_word(lane, r)]);
+        const uint32_t w = paired ? pairs[h][frag::paired_a_pairs(lane) + r] : rec[h][frag::score_a_word(lane, r)];
+        if (paired) CHECK(w == rec[h][frag::paired_a_word(lane, r)]);
         for (int by = 0; by < 4; by++) A[frag::a_row(lane, r)][frag::a_k(lane, r, by)] = byte_of(w, by);
       }
       const int key = frag::b_col(lane);
       for (int r = 0; r < 2; r++) {
-        const uint32_t w = frag::score_b_bits(codes[key], frag::score_b_word(lane, r));
+        const uint32_t w =
+            frag::score_b_bits(codes[key], paired ? frag::paired_b_word(lane, r) : frag::score_b_word(lane, r));
         for (int by = 0; by < 4; by++) B[frag::b_k(lane, r, by)][key] = int(uint8_t(w >> (8 * by)));
       }
       for (int r = 0; r < 4; r++) Dm[frag::c_row(lane, r)][frag::c_col(lane, r)] = r < 2 ? nx[h] : 0;

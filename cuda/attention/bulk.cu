@@ -7,6 +7,8 @@
 // The operations and their order are attn_slim_kernel's (attend(), contract.cuh); what changes is where the rows are:
 //   1. thread 0 starts the copies of K's rows [0, 256) and [256, len) of the chunk (two mbarriers); the block loads
 //      and rotates the query (load_q) meanwhile;
+//   1b. attn_bulk_rec_kernel (form 17) alone: the block copies the query's records instead, made once a row and head
+//      by attn_q4h_records_kernel, launched ahead of it;
 //   2. scores: thread t takes key t of each half (q4h_int_scores over the staged rows, one key a thread), or with TC
 //      warp w takes keys 32w … 32w + 31 of each half on the tensor cores (q4h_mma_scores: the same integers and the
 //      same chains); the first half as soon as its copy has landed; after each half (a barrier: no thread reads it
@@ -20,14 +22,15 @@
 //      (q4h_w's Ready::Zeroed) with no barrier added; and the block has a ninth warp (288 threads), which takes no key
 //      in the scores and no group in the values, so lc's chain (store_ml: threads T − 1 − h) runs in it while the 8
 //      warps take the values, and no value warp waits for it;
-//   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass); forms 15
-//      and 16 read V's codes in place (InPlace: ldmatrix on the staged rows themselves, no copy of them into the
-//      warp's scratch, whose 16-byte store and load a lane and 32 keys go).
+//   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
+// Lean (forms 15, 16 and 17) changes instructions, not results: step 2 in q4h_mma_scores' paired order (one code word
+// a lane, the records' planes in pairs: load_q's and q4h_record's Pairs), step 4 reading V's codes in place (ldmatrix
+// on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean tiles and bytes.
 // 256 threads (288 with step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value
 // scratch): two blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 11 (the
 // default) picks attn_bulk_ready_kernel (TC and step 3b), 14 attn_bulk_lc_kernel (TC and step 3c), 10
-// attn_bulk_kernel with TC, 8 the one without; 15 attn_bulk_place_kernel (form 11 with step 4 in place), 16
-// attn_bulk_lc_place_kernel (form 14 with step 4 in place).
+// attn_bulk_kernel with TC, 8 the one without; 15 attn_bulk_place_kernel (form 11, Lean), 16
+// attn_bulk_lc_place_kernel (form 14, Lean), 17 attn_bulk_rec_kernel (form 15 with step 1b).
 #include <cstddef>
 #include <cstdint>
 
@@ -60,7 +63,7 @@ __host__ __device__ constexpr size_t bulk_smem() {
 
 // One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
 // step 3c).
-template <int NG, bool TC, Ready R, int T = kBulkT, bool InPlace = false, bool Rec = false>
+template <int NG, bool TC, Ready R, int T = kBulkT, bool Lean = false, bool Rec = false>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
@@ -100,13 +103,13 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
       }
   }
   if constexpr (Rec) {  // 1b. the records attn_q4h_records_kernel made, copied (heads past ng: zeros, their records)
-    static_assert(TC, "the records are made with their planes in pairs");
+    static_assert(TC && Lean, "the records are made with their planes in pairs");
     const uint4* src = reinterpret_cast<const uint4*>(q4h_records(a) + (row * a.H + h0) * int64_t(D));
     uint4* dst = reinterpret_cast<uint4*>(q_s);
     for (int i = tid; i < NG * D / 4; i += T) dst[i] = i < ng * D / 4 ? src[i] : make_uint4(0, 0, 0, 0);
     __syncthreads();
   } else {
-    load_q<KvKind::Q4H, NG, T, TC>(a, row, h0, ng, q_s);  // TC: the records' planes alternating (q4h_mma_scores)
+    load_q<KvKind::Q4H, NG, T, Lean>(a, row, h0, ng, q_s);  // Lean: the records' planes in pairs
   }
 
   // 2. scores: key hf·kHalf + tid of each half, one chain per (key, head)
@@ -117,7 +120,7 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
     mbar_wait(&bar_s[hf], 0);
     if constexpr (TC) {
       const int k0 = hf * kHalf + 32 * (tid >> 5), valid = rows(hf) - 32 * (tid >> 5);
-      if (valid > 0) q4h_mma_scores<NG, ES>(rows_s + size_t(k0) * RB, RB, D, valid, q_s, scale, e_s, k0, mloc);
+      if (valid > 0) q4h_mma_scores<NG, ES, Lean>(rows_s + size_t(k0) * RB, RB, D, valid, q_s, scale, e_s, k0, mloc);
     } else if (tid < rows(hf)) {
       const int j = hf * kHalf + tid;
       const uint8_t* const kr[1] = {rows_s + size_t(j) * RB};
@@ -149,8 +152,8 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
   }
   // 4. the values, once V's rows have landed
   for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) mbar_wait(&bar_s[2 + hf], 0);
-  q4h_values_block<NG, ES, T, R, InPlace>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0,
-                                          D / 32, len, e_s, ng, part, head_stride, vq_s);
+  q4h_values_block<NG, ES, T, R, Lean, Lean>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0,
+                                             D / 32, len, e_s, ng, part, head_stride, vq_s);
 }
 
 template <int NG, bool TC>
@@ -170,13 +173,13 @@ __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT>(a, qblocks, hpb, maxch, scale);
 }
-// Form 11 with V's codes read in place (step 4's InPlace).
+// Form 11, Lean.
 template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Made, kBulkT, true>(a, qblocks, hpb, maxch, scale);
 }
-// Form 14 with V's codes read in place (step 4's InPlace).
+// Form 14, Lean.
 template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {

@@ -31,12 +31,16 @@ HKV_FRAG_HD constexpr int c_col(int lane, int r) { return 2 * (lane & 3) + (r & 
 // row h is head h's low record plane (words 0–7 of its record), row 8 + h its high plane (words 8–15), and B's
 // column n is key n. So register r of A is record word score_a_word(lane, r), and register r of B is prep word
 // score_b_word(lane, r) of key b_col(lane), taken from the group's 16 code bytes by score_b_bits.
-HKV_FRAG_HD constexpr int score_a_word(int lane, int r) { return 8 * (r & 1) + 2 * (lane & 3) + (r >> 1); }
-HKV_FRAG_HD constexpr int score_b_word(int lane, int r) { return 2 * (lane & 3) + r; }
-// With the record's planes in pairs (q4h_record<true>: word 2i the low plane's word i, 2i + 1 the high plane's),
-// registers 0–3 of A are the four words from score_a_pairs(lane) on: plane word score_a_word(lane, r) % 8 of plane
-// r % 2 is word 2·(score_a_word % 8) + r % 2 = 4·(lane % 4) + r.
-HKV_FRAG_HD constexpr int score_a_pairs(int lane) { return 4 * (lane & 3); }
+HKV_FRAG_HD constexpr int score_a_word(int lane, int r) { return 8 * (r & 1) + (lane & 3) + 4 * (r >> 1); }
+HKV_FRAG_HD constexpr int score_b_word(int lane, int r) { return (lane & 3) + 4 * r; }
+// The paired order (q4h_mma_scores' Paired): the k slots of lane t are prep words 2t and 2t + 1, the low and the high
+// nibbles of one code word, t (one load, constant shifts): register r of B is prep word paired_b_word(lane, r), and
+// register r of A plane word paired_a_word(lane, r). With the record's planes in pairs (q4h_record<true>: word 2i the
+// low plane's word i, 2i + 1 the high plane's) that is word 2·(paired_a_word % 8) + r % 2 = paired_a_pairs(lane) + r:
+// the four words of A are one 16-byte load.
+HKV_FRAG_HD constexpr int paired_a_word(int lane, int r) { return 8 * (r & 1) + 2 * (lane & 3) + (r >> 1); }
+HKV_FRAG_HD constexpr int paired_b_word(int lane, int r) { return 2 * (lane & 3) + r; }
+HKV_FRAG_HD constexpr int paired_a_pairs(int lane) { return 4 * (lane & 3); }
 // prep word i of a group's codes (bytes p, 16 of them, 4-byte aligned on the card): the low nibbles of code word i/2
 // for even i, the high ones for odd i, one to a byte (the host reads the word by memcpy, the card with one load)
 HKV_FRAG_HD uint32_t score_b_bits(const uint8_t* p, int i) {

@@ -10,19 +10,20 @@
 //     and only s' goes to the scratch; ldmatrix below reads the rows themselves, lane l giving key k0 + l's address.
 //     B, k = 32 keys × n = 8 columns, u8: ldmatrix.trans of the 32 rows of 16 bytes gives lane (n = lane/4,
 //     t = lane%4) in register m the 4 bytes 2n, 2n + 1 of keys 8m + 2t and 8m + 2t + 1; byte 2n holds the codes
-//     c = u + 8 of dims 4n (low nibble) and 4n + 1 (high), byte 2n + 1 those of dims 4n + 2 and 4n + 3. Byte permutes
-//     gather byte 2n of four keys (R0) and byte 2n + 1 (R2), so that k slots 4t … 4t + 3 are keys {2t, 2t+1, 8+2t,
-//     9+2t} and slots 16 + 4t … are keys {16+2t, 17+2t, 24+2t, 25+2t} (a sum over k takes the keys in any order: the
-//     sums are exact). The four tiles are R0, R0 & 0xf0 a byte (16·c of dim 4n + 1), R2, R2 & 0xf0 (16·c of 4n + 3):
-//     the whole bytes, not the nibbles, whose low codes step 3 takes as a difference.
+//     c = u + 8 of dims 4n (low nibble) and 4n + 1 (high), byte 2n + 1 those of dims 4n + 2 and 4n + 3. Tile τ
+//     (dims 4n + τ) is those nibbles, gathered by byte permutes so that its k slots 4t … 4t + 3 are keys {2t, 2t+1,
+//     8+2t, 9+2t} and slots 16 + 4t … are keys {16+2t, 17+2t, 24+2t, 25+2t} (a sum over k takes the keys in any order:
+//     the sums are exact). Lean (bulk.cu's forms 15 to 17): the tiles are the whole bytes instead, R0 (byte 2n of the
+//     four keys), R0 & 0xf0 a byte (16·c of dim 4n + 1), R2 (byte 2n + 1), R2 & 0xf0 (16·c of 4n + 3), two permutes
+//     and two masks a register pair instead of ten instructions; step 3 takes the low codes' sums as a difference.
 //     W = round_even(max(e, 0)·s') = bits(fma(e', s', 1.5·2^23)) − 0x4b400000 (one rounding, to an integer since
 //     |e'·s'| < 2^14; e' = 0 past len, for heads ≥ ng, and for a NaN e), as two signed bytes W = p0 + 2^8·p1: p0 W's
-//     low byte, p1 that of (W + 2^7) >> 8 (p0 in [−128, 127], p1 in [−64, 64]). Both bytes are taken from the fma's
+//     low byte, p1 that of (W + 2^7) >> 8 (p0 in [−128, 127], p1 in [−64, 64]). Lean takes both bytes from the fma's
 //     bits F = W + 0x4b400000 without the subtraction: F and W agree in their low 16 bits (0x4b400000's are 0), so p0
 //     is F's byte 0 and p1 byte 1 of F + 2^7. A, m = 16 rows × the same k, s8: row h head h's p0, row 8 + h its p1.
 //     mma.sync m16n8k32 s8·u8 → s32, accumulating over the chunk: the four tiles and a fifth with B = 1 (ΣW).
-//  3. Each plane's sums are exact in 32 bits (|p0| ≤ 2^7, a byte ≤ 255, 512 keys: < 2^24). Dim 4n + 1's sum is the
-//     second tile's / 16 (a multiple of 16: an exact shift), dim 4n's the first tile's minus the second's (the high
+//  3. Lean: each plane's sums are exact in 32 bits (|p0| ≤ 2^7, a byte ≤ 255, 512 keys: < 2^24); dim 4n + 1's sum is
+//     the second tile's / 16 (a multiple of 16: an exact shift), dim 4n's the first tile's minus the second's (the high
 //     codes' 16·c taken out), and so for 4n + 3 and 4n + 2. O = D_0 + 2^8·D_1 − 8·ΣW = Σ_t W_t·u_t exactly, in 32 bits
 //     (|O| ≤ 512·2^14·8 = 2^26, |8·ΣW| ≤ 2^26); oc = float(O)·2^(E−13) (float() rounds once, to nearest even; the
 //     product by a normal power of two is exact).
@@ -82,7 +83,7 @@ __device__ __forceinline__ uint32_t q4h_bytes(uint32_t w0, uint32_t w1, uint32_t
 // The group g's oc of a chunk (the file's head comment). vrows: key 0's row (its codes at 16·g), vstride bytes a key,
 // v16: rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key; R: what e_s holds (Ready).
 // Every lane of the warp calls it.
-template <int NG, int ES, Ready R = Ready::None, bool InPlace = false>
+template <int NG, int ES, Ready R = Ready::None, bool InPlace = false, bool Lean = false>
 __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                size_t sstride, int g, int len, const float* e_s, int ng, float* part,
                                                int64_t head_stride, Q4hScratch* scr) {
@@ -149,9 +150,16 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
       uint32_t b[4][2];  // tile τ: b[τ][0] keys {2t, 2t+1, 8+2t, 9+2t}, b[τ][1] keys {16+2t, …}
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const uint32_t r0 = __byte_perm(rm[2 * h], rm[2 * h + 1], 0x6420);  // byte 2n: dims 4n, 4n + 1
-        const uint32_t r2 = __byte_perm(rm[2 * h], rm[2 * h + 1], 0x7531);  // byte 2n + 1: dims 4n + 2, 4n + 3
-        b[0][h] = r0, b[1][h] = r0 & 0xf0f0f0f0u, b[2][h] = r2, b[3][h] = r2 & 0xf0f0f0f0u;
+        if constexpr (Lean) {
+          const uint32_t r0 = __byte_perm(rm[2 * h], rm[2 * h + 1], 0x6420);  // byte 2n: dims 4n, 4n + 1
+          const uint32_t r2 = __byte_perm(rm[2 * h], rm[2 * h + 1], 0x7531);  // byte 2n + 1: dims 4n + 2, 4n + 3
+          b[0][h] = r0, b[1][h] = r0 & 0xf0f0f0f0u, b[2][h] = r2, b[3][h] = r2 & 0xf0f0f0f0u;
+        } else {
+          const uint32_t l0 = rm[2 * h] & 0x0f0f0f0fu, l1 = rm[2 * h + 1] & 0x0f0f0f0fu;
+          const uint32_t h0 = (rm[2 * h] >> 4) & 0x0f0f0f0fu, h1 = (rm[2 * h + 1] >> 4) & 0x0f0f0f0fu;
+          b[0][h] = __byte_perm(l0, l1, 0x6420), b[2][h] = __byte_perm(l0, l1, 0x7531);
+          b[1][h] = __byte_perm(h0, h1, 0x6420), b[3][h] = __byte_perm(h0, h1, 0x7531);
+        }
       }
       uint32_t A[4];
       {
@@ -163,7 +171,12 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
 #pragma unroll
           for (int i = 0; i < 4; i++) {
             const uint32_t F = q4h_w<NG, ES, R>(e_s, scr->sp, k0, ks[h][i], len, n, hv);
-            w[i] = F, w1[i] = F + 128u;
+            if constexpr (Lean) {
+              w[i] = F, w1[i] = F + 128u;
+            } else {
+              const int W = int(F) - 0x4b400000;
+              w[i] = uint32_t(W), w1[i] = uint32_t(W + 128);
+            }
           }
           A[2 * h] = q4h_bytes<0>(w[0], w[1], w[2], w[3]);
           A[2 * h + 1] = q4h_bytes<1>(w1[0], w1[1], w1[2], w1[3]);
@@ -173,11 +186,13 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
       for (int tau = 0; tau < 4; tau++) imma_s8u8(acc[tau], A, b[tau][0], b[tau][1]);
       imma_s8u8(acc[4], A, 0x01010101u, 0x01010101u);
     }
-    // 3. row n of A holds p0's sums (c0, c1), row n + 8 p1's (c2, c3); each dim's sums from the whole bytes'
+    // 3. row n of A holds p0's sums (c0, c1), row n + 8 p1's (c2, c3); Lean: each dim's sums from the whole bytes'
+    if constexpr (Lean) {
 #pragma unroll
-    for (int tau = 0; tau < 4; tau += 2)
+      for (int tau = 0; tau < 4; tau += 2)
 #pragma unroll
-      for (int j = 0; j < 4; j++) acc[tau][j] -= acc[tau + 1][j], acc[tau + 1][j] >>= 4;
+        for (int j = 0; j < 4; j++) acc[tau][j] -= acc[tau + 1][j], acc[tau + 1][j] >>= 4;
+    }
     auto whole = [&](int i, int j) { return acc[i][j + 2] * 256 + acc[i][j]; };
     const int sw = whole(4, 0);                                        // ΣW of head n
     const float unit = __uint_as_float(uint32_t(127 + E - 13) << 23);  // 2^(E−13)
@@ -195,15 +210,15 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
 }
 
 // The block's warps over groups [gb, ge) of the chunk, a group a warp at a time (scr: a Q4hScratch a warp).
-template <int NG, int ES, int T, Ready R = Ready::None, bool InPlace = false>
+template <int NG, int ES, int T, Ready R = Ready::None, bool InPlace = false, bool Lean = false>
 __device__ __forceinline__ void q4h_values_block(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                  size_t sstride, size_t sgstride, int gb, int ge, int len,
                                                  const float* e_s, int ng, float* part, int64_t head_stride,
                                                  Q4hScratch* scr) {
   const int warp = threadIdx.x >> 5;
   for (int g = gb + warp; g < ge; g += T / 32)
-    q4h_int_values<NG, ES, R, InPlace>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s, ng,
-                                       part, head_stride, scr + warp);
+    q4h_int_values<NG, ES, R, InPlace, Lean>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s,
+                                             ng, part, head_stride, scr + warp);
 }
 
 }  // namespace hkv::cuda::attn

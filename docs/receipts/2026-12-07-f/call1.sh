@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Call 1 on the lent card: the value loop's new instructions against the base tree (.carry/base.tgz: 6a4511c, form 11
-# the default). This tree: W's bytes taken from the fma's bits (no subtraction), B's tiles the whole code bytes (two
-# byte permutes and two masks a register pair instead of ten instructions), in every q4h value loop; the scores on the
-# tensor cores with one code word a lane and the records' planes in pairs (one 16-byte load of A); and forms 15 and
-# 16 (forms 11 and 14 with V's codes read in place by ldmatrix). Builds both trees (the base in the background), runs
-# the ops stage (the diff table, byte for byte with the oracle: every q4h shape and form), then the attention alone at
-# 1K, 128K and 262K (base form 11; forms 11, 15, 16, 17: 15 with the records made once), a process each, two rounds; then a q4h token at 1K to 262K
-# (base 11; 15); then form 15 in the whole engine (HKV_ATTN_Q4H_FORM=15: gpu_engine, hkv generate against the
-# oracle, hkv diff --op model).
+# Call 1 on the lent card: the bulk kernel's Lean forms against form 11, the default, and against the base tree
+# (.carry/base.tgz: 6a4511c, whose form 11 has the same machine code as this tree's: sass_equal). Lean: the scores on
+# the tensor cores with one code word a lane and the records' planes in pairs (one 16-byte load of A); the values with
+# V's codes read in place by ldmatrix, the whole code bytes as tiles, W's bytes from the fma's bits. Form 15 is form
+# 11 Lean, 16 form 14 Lean, 17 form 15 with the query's records made once a row and head. Builds both trees (the base
+# in the background), runs the ops stage (the diff table, byte for byte with the oracle: every q4h shape and form),
+# then the attention alone at 1K, 128K and 262K (base form 11; forms 11, 15, 16, 17), a process each, two rounds; then
+# a q4h token at 1K to 262K (base 11; 15); then form 15 in the whole engine (HKV_ATTN_Q4H_FORM=15: gpu_engine,
+# hkv generate against the oracle, hkv diff --op model).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-f/call1.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
