@@ -815,8 +815,8 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     bool pre, mfast = true, pdl = true;
     int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
   };
-  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 10, 14, 15, 16 and 17; 11 is the default) once each,
-  // the other switches at their defaults
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11 and 16; 17 is the default) once each, the other
+  // switches at their defaults
   const std::vector<Switches> settings = {{32, false},
                                           {4, false},
                                           {8, false},
@@ -828,11 +828,8 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                           {32, false, true, true, 0},
                                           {32, false, true, true, 1},
                                           {32, false, true, true, 8},
-                                          {32, false, true, true, 10},
-                                          {32, false, true, true, 14},
-                                          {32, false, true, true, 15},
-                                          {32, false, true, true, 16},
-                                          {32, false, true, true, 17}};
+                                          {32, false, true, true, 11},
+                                          {32, false, true, true, 16}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
   for (const auto& [vu, pre, mfast, pdl, q4h_form] : settings) {
@@ -872,9 +869,9 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     const bool rolled = f.kind == KvKind::FP8 && kvc27 && cuda::attn_slim_fp8_rolled(chunk_blocks, cuda::sm_count());
     if (d.empty() && launched.slim_roll != rolled)
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
-    // form 1 at the 27B's layout alone; forms 8 and 10 (attn_bulk_kernel), 11 (attn_bulk_ready_kernel), 14
-    // (attn_bulk_lc_kernel), 15 and 16 (their in-place forms), 17 (attn_bulk_rec_kernel) wherever q4h's slim shape
-    // runs (head_dim 256), where built
+    // form 1 at the 27B's layout alone; forms 8 (attn_bulk_kernel), 11 (attn_bulk_ready_kernel), 16
+    // (attn_bulk_lc_place_kernel) and 17 (attn_bulk_rec_kernel) wherever q4h's slim shape runs (head_dim 256), where
+    // built
     const bool q4h_slim = f.kind == KvKind::Q4H && launched.slim_kernel;
     const int want_k = q4h_form == 1 && q4h_slim && kvc27                     ? 1
                        : q4h_form >= 8 && q4h_slim && cuda::attn_bulk_built() ? q4h_form
@@ -905,10 +902,10 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                     ": " + d};
     for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
                              launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
-                             launched.q4h_form == 10 ? "bulk-mma" : "", launched.q4h_form == 11 ? "bulk-ready" : "",
-                             launched.q4h_form == 14 ? "bulk-lc" : "", launched.q4h_form == 15 ? "bulk-place" : "",
+                             launched.q4h_form == 11 ? "bulk-ready" : "",
                              launched.q4h_form == 16 ? "bulk-lc-place" : "", launched.q4h_form == 17 ? "bulk-rec" : ""})
-      if (*form && seen.find(form) == std::string::npos) seen += std::string(seen.empty() ? "" : ", ") + form;
+      if (*form && (", " + seen + ", ").find(std::string(", ") + form + ", ") == std::string::npos)
+        seen += std::string(seen.empty() ? "" : ", ") + form;
   }
   return {CaseResult::Ok, std::to_string(settings.size()) + " switch settings" + (seen.empty() ? "" : "; " + seen)};
 }

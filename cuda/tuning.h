@@ -28,12 +28,10 @@ struct Tuning {
   // ---- decode attention (cuda/attention/) ----
   int attn_slim = 1;           // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
   int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
-  int attn_q4h_form = 11;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
-                               // after the scores), 8 (bulk.cu: the rows staged by bulk copies), 10 (bulk.cu with
-                               // its scores on the tensor cores), 11 (10 with each weight made ready once a chunk),
-                               // 14 (10 with the weights' zeros made with the weights, lc summed by a warp of its
-                               // own), 15 and 16 (11 and 14 with V's codes read in place by ldmatrix), 17 (15
-                               // with the query's records made once a row and head)
+  int attn_q4h_form = 17;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
+                               // after the scores), or bulk.cu's (the rows staged by bulk copies): 17 (the query's
+                               // records made once, the scores on the tensor cores, V's codes read in place), 11,
+                               // 16 and 8 (bulk.cu's head comment says what each does)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----

@@ -4,33 +4,34 @@
 // half-chunk (256 rows, 36,864 bytes) with one instruction, and the copy engine streams it while the block's threads
 // compute: the bytes in flight a multiprocessor no longer depend on how many loads each thread keeps going, and every
 // byte of a row is fetched once (the 16-byte group loads of slim read a 32-byte sector's halves at different times).
-// The operations and their order are attn_slim_kernel's (attend(), contract.cuh); what changes is where the rows are:
-//   1. thread 0 starts the copies of K's rows [0, 256) and [256, len) of the chunk (two mbarriers); the block loads
-//      and rotates the query (load_q) meanwhile;
-//   1b. attn_bulk_rec_kernel (form 17) alone: the block copies the query's records instead, made once a row and head
-//      by attn_q4h_records_kernel, launched ahead of it;
-//   2. scores: thread t takes key t of each half (q4h_int_scores over the staged rows, one key a thread), or with TC
-//      warp w takes keys 32w … 32w + 31 of each half on the tensor cores (q4h_mma_scores: the same integers and the
-//      same chains); the first half as soon as its copy has landed; after each half (a barrier: no thread reads it
-//      any more) thread 0 starts the copy of the V rows of the same keys into the same bytes;
+// The operations and their order are attn_slim_kernel's (attend(), contract.cuh); what changes is where the rows are.
+// attn_bulk_rec_kernel (Tuning's attn_q4h_form 17, the default), in order:
+//   0. attn_q4h_records_kernel, launched ahead of it, makes the query's records once a row and head (rotated, then
+//      q4h_record<true>: its planes' words in pairs);
+//   1. thread 0 starts the copies of K's rows [0, 256) and [256, len) of the chunk (two mbarriers); the block copies
+//      its heads' records meanwhile (step 1b; the other forms load and rotate the query themselves, load_q);
+//   2. scores: warp w takes keys 32w … 32w + 31 of each half on the tensor cores (q4h_mma_scores, its paired order:
+//      one code word a lane, a lane's four words of A one 16-byte load; the same integers and the same chains); the
+//      first half as soon as its copy has landed; after each half (a barrier: no thread reads it any more) thread 0
+//      starts the copy of the V rows of the same keys into the same bytes;
 //   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
-//   3b. attn_bulk_ready_kernel alone: after a barrier (lc summed), each weight made as the value loop takes it,
-//      max(e, 0) for a key below len and a head below ng, else 0, up to the end of the chunk's last block of 32 keys
-//      (q4h_w's Ready::Made), then a barrier: the 8 warps' value loops skip that max and those tests, with the same W;
-//   3c. attn_bulk_lc_kernel alone: step 3's pass writes 0 past the keys (to the end of the last block of 32) and past
-//      the block's heads beside each e (chunk_weights' Zero), so the value loops skip the tests and keep the max
-//      (q4h_w's Ready::Zeroed) with no barrier added; and the block has a ninth warp (288 threads), which takes no key
-//      in the scores and no group in the values, so lc's chain (store_ml: threads T − 1 − h) runs in it while the 8
-//      warps take the values, and no value warp waits for it;
-//   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass).
-// Lean (forms 15, 16 and 17) changes instructions, not results: step 2 in q4h_mma_scores' paired order (one code word
-// a lane, the records' planes in pairs: load_q's and q4h_record's Pairs), step 4 reading V's codes in place (ldmatrix
-// on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean tiles and bytes.
+//   3b. after a barrier (lc summed), each weight made as the value loop takes it, max(e, 0) for a key below len and a
+//      head below ng, else 0, up to the end of the chunk's last block of 32 keys (q4h_w's Ready::Made), then a
+//      barrier: the 8 warps' value loops skip that max and those tests, with the same W;
+//   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass), V's codes read
+//      in place (ldmatrix on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean
+//      tiles and bytes.
+// Steps 2 and 4 so are Lean, which changes instructions, not results. The other forms:
+//   11 attn_bulk_ready_kernel: steps 1 to 4 without Lean and with load_q (the default before form 17);
+//   16 attn_bulk_lc_place_kernel: Lean with load_q, and step 3c instead of 3b: step 3's pass writes 0 past the keys
+//      (to the end of the last block of 32) and past the block's heads beside each e (chunk_weights' Zero), so the
+//      value loops skip the tests and keep the max (q4h_w's Ready::Zeroed) with no barrier added; and the block has a
+//      ninth warp (288 threads), which takes no key in the scores and no group in the values, so lc's chain
+//      (store_ml: threads T − 1 − h) runs in it while the 8 warps take the values, and no value warp waits for it;
+//   8 attn_bulk_kernel<NG, false>: load_q, thread t takes key t of each half in the scores (q4h_int_scores, one key a
+//      thread), the weights made in the value loop.
 // 256 threads (288 with step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value
-// scratch): two blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built); Tuning's attn_q4h_form 11 (the
-// default) picks attn_bulk_ready_kernel (TC and step 3b), 14 attn_bulk_lc_kernel (TC and step 3c), 10
-// attn_bulk_kernel with TC, 8 the one without; 15 attn_bulk_place_kernel (form 11, Lean), 16
-// attn_bulk_lc_place_kernel (form 14, Lean), 17 attn_bulk_rec_kernel (form 15 with step 1b).
+// scratch): two blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built).
 #include <cstddef>
 #include <cstdint>
 
@@ -167,25 +168,13 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_ready_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Made>(a, qblocks, hpb, maxch, scale);
 }
-// Form 10 with step 3c: the weights' zeros made with the weights, lc summed by a ninth warp.
-template <int NG>
-__global__ void __launch_bounds__(kBulkLcT, kBulkB)
-    attn_bulk_lc_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT>(a, qblocks, hpb, maxch, scale);
-}
-// Form 11, Lean.
-template <int NG>
-__global__ void __launch_bounds__(kBulkT, kBulkB)
-    attn_bulk_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, Ready::Made, kBulkT, true>(a, qblocks, hpb, maxch, scale);
-}
-// Form 14, Lean.
+// Lean, with step 3c: the weights' zeros made with the weights, lc summed by a ninth warp.
 template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true>(a, qblocks, hpb, maxch, scale);
 }
-// Form 15 with the query's records made once a row and head (attn_q4h_records_kernel) and copied (step 1b).
+// Form 11, Lean, with the query's records made once a row and head (attn_q4h_records_kernel) and copied (step 1b).
 template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
@@ -236,19 +225,14 @@ void launch_bulk_form(Kernel kernel, const ChunkGrid& cg, AttnLaunch& rec) {
   rec.q4h_form = Form;
 }
 
-template <int NG, bool TC>
+template <int NG>
 void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
-  launch_bulk_form<NG, TC ? 10 : 8>(attn_bulk_kernel<NG, TC>, cg, rec);
+  launch_bulk_form<NG, 8>(attn_bulk_kernel<NG, false>, cg, rec);
 }
 
 template <int NG>
 void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 11>(attn_bulk_ready_kernel<NG>, cg, rec);
-}
-
-template <int NG>
-void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
-  launch_bulk_form<NG, 14, kBulkLcT>(attn_bulk_lc_kernel<NG>, cg, rec);
 }
 
 template <int NG>
@@ -260,42 +244,29 @@ void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
 }
 
 template <int NG>
-void launch_bulk_place_kernel(const ChunkGrid& cg, AttnLaunch& rec, bool lc) {
-  if (lc)
-    launch_bulk_form<NG, 16, kBulkLcT>(attn_bulk_lc_place_kernel<NG>, cg, rec);
-  else
-    launch_bulk_form<NG, 15>(attn_bulk_place_kernel<NG>, cg, rec);
+void launch_bulk_lc_place_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  launch_bulk_form<NG, 16, kBulkLcT>(attn_bulk_lc_place_kernel<NG>, cg, rec);
 }
 
-template void launch_bulk_kernel<1, false>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<1, true>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<2, false>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<2, true>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<4, false>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<4, true>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<6, false>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<6, true>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<8, false>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_kernel<8, true>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<1>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<2>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<4>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<6>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_kernel<1>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_kernel<2>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_kernel<4>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_kernel<6>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_kernel<8>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_place_kernel<1>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_lc_place_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_place_kernel<2>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_lc_place_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_place_kernel<4>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_lc_place_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_place_kernel<6>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_lc_place_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_place_kernel<8>(const ChunkGrid&, AttnLaunch&, bool);
+template void launch_bulk_lc_place_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn

@@ -359,7 +359,7 @@ __device__ __forceinline__ void weights_to_block(float* e_s, int len, int ng, F 
 
 // From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
 // (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc). Zero (bulk.cu's
-// form 14): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads (to ES).
+// form 16): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads (to ES).
 template <int NG, int T, int ES = kEs, bool Zero = false>
 __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
                                               float* mc_s, int ng = NG) {

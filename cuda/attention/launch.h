@@ -38,25 +38,18 @@ void launch_chunk_kernel(const ChunkGrid& cg, AttnShape shape, AttnLaunch& rec);
 // checks); records its form in rec.
 template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// bulk.cu: attn_bulk_kernel<NG, TC> (q4h at head_dim kSlimD; the slim shape's form with Tuning's attn_q4h_form 8,
-// and with 10 its scores on the tensor cores, TC).
-template <int NG, bool TC>
-void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// bulk.cu: attn_bulk_ready_kernel<NG> (Tuning's attn_q4h_form 11: form 10 with each weight made ready once a chunk).
-template <int NG>
-void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// bulk.cu: attn_bulk_lc_kernel<NG> (Tuning's attn_q4h_form 14: form 10 with the weights' zeros past the keys and
-// heads made with the weights, and lc summed by a ninth warp of its own, so that no warp waits for lc's chain).
-template <int NG>
-void launch_bulk_lc_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// bulk.cu: attn_bulk_place_kernel<NG> (Tuning's attn_q4h_form 15: form 11 with V's codes read in place by ldmatrix)
-// and, with lc, attn_bulk_lc_place_kernel<NG> (16: form 14 so).
-template <int NG>
-void launch_bulk_place_kernel(const ChunkGrid& cg, AttnLaunch& rec, bool lc);
-// bulk.cu: attn_q4h_records_kernel, then attn_bulk_rec_kernel<NG> (Tuning's attn_q4h_form 17: form 15 with the
-// query's records made once a row and head instead of in every chunk block).
+// bulk.cu (q4h at head_dim kSlimD, the slim shape's forms; Tuning's attn_q4h_form): attn_q4h_records_kernel, then
+// attn_bulk_rec_kernel<NG> (17, the default: the query's records made once a row and head, Lean);
+// attn_bulk_ready_kernel<NG> (11); attn_bulk_lc_place_kernel<NG> (16: Lean, lc summed by a ninth warp of its own);
+// attn_bulk_kernel<NG, false> (8: one key a thread in the scores).
 template <int NG>
 void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+template <int NG>
+void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+template <int NG>
+void launch_bulk_lc_place_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+template <int NG>
+void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
 void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
 

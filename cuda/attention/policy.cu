@@ -6,10 +6,11 @@
 //   chunk.cu        attn_chunk_kernel: the staged shapes (kv-staged, kv-staged-h1, kv-staged-h2, v-staged-x2) and
 //                   unstaged-x8
 //   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
-//   bulk.cu         attn_bulk_ready_kernel and attn_bulk_kernel: q4h's slim shape, its rows staged by bulk copies;
-//                   with Tuning's attn_q4h_form 11 (the default) its scores on the tensor cores (q4h_mma_scores.cuh,
-//                   whose fragment indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp) and each
-//                   key's weight made ready once a chunk, with 10 the same scores, with 8 one key a thread
+//   bulk.cu         attn_bulk_rec_kernel and its other forms: q4h's slim shape, its rows staged by bulk copies; with
+//                   Tuning's attn_q4h_form 17 (the default) the query's records made once a row and head
+//                   (attn_q4h_records_kernel), its scores on the tensor cores (q4h_mma_scores.cuh, whose fragment
+//                   indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp), each key's weight made
+//                   ready once a chunk, V's codes read in place; 11, 16 and 8 the forms bulk.cu names
 //   staged.cuh      bulk.cu's block layout
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel

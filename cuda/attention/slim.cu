@@ -344,26 +344,18 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   static_assert(F != KvKind::BF16, "slim is written for fp8 and q4h");
   const AttnArgs& a = cg.a;
-  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 8, 10, 11, 14, 15, 16, 17: the rows staged by bulk copies
-                                     // (bulk.cu; 10: its scores on the tensor cores; 11: and its weights made ready
-                                     // once; 14: its weights' zeros made with the weights, lc by a warp of its own;
-                                     // 15 and 16: 11 and 14 with V's codes read in place; 17: 15 with
-                                     // the query's records made once a row and head)
+  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 17, 16, 11 or 8: the rows staged by bulk copies (bulk.cu)
     const int form = cg.q4h_form;
-    if ((form == 8 || form == 10 || form == 11 || form == 14 || form == 15 || form == 16 || form == 17) &&
-        a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_bulk_built()) {
+    if ((form == 8 || form == 11 || form == 16 || form == 17) && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) &&
+        attn_bulk_built()) {
       if (form == 17)
         launch_bulk_rec_kernel<NG>(cg, rec);
-      else if (form == 15 || form == 16)
-        launch_bulk_place_kernel<NG>(cg, rec, form == 16);
-      else if (form == 14)
-        launch_bulk_lc_kernel<NG>(cg, rec);
+      else if (form == 16)
+        launch_bulk_lc_place_kernel<NG>(cg, rec);
       else if (form == 11)
         launch_bulk_ready_kernel<NG>(cg, rec);
-      else if (form == 10)
-        launch_bulk_kernel<NG, true>(cg, rec);
       else
-        launch_bulk_kernel<NG, false>(cg, rec);
+        launch_bulk_kernel<NG>(cg, rec);
       return;
     }
   }
