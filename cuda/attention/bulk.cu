@@ -153,8 +153,8 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
   }
   // 4. the values, once V's rows have landed
   for (int hf = 0; hf < 2 && rows(hf) > 0; hf++) mbar_wait(&bar_s[2 + hf], 0);
-  q4h_values_block<NG, ES, T, R, Lean, Lean>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0,
-                                             D / 32, len, e_s, ng, part, head_stride, vq_s);
+  q4h_values_block<NG, ES, T, R, Lean>(rows_s, RB, true, rows_s + Fmt<KvKind::Q4H>::scale_off(D, 0), RB, 2, 0, D / 32,
+                                       len, e_s, ng, part, head_stride, vq_s);
 }
 
 template <int NG, bool TC>

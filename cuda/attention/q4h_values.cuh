@@ -6,8 +6,8 @@
 //     M inf or NaN (raw ≥ 0x7c00): oc = NaN; M = 0: oc = +0 (the warp's lanes agree, so it leaves as one).
 //  2. For each 32 keys k0 … k0 + 31: lane l loads key k0 + l's 16 code bytes of the group (its row clamped to len − 1)
 //     and scale, s' = f32(s)·2^(13−E) (exact: 11 bits times a power of two; 0 past len), into the warp's scratch.
-//     InPlace (the rows in shared memory, 16-byte aligned: bulk.cu's forms 16 and 17): the codes stay where they are
-//     and only s' goes to the scratch; ldmatrix below reads the rows themselves, lane l giving key k0 + l's address.
+//     Lean (the rows in shared memory, 16-byte aligned: bulk.cu's forms 16 and 17): the codes stay where they are and
+//     only s' goes to the scratch; ldmatrix below reads the rows themselves, lane l giving key k0 + l's address.
 //     B, k = 32 keys × n = 8 columns, u8: ldmatrix.trans of the 32 rows of 16 bytes gives lane (n = lane/4,
 //     t = lane%4) in register m the 4 bytes 2n, 2n + 1 of keys 8m + 2t and 8m + 2t + 1; byte 2n holds the codes
 //     c = u + 8 of dims 4n (low nibble) and 4n + 1 (high), byte 2n + 1 those of dims 4n + 2 and 4n + 3. Tile τ
@@ -83,7 +83,7 @@ __device__ __forceinline__ uint32_t q4h_bytes(uint32_t w0, uint32_t w1, uint32_t
 // The group g's oc of a chunk (the file's head comment). vrows: key 0's row (its codes at 16·g), vstride bytes a key,
 // v16: rows 16-byte aligned; srows: key 0's group-g scale (fp16), sstride bytes a key; R: what e_s holds (Ready).
 // Every lane of the warp calls it.
-template <int NG, int ES, Ready R = Ready::None, bool InPlace = false, bool Lean = false>
+template <int NG, int ES, Ready R = Ready::None, bool Lean = false>
 __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                size_t sstride, int g, int len, const float* e_s, int ng, float* part,
                                                int64_t head_stride, Q4hScratch* scr) {
@@ -122,13 +122,13 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
     };
     uint4 c0, c1;
     uint16_t s0, s1;
-    if constexpr (!InPlace) {
+    if constexpr (!Lean) {
       load(0, c0, s0);
       load(32, c1, s1);
     }
     for (int k0 = 0; k0 < len; k0 += 32) {  // 2.
       uint32_t rm[4];
-      if constexpr (InPlace) {  // the rows in shared memory: ldmatrix reads key k0 + lane's codes where they are
+      if constexpr (Lean) {  // the rows in shared memory: ldmatrix reads key k0 + lane's codes where they are
         const int kc = min(k0 + lane, len - 1);
         const uint16_t sb = *reinterpret_cast<const uint16_t*>(srows + size_t(kc) * sstride);
         const float sp = k0 + lane < len ? f32_from_f16_hw(sb) * up : 0.0f;
@@ -210,15 +210,15 @@ __device__ __forceinline__ void q4h_int_values(const uint8_t* vrows, size_t vstr
 }
 
 // The block's warps over groups [gb, ge) of the chunk, a group a warp at a time (scr: a Q4hScratch a warp).
-template <int NG, int ES, int T, Ready R = Ready::None, bool InPlace = false, bool Lean = false>
+template <int NG, int ES, int T, Ready R = Ready::None, bool Lean = false>
 __device__ __forceinline__ void q4h_values_block(const uint8_t* vrows, size_t vstride, bool v16, const uint8_t* srows,
                                                  size_t sstride, size_t sgstride, int gb, int ge, int len,
                                                  const float* e_s, int ng, float* part, int64_t head_stride,
                                                  Q4hScratch* scr) {
   const int warp = threadIdx.x >> 5;
   for (int g = gb + warp; g < ge; g += T / 32)
-    q4h_int_values<NG, ES, R, InPlace, Lean>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s,
-                                             ng, part, head_stride, scr + warp);
+    q4h_int_values<NG, ES, R, Lean>(vrows, vstride, v16, srows + size_t(g) * sgstride, sstride, g, len, e_s, ng, part,
+                                    head_stride, scr + warp);
 }
 
 }  // namespace hkv::cuda::attn
