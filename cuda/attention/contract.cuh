@@ -124,7 +124,7 @@ __device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
   const int X = xq_lane<13>(v, unit, bad);
   const int sum = __reduce_add_sync(kFull, X);  // exact: |Σ X| <= 2^19
   const int lo = int(int8_t(X & 0xff)), hi = (X - lo) >> 8;
-  __syncwarp();  // every lane has read its value before the record overwrites the group's floats
+  __syncwarp();           // every lane has read its value before the record overwrites the group's floats
   if constexpr (Pairs) {  // xq_plane_byte's word and byte, the words 8 bytes apart (the hi plane's between them)
     uint8_t* const b = reinterpret_cast<uint8_t*>(rec) + 8 * (2 * (lane >> 3) + (lane & 1)) + ((lane & 7) >> 1);
     b[0] = uint8_t(lo), b[4] = uint8_t(hi);
