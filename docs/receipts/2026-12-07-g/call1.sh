@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Call 1 on the lent card: the tree with form 17 the default and q4h's value weights in 14 bits, which the gate has not
+# yet measured on a card. Runs the ops stage (which builds; the diff table, byte for byte with the oracle), then the
+# engine's gate on the recall fixture at every depth (fp8 and q4h against bf16, with the recall rows), then the gate
+# on the trained fixture at the suite's default depths (1K, 8K, 32K).
+# usage (on the device, from the repository root): bash docs/receipts/2026-12-07-g/call1.sh
+set -uo pipefail
+back=${OUT:-/tmp/hkv-back}
+s="$back/call1-summary.txt"
+mkdir -p "$back"
+OUT=$back bash docs/receipts/2026-12-06-a/run.sh call1 ops
+t=$SECONDS
+timeout 300 build-gpu/hkv gate --fixture fixtures/recall-gate.json --backend cuda --no-floor --formats fp8,q4h \
+  --depths 1K,8K,32K,64K,128K,256K --json "$back/call1-gate-recall.json" > "$back/call1-gate-recall.txt" 2>&1
+echo "gate, recall fixture, every depth: rc=$?, $((SECONDS - t)) s" | tee -a "$s"
+t=$SECONDS
+timeout 120 build-gpu/hkv gate --fixture fixtures/trained-gate.json --backend cuda --no-floor \
+  --depths 1024,8192,32768 --json "$back/call1-gate-trained.json" > "$back/call1-gate-trained.txt" 2>&1
+echo "gate, trained fixture, 1K/8K/32K: rc=$?, $((SECONDS - t)) s" | tee -a "$s"
+cat "$back/call1-summary.txt"
+grep -E "^(fp8|q4h|recall|PASS|FAIL)|^\|" "$back/call1-gate-recall.txt" | head -40
+grep -E "^(fp8|q4h|PASS|FAIL)" "$back/call1-gate-trained.txt" | head -20
