@@ -30,8 +30,8 @@ struct Tuning {
   int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
   int attn_q4h_form = 17;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
                                // after the scores), or bulk.cu's (the rows staged by bulk copies): 17 (the query's
-                               // records made once, the scores on the tensor cores, V's codes read in place), 11,
-                               // 16 and 8 (bulk.cu's head comment says what each does)
+                               // records made once, the scores on the tensor cores, V's codes read in place), 18,
+                               // 11, 16 and 8 (bulk.cu's head comment says what each does)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----

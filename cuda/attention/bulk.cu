@@ -28,6 +28,7 @@
 //      value loops skip the tests and keep the max (q4h_w's Ready::Zeroed) with no barrier added; and the block has a
 //      ninth warp (288 threads), which takes no key in the scores and no group in the values, so lc's chain
 //      (store_ml: threads T − 1 − h) runs in it while the 8 warps take the values, and no value warp waits for it;
+//   18 attn_bulk_lc_rec_kernel: form 17 with step 3c instead of 3b (288 threads, the records copied by all nine warps);
 //   8 attn_bulk_kernel<NG, false>: load_q, thread t takes key t of each half in the scores (q4h_int_scores, one key a
 //      thread), the weights made in the value loop.
 // 256 threads (288 with step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value
@@ -180,6 +181,12 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Made, kBulkT, true, true>(a, qblocks, hpb, maxch, scale);
 }
+// Form 17 with step 3c instead of 3b: the weights' zeros made with the weights, lc summed by a ninth warp.
+template <int NG>
+__global__ void __launch_bounds__(kBulkLcT, kBulkB)
+    attn_bulk_lc_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true, true>(a, qblocks, hpb, maxch, scale);
+}
 // The query's records of every row, head and group, once (load_q's for the TC forms: rotated, then q4h_record<true>),
 // into q4h_records(a): a warp a (head, group), 8 a block; grid (⌈H·D/32 / 8⌉, N). Words 18–31 of each record are
 // written 0, so that the chunk kernels copy whole records and no byte they copy is unwritten.
@@ -235,12 +242,23 @@ void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 11>(attn_bulk_ready_kernel<NG>, cg, rec);
 }
 
-template <int NG>
-void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+// attn_q4h_records_kernel over the grid's rows, ahead of the forms that copy the records (17, 18).
+void launch_q4h_records(const ChunkGrid& cg) {
   const AttnArgs& a = cg.a;
   const unsigned groups = unsigned(a.H * (a.D / 32));
   launch_k(cg.pdl, attn_q4h_records_kernel, dim3((groups + 7) / 8, unsigned(a.N)), dim3(256), 0, cg.st, a);
+}
+
+template <int NG>
+void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  launch_q4h_records(cg);
   launch_bulk_form<NG, 17>(attn_bulk_rec_kernel<NG>, cg, rec);
+}
+
+template <int NG>
+void launch_bulk_lc_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  launch_q4h_records(cg);
+  launch_bulk_form<NG, 18, kBulkLcT>(attn_bulk_lc_rec_kernel<NG>, cg, rec);
 }
 
 template <int NG>
@@ -260,14 +278,19 @@ template void launch_bulk_ready_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_place_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_place_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_place_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_place_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_place_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

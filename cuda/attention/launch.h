@@ -41,9 +41,12 @@ void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // bulk.cu (q4h at head_dim kSlimD, the slim shape's forms; Tuning's attn_q4h_form): attn_q4h_records_kernel, then
 // attn_bulk_rec_kernel<NG> (17, the default: the query's records made once a row and head, Lean);
 // attn_bulk_ready_kernel<NG> (11); attn_bulk_lc_place_kernel<NG> (16: Lean, lc summed by a ninth warp of its own);
-// attn_bulk_kernel<NG, false> (8: one key a thread in the scores).
+// attn_bulk_lc_rec_kernel<NG> (18: 17 with lc summed by a ninth warp); attn_bulk_kernel<NG, false> (8: one key a
+// thread in the scores).
 template <int NG>
 void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+template <int NG>
+void launch_bulk_lc_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>
 void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>
