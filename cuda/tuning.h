@@ -26,7 +26,8 @@ struct Tuning {
   bool decode_fuse = true;  // HKV_DECODE_FUSE: residual adds and x's records made inside the matvec launches
   bool out_trigger = true;  // HKV_OUT_TRIGGER: the merge and the recurrence let the o / out products start early
   // ---- decode attention (cuda/attention/) ----
-  int attn_slim = 1;           // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
+  int attn_slim = 1;           // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2), for
+                               // both without q4h's one-wave exception (3; auto_attn_shape)
   int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
   int attn_q4h_form = 17;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
                                // after the scores), or bulk.cu's (the rows staged by bulk copies): 17 (the query's

@@ -54,6 +54,15 @@ TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and
     CHECK(auto_attn_shape(k, 199, qpk, P, 1, 15) == AttnShape::Slim);
     CHECK(auto_attn_shape(k, 198, qpk, P, 1, 15) == AttnShape::VStagedX2);
   }
+  for (int64_t b : {245, 256, 264}) CHECK(auto_attn_shape(KvKind::Q4H, b, qpk, P, 3, 10) == AttnShape::Slim);
+  for (KvKind k : {KvKind::FP8, KvKind::Q4H}) {  // from below 10: slim ahead of the kv-staged shapes
+    CHECK(auto_attn_shape(k, 66, qpk, P, 1, 5) == AttnShape::KvStaged);  // 0.5 P
+    CHECK(auto_attn_shape(k, 67, qpk, P, 1, 5) == AttnShape::Slim);
+    CHECK(auto_attn_shape(k, b_at(8192), qpk, P, 1, 8) == AttnShape::KvStaged);  // 64
+    CHECK(auto_attn_shape(k, b_at(16384), qpk, P, 1, 8) == AttnShape::Slim);     // 128 > 105.6
+    CHECK(auto_attn_shape(k, b_at(1024), qpk, P, 1, 5) == AttnShape::KvStagedH1);
+    CHECK(auto_attn_shape(k, 67, qpk, P, 0, 5) == AttnShape::KvStaged);  // never slim
+  }
   CHECK(auto_attn_shape(KvKind::FP8, 600, qpk, P, 2, 10) == AttnShape::Slim);  // slim for fp8 alone
   CHECK(auto_attn_shape(KvKind::Q4H, 600, qpk, P, 2, 10) == AttnShape::VStagedX2);
   CHECK(dflt(KvKind::BF16, 8) == AttnShape::KvStaged);  // bf16 has no slim kernel and no kv-staged-h shapes

@@ -90,24 +90,25 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
-// the multiprocessors (P). q4h and fp8: KvStagedH1 while its blocks (b · qpk) fit one wave, KvStagedH2 while its blocks
-// (b · ⌈qpk/2⌉) fit one wave, then KvStaged while b < P, then VStagedX2 (V alone staged, two blocks a multiprocessor,
-// two elements a thread in the values) or Slim; bf16: KvStaged while b < 4P, then UnstagedX8. Each is the fastest
-// shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B shape, batch 1,
-// depths 1K–262K). Slim for b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 12, 15, 20 and 30 for measuring):
-// past b = 2P VStagedX2's grid is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. q4h keeps
-// VStagedX2 for 1.85P ≤ b ≤ 2P, where Slim's blocks reach a third on some multiprocessors while VStagedX2's still fit
-// one wave. slim (HKV_ATTN_SLIM): 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the
-// measurements.
+// the multiprocessors (P). q4h and fp8: Slim for b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 5, 8, 12, 15,
+// 20 and 30 for measuring), but q4h keeps VStagedX2 for 1.85P ≤ b ≤ 2P, where Slim's blocks reach a third on some
+// multiprocessors while VStagedX2's still fit one wave; below that, KvStagedH1 while its blocks (b · qpk) fit one wave,
+// KvStagedH2 while its blocks (b · ⌈qpk/2⌉) fit one wave, then KvStaged while b < P, then VStagedX2 (V alone staged,
+// two blocks a multiprocessor, two elements a thread in the values). bf16: KvStaged while b < 4P, then UnstagedX8. Each
+// is the fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B
+// shape, batch 1, depths 1K–262K), measured with slim.cu's kernel for q4h before bulk.cu's forms. Past b = 2P
+// VStagedX2's grid is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. slim (HKV_ATTN_SLIM):
+// 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone, 3 Slim for both without q4h's one-wave exception (for measuring
+// bulk.cu's forms there). docs/PERFORMANCE.md has the measurements.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
   if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
+  const bool slim_ok = slim == 1 || slim == 3 || (slim == 2 && kind == KvKind::FP8);
+  const bool q4h_wave = slim != 3 && kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P;
+  if (slim_ok && 10 * b > from * P && !q4h_wave) return AttnShape::Slim;
   if (b * qpk <= P) return AttnShape::KvStagedH1;
   if (b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
   if (b < P) return AttnShape::KvStaged;
-  if (!(slim == 1 || (slim == 2 && kind == KvKind::FP8))) return AttnShape::VStagedX2;
-  if (10 * b <= from * P) return AttnShape::VStagedX2;
-  if (kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P) return AttnShape::VStagedX2;
-  return AttnShape::Slim;
+  return AttnShape::VStagedX2;
 }
 
 bool attn_slim_fp8_rolled(int64_t blocks, int64_t P) { return blocks > int64_t(kSlimB) * P; }

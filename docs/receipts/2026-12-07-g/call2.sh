@@ -3,7 +3,9 @@
 # and lc summed by a ninth warp, 288 threads) against form 17, the default. Runs the ops stage (which builds; the diff
 # table, byte for byte with the oracle: every q4h slim case runs every form, `bulk-lc-rec` among them); memcheck and
 # racecheck over the q4h slim cases; the attention alone at 1K, 128K and 262K (forms 17 and 18, a process each, two
-# rounds); a q4h token at 1K to 262K (17, 18); then form 18 in the whole engine (HKV_ATTN_Q4H_FORM=18: gpu_engine,
+# rounds); a q4h token at 1K to 262K (17, 18); Auto's shapes for q4h measured again now that slim's shape runs the
+# bulk kernels (the attention alone in every shape at 1K to 48K; a token at 8K to 32K with slim taken earlier:
+# HKV_ATTN_SLIM=3, HKV_ATTN_SLIM_FROM=5 and 8); then form 18 in the whole engine (HKV_ATTN_Q4H_FORM=18: gpu_engine,
 # hkv generate against the oracle, hkv diff --op model).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-g/call2.sh
 set -uo pipefail
@@ -33,6 +35,22 @@ for form in 17 18; do
   HKV_ATTN_Q4H_FORM=$form timeout 60 build-gpu/hkv bench --depths 1K,32K,128K,256K --kv-cache q4h --tokens 16 \
     >> "$tok" 2>&1
   echo "bench q4h, form $form: rc=$?" | tee -a "$s"
+done
+grep -E "^==|^\| q4h" "$tok" | tee -a "$s"
+shapes=$back/call2-bench-shapes.txt
+for form in 17 18; do
+  echo "== HKV_ATTN_Q4H_FORM=$form" >> "$shapes"
+  HKV_ATTN_Q4H_FORM=$form timeout 90 build-gpu/hkv bench --attention-only --kv-cache q4h --reps 10 \
+    --attn-shape auto,slim,v-staged-x2,kv-staged,kv-staged-h2,kv-staged-h1 \
+    --depths 1024,4096,8192,12288,16384,24576,32768,49152 >> "$shapes" 2>&1
+  echo "bench --attention-only, every shape, form $form: rc=$?" | tee -a "$s"
+done
+grep -E "^\| q4h|^==" "$shapes" | tee -a "$s"
+for v in "HKV_ATTN_SLIM=1" "HKV_ATTN_SLIM=3" "HKV_ATTN_SLIM=3 HKV_ATTN_SLIM_FROM=8" "HKV_ATTN_SLIM=3 HKV_ATTN_SLIM_FROM=5" \
+  "HKV_ATTN_SLIM=1"; do
+  echo "== $v" >> "$tok"
+  env $v timeout 60 build-gpu/hkv bench --depths 8K,16K,32K --kv-cache q4h --tokens 16 >> "$tok" 2>&1
+  echo "bench q4h 8K-32K, $v: rc=$?" | tee -a "$s"
 done
 grep -E "^==|^\| q4h" "$tok" | tee -a "$s"
 # form 18 in the whole engine: the switch from the environment, as if it were the default
