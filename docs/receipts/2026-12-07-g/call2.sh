@@ -2,13 +2,19 @@
 # Call 2 on the lent card: the tree with form 17 the default and q4h's value weights in 14 bits, which the gate has not
 # yet measured on a card. Runs the ops stage (which builds; the diff table, byte for byte with the oracle), then the
 # engine's gate on the recall fixture at every depth (fp8 and q4h against bf16, with the recall rows), then the gate
-# on the trained fixture at the suite's default depths (1K, 8K, 32K).
+# on the trained fixture at the suite's default depths (1K, 8K, 32K). First, bf16's attention alone in each shape it
+# can take at 1K to 32K (Auto gives bf16 six query heads a block, eight blocks a layer at 1K).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-g/call2.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
 s="$back/call2-summary.txt"
 mkdir -p "$back"
 OUT=$back bash docs/receipts/2026-12-06-a/run.sh call2 ops
+timeout 60 build-gpu/hkv bench --attention-only --kv-cache bf16 --reps 10 \
+  --attn-shape auto,kv-staged-h1,kv-staged-h2,kv-staged,unstaged-x8 --depths 1024,4096,8192,32768 \
+  > "$back/call2-bench-bf16-shapes.txt" 2>&1
+echo "bench --attention-only, bf16, every shape: rc=$?" | tee -a "$s"
+grep -E "^\| bf16" "$back/call2-bench-bf16-shapes.txt" | tee -a "$s"
 t=$SECONDS
 timeout 300 build-gpu/hkv gate --fixture fixtures/recall-gate.json --backend cuda --no-floor --formats fp8,q4h \
   --depths 1K,8K,32K,64K,128K,256K --json "$back/call2-gate-recall.json" > "$back/call2-gate-recall.txt" 2>&1
