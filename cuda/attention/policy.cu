@@ -94,14 +94,19 @@ AttnShape parse_attn_shape(const std::string& name) {
 // 20 and 30 for measuring), but q4h keeps VStagedX2 for 1.85P ≤ b ≤ 2P, where Slim's blocks reach a third on some
 // multiprocessors while VStagedX2's still fit one wave; below that, KvStagedH1 while its blocks (b · qpk) fit one wave,
 // KvStagedH2 while its blocks (b · ⌈qpk/2⌉) fit one wave, then KvStaged while b < P, then VStagedX2 (V alone staged,
-// two blocks a multiprocessor, two elements a thread in the values). bf16: KvStaged while b < 4P, then UnstagedX8. Each
-// is the fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B
-// shape, batch 1, depths 1K–262K), measured with slim.cu's kernel for q4h before bulk.cu's forms. Past b = 2P
-// VStagedX2's grid is two waves; at b = P one slim block of 4 warps a multiprocessor is slower. slim (HKV_ATTN_SLIM):
-// 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone, 3 Slim for both without q4h's one-wave exception (for measuring
-// bulk.cu's forms there). docs/PERFORMANCE.md has the measurements.
-AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
-  if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
+// two blocks a multiprocessor, two elements a thread in the values). bf16: KvStaged while b < 4P, then UnstagedX8; with
+// bf16_spread (HKV_ATTN_BF16_SPREAD, for measuring) KvStagedH1 and KvStagedH2 first, as for q4h and fp8. Each is the
+// fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B shape, batch
+// 1, depths 1K–262K), measured with slim.cu's kernel for q4h before bulk.cu's forms. Past b = 2P VStagedX2's grid is
+// two waves; at b = P one slim block of 4 warps a multiprocessor is slower. slim (HKV_ATTN_SLIM): 0 VStagedX2 instead
+// of Slim, 2 Slim for fp8 alone, 3 Slim for both without q4h's one-wave exception (for measuring bulk.cu's forms
+// there). docs/PERFORMANCE.md has the measurements.
+AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from, bool bf16_spread) {
+  if (kind == KvKind::BF16) {
+    if (bf16_spread && b * qpk <= P) return AttnShape::KvStagedH1;
+    if (bf16_spread && b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
+    return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
+  }
   const bool slim_ok = slim == 1 || slim == 3 || (slim == 2 && kind == KvKind::FP8);
   const bool q4h_wave = slim != 3 && kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P;
   if (slim_ok && 10 * b > from * P && !q4h_wave) return AttnShape::Slim;
@@ -133,7 +138,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   const int qpk = a.H / a.KV;
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto)
-    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from);
+    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from,
+                            tu.attn_bf16_spread);
   g_last_launch.shape = shape;
   // KvStagedH2 and KvStagedH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::KvStagedH1   ? 1
