@@ -5,7 +5,7 @@
 // compute: the bytes in flight a multiprocessor no longer depend on how many loads each thread keeps going, and every
 // byte of a row is fetched once (the 16-byte group loads of slim read a 32-byte sector's halves at different times).
 // The operations and their order are attn_slim_kernel's (attend(), contract.cuh); what changes is where the rows are.
-// attn_bulk_rec_kernel (Tuning's attn_q4h_form 17, the default), in order:
+// attn_bulk_lc_rec_kernel (Tuning's attn_q4h_form 18, the default), in order:
 //   0. attn_q4h_records_kernel, launched ahead of it, makes the query's records once a row and head (rotated, then
 //      q4h_record<true>: its planes' words in pairs);
 //   1. thread 0 starts the copies of K's rows [0, 256) and [256, len) of the chunk (two mbarriers); the block copies
@@ -14,25 +14,24 @@
 //      one code word a lane, a lane's four words of A one 16-byte load; the same integers and the same chains); the
 //      first half as soon as its copy has landed; after each half (a barrier: no thread reads it any more) thread 0
 //      starts the copy of the V rows of the same keys into the same bytes;
-//   3. the chunk's maximum and weights (chunk_weights, store_ml) while V's copies land;
-//   3b. after a barrier (lc summed), each weight made as the value loop takes it, max(e, 0) for a key below len and a
-//      head below ng, else 0, up to the end of the chunk's last block of 32 keys (q4h_w's Ready::Made), then a
-//      barrier: the 8 warps' value loops skip that max and those tests, with the same W;
+//   3. the chunk's maximum and weights (chunk_weights) while V's copies land; its pass writes 0 past the keys (to the
+//      end of the last block of 32) and past the block's heads beside each e (chunk_weights' Zero);
+//   3c. the block has a ninth warp (288 threads), which takes no key in the scores and no group in the values: lc's
+//      chain (store_ml: threads T − 1 − h) runs in it while the 8 warps go on to the values with no barrier between,
+//      and no value warp waits for it;
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass), V's codes read
 //      in place (ldmatrix on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean
-//      tiles and bytes.
+//      tiles and bytes; each weight max(e, 0) as the loop takes it (q4h_w's Ready::Zeroed: the zeros are there).
 // Steps 2 and 4 so are Lean, which changes instructions, not results. The other forms:
-//   11 attn_bulk_ready_kernel: steps 1 to 4 without Lean and with load_q (the default before form 17);
-//   16 attn_bulk_lc_place_kernel: Lean with load_q, and step 3c instead of 3b: step 3's pass writes 0 past the keys
-//      (to the end of the last block of 32) and past the block's heads beside each e (chunk_weights' Zero), so the
-//      value loops skip the tests and keep the max (q4h_w's Ready::Zeroed) with no barrier added; and the block has a
-//      ninth warp (288 threads), which takes no key in the scores and no group in the values, so lc's chain
-//      (store_ml: threads T − 1 − h) runs in it while the 8 warps take the values, and no value warp waits for it;
-//   18 attn_bulk_lc_rec_kernel: form 17 with step 3c instead of 3b (288 threads, the records copied by all nine warps);
+//   17 attn_bulk_rec_kernel: 256 threads, and step 3b instead of 3c: after a barrier (lc summed), each weight made as
+//      the value loop takes it, max(e, 0) for a key below len and a head below ng, else 0, up to the end of the
+//      chunk's last block of 32 keys (q4h_w's Ready::Made), then a barrier: the value loops skip that max and those
+//      tests, with the same W (the default before form 18);
+//   11 attn_bulk_ready_kernel: form 17 without Lean and with load_q (each block loads and rotates the query itself);
 //   8 attn_bulk_kernel<NG, false>: load_q, thread t takes key t of each half in the scores (q4h_int_scores, one key a
 //      thread), the weights made in the value loop.
-// 256 threads (288 with step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the value
-// scratch): two blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built).
+// 288 threads (256 without step 3c) and 101 KB of shared memory a block (the rows 73,728 bytes, q, the weights, the
+// value scratch): two blocks a multiprocessor. Built for sm_90 and later (attn_bulk_built).
 #include <cstddef>
 #include <cstdint>
 
@@ -64,11 +63,12 @@ __host__ __device__ constexpr size_t bulk_smem() {
 }
 
 // One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
-// step 3c).
+// step 3c). Lean goes with Rec: the records' planes in pairs are made by attn_q4h_records_kernel alone.
 template <int NG, bool TC, Ready R, int T = kBulkT, bool Lean = false, bool Rec = false>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
+  static_assert(Lean == Rec, "the Lean loops read the records' planes in pairs, which only the records kernel makes");
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const rows_s = smem;                                               // [kChunk][RB]: K's rows, then V's
   float* const q_s = reinterpret_cast<float*>(smem + size_t(kChunk) * RB);    // [NG][D]: the query's records
@@ -111,7 +111,7 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
     for (int i = tid; i < NG * D / 4; i += T) dst[i] = i < ng * D / 4 ? src[i] : make_uint4(0, 0, 0, 0);
     __syncthreads();
   } else {
-    load_q<KvKind::Q4H, NG, T, Lean>(a, row, h0, ng, q_s);  // Lean: the records' planes in pairs
+    load_q<KvKind::Q4H, NG, T>(a, row, h0, ng, q_s);
   }
 
   // 2. scores: key hf·kHalf + tid of each half, one chain per (key, head)
@@ -168,12 +168,6 @@ template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_ready_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Made>(a, qblocks, hpb, maxch, scale);
-}
-// Lean, with step 3c: the weights' zeros made with the weights, lc summed by a ninth warp.
-template <int NG>
-__global__ void __launch_bounds__(kBulkLcT, kBulkB)
-    attn_bulk_lc_place_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true>(a, qblocks, hpb, maxch, scale);
 }
 // Form 11, Lean, with the query's records made once a row and head (attn_q4h_records_kernel) and copied (step 1b).
 template <int NG>
@@ -261,11 +255,6 @@ void launch_bulk_lc_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 18, kBulkLcT>(attn_bulk_lc_rec_kernel<NG>, cg, rec);
 }
 
-template <int NG>
-void launch_bulk_lc_place_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
-  launch_bulk_form<NG, 16, kBulkLcT>(attn_bulk_lc_place_kernel<NG>, cg, rec);
-}
-
 template void launch_bulk_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<4>(const ChunkGrid&, AttnLaunch&);
@@ -276,19 +265,14 @@ template void launch_bulk_ready_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_place_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_place_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_place_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_place_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
-template void launch_bulk_lc_place_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 

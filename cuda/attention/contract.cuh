@@ -135,22 +135,22 @@ __device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
   if (lane == 0) rec[16] = unit, rec[17] = uint32_t(-8 * sum);
 }
 
-// Form 17's query records, made once a row and head (bulk.cu's attn_q4h_records_kernel): [N][H][D] words, head h's
-// group g at (row·H + h)·D + 32·g, in a.part after the chunks' partials (attn_part_floats counts both).
+// Forms 17 and 18's query records, made once a row and head (bulk.cu's attn_q4h_records_kernel): [N][H][D] words, head
+// h's group g at (row·H + h)·D + 32·g, in a.part after the chunks' partials (attn_part_floats counts both).
 __host__ __device__ inline float* q4h_records(const AttnArgs& a) {
   return a.part + a.N * a.H * int64_t((a.max_keys + kChunk - 1) / kChunk) * (a.D + 2);
 }
 
 // The query heads h0 … h0 + ng − 1 of a row into q_s [NG][D] (padding heads 0); for q4h rotated and then each group
-// of 32 held as its record (q4h_record; Pairs: its planes' words alternating).
-template <KvKind F, int NG, int T, bool Pairs = false>
+// of 32 held as its record (q4h_record).
+template <KvKind F, int NG, int T>
 __device__ __forceinline__ void load_q(const AttnArgs& a, int64_t row, int h0, int ng, float* q_s) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, D = a.D;
   for (int i = tid; i < NG * D; i += T) q_s[i] = i < ng * D ? a.q[row * a.ldq + int64_t(h0) * D + i] : 0.0f;
   __syncthreads();
   if constexpr (F == KvKind::Q4H) {  // rotated, then held as records (q4h_record)
     for (int gi = warp; gi < NG * D / 32; gi += T / 32)
-      q4h_record<Pairs>(warp_wht32(q_s[gi * 32 + lane], lane), lane, reinterpret_cast<uint32_t*>(q_s + gi * 32));
+      q4h_record(warp_wht32(q_s[gi * 32 + lane], lane), lane, reinterpret_cast<uint32_t*>(q_s + gi * 32));
     __syncthreads();
   }
 }
@@ -359,7 +359,7 @@ __device__ __forceinline__ void weights_to_block(float* e_s, int len, int ng, F 
 
 // From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
 // (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc). Zero (bulk.cu's
-// form 16): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads (to ES).
+// form 18): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads (to ES).
 template <int NG, int T, int ES = kEs, bool Zero = false>
 __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
                                               float* mc_s, int ng = NG) {

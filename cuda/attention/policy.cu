@@ -6,11 +6,11 @@
 //   chunk.cu        attn_chunk_kernel: the staged shapes (kv-staged, kv-staged-h1, kv-staged-h2, v-staged-x2) and
 //                   unstaged-x8
 //   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
-//   bulk.cu         attn_bulk_rec_kernel and its other forms: q4h's slim shape, its rows staged by bulk copies; with
-//                   Tuning's attn_q4h_form 17 (the default) the query's records made once a row and head
+//   bulk.cu         attn_bulk_lc_rec_kernel and its other forms: q4h's slim shape, its rows staged by bulk copies;
+//                   with Tuning's attn_q4h_form 18 (the default) the query's records made once a row and head
 //                   (attn_q4h_records_kernel), its scores on the tensor cores (q4h_mma_scores.cuh, whose fragment
-//                   indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp), each key's weight made
-//                   ready once a chunk, V's codes read in place; 18, 11, 16 and 8 the forms bulk.cu names
+//                   indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp), lc summed by a ninth
+//                   warp, V's codes read in place; 17, 11 and 8 the forms bulk.cu names
 //   staged.cuh      bulk.cu's block layout
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel
@@ -90,30 +90,29 @@ AttnShape parse_attn_shape(const std::string& name) {
 }
 
 // Auto, by the number of chunk blocks with all of a KV head's query heads in a block (b = KV · chunks · rows) against
-// the multiprocessors (P). q4h and fp8: Slim for b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 5, 8, 12, 15,
-// 20 and 30 for measuring), but q4h keeps VStagedX2 for 1.85P ≤ b ≤ 2P, where Slim's blocks reach a third on some
-// multiprocessors while VStagedX2's still fit one wave; below that, KvStagedH1 while its blocks (b · qpk) fit one wave,
-// KvStagedH2 while its blocks (b · ⌈qpk/2⌉) fit one wave, then KvStaged while b < P, then VStagedX2 (V alone staged,
-// two blocks a multiprocessor, two elements a thread in the values). bf16: KvStaged while b < 4P, then UnstagedX8; with
-// bf16_spread (HKV_ATTN_BF16_SPREAD, for measuring) KvStagedH1 and KvStagedH2 first, as for q4h and fp8. Each is the
-// fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench --attention-only, 27B shape, batch
-// 1, depths 1K–262K), measured with slim.cu's kernel for q4h before bulk.cu's forms. Past b = 2P VStagedX2's grid is
-// two waves; at b = P one slim block of 4 warps a multiprocessor is slower. slim (HKV_ATTN_SLIM): 0 VStagedX2 instead
-// of Slim, 2 Slim for fp8 alone, 3 Slim for both without q4h's one-wave exception (for measuring bulk.cu's forms
-// there). docs/PERFORMANCE.md has the measurements.
+// the multiprocessors (P). q4h and fp8: KvStagedH1 while its blocks (b · qpk) fit one wave, KvStagedH2 while its blocks
+// (b · ⌈qpk/2⌉) fit one wave, then KvStaged while b < P, VStagedX2 (V alone staged, two blocks a multiprocessor, two
+// elements a thread in the values) at b = P, where one slim block of 4 warps a multiprocessor is slower, and Slim for
+// b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 12, 15, 20 and 30 for measuring). bf16: KvStaged while b < 4P,
+// then UnstagedX8; with bf16_spread (HKV_ATTN_BF16_SPREAD, for measuring) KvStagedH1 and KvStagedH2 first, as for q4h
+// and fp8. Each is the fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench
+// --attention-only, 27B shape, batch 1, depths 1K–262K). q4h's slim shape runs bulk.cu's kernels, whose attention alone
+// is faster than the kv-staged shapes' from 4K on (H200, 2026-12-07), but a token is not, below one wave (8K and 16K
+// the same within 0.5%); at 32K (b = 1.94P, where q4h kept VStagedX2 while slim ran slim.cu's kernel) a token
+// is 3.6–4.4% faster in Slim. slim (HKV_ATTN_SLIM): 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone.
+// docs/PERFORMANCE.md has the measurements.
 AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from, bool bf16_spread) {
   if (kind == KvKind::BF16) {
     if (bf16_spread && b * qpk <= P) return AttnShape::KvStagedH1;
     if (bf16_spread && b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
     return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
   }
-  const bool slim_ok = slim == 1 || slim == 3 || (slim == 2 && kind == KvKind::FP8);
-  const bool q4h_wave = slim != 3 && kind == KvKind::Q4H && 20 * b >= 37 * P && b <= 2 * P;
-  if (slim_ok && 10 * b > from * P && !q4h_wave) return AttnShape::Slim;
   if (b * qpk <= P) return AttnShape::KvStagedH1;
   if (b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
   if (b < P) return AttnShape::KvStaged;
-  return AttnShape::VStagedX2;
+  if (!(slim == 1 || (slim == 2 && kind == KvKind::FP8))) return AttnShape::VStagedX2;
+  if (10 * b <= from * P) return AttnShape::VStagedX2;
+  return AttnShape::Slim;
 }
 
 bool attn_slim_fp8_rolled(int64_t blocks, int64_t P) { return blocks > int64_t(kSlimB) * P; }
