@@ -2,7 +2,7 @@
 # Call 3 on the lent card: the tree with form 18 the default (attn_bulk_lc_rec_kernel), form 16 retired, and Auto's
 # q4h one-wave exception dropped (q4h takes slim from one chunk block a multiprocessor, as fp8). Runs the ops stage
 # (which builds; the diff table byte for byte with the oracle), racecheck over the q4h slim cases at 2 heads (form 18
-# has not had it), the whole engine (gpu_engine, hkv generate against the oracle), then a q4h token at 1K to 262K.
+# has not had it), then the whole engine (gpu_engine, hkv generate against the oracle).
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-07-g/call3.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -15,8 +15,4 @@ HKV_DIFF_FILTER='attention\(cache=q4h,head_dim=256,heads=2.*shape=slim' HKV_SAN_
 grep -hE "racecheck" /tmp/san-r/summary.txt | tee -a "$s"
 OUT=/tmp/eng cuda/run_gpu_suite.sh engine generate > /dev/null 2>&1
 grep -hE "^(gpu_engine|generate)" /tmp/eng/summary.txt | tee -a "$s"
-tok=$back/call3-bench.txt
-timeout 60 build-gpu/hkv bench --depths 1K,32K,128K,256K --kv-cache q4h --tokens 16 >> "$tok" 2>&1
-echo "bench q4h: rc=$?" | tee -a "$s"
-grep -E "^\| q4h" "$tok" | tee -a "$s"
 tar czf "$back/call3-misc.tgz" -C /tmp san-r eng
