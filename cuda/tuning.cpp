@@ -27,7 +27,6 @@ const std::vector<Switch>& switches() {
       {"HKV_DECODE_FUSE", {0, 1}, &Tuning::decode_fuse, nullptr},
       {"HKV_OUT_TRIGGER", {0, 1}, &Tuning::out_trigger, nullptr},
       {"HKV_ATTN_SLIM", {0, 1, 2}, nullptr, &Tuning::attn_slim},
-      {"HKV_ATTN_BF16_SPREAD", {0, 1}, &Tuning::attn_bf16_spread, nullptr},
       {"HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, nullptr, &Tuning::attn_slim_from},
       {"HKV_ATTN_Q4H_FORM", {0, 1, 8, 11, 17, 18}, nullptr, &Tuning::attn_q4h_form},
       {"HKV_ATTN_VU", {4, 8, 16, 32}, nullptr, &Tuning::attn_value_unroll},

@@ -26,15 +26,14 @@ struct Tuning {
   bool decode_fuse = true;  // HKV_DECODE_FUSE: residual adds and x's records made inside the matvec launches
   bool out_trigger = true;  // HKV_OUT_TRIGGER: the merge and the recurrence let the o / out products start early
   // ---- decode attention (cuda/attention/) ----
-  int attn_slim = 1;              // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
-  bool attn_bf16_spread = false;  // HKV_ATTN_BF16_SPREAD: Auto gives bf16 kv-staged-h1 and -h2 while they fit a wave
-  int attn_slim_from = 10;        // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
-  int attn_q4h_form = 18;         // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
-                                  // after the scores), or bulk.cu's (the rows staged by bulk copies): 18 (the query's
-                                  // records made once, the scores on the tensor cores, V's codes read in place, lc
-                                  // summed by a ninth warp), 17, 11 and 8 (bulk.cu's head comment says what each does)
-  int attn_value_unroll = 32;     // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
-  bool merge_fast = true;         // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
+  int attn_slim = 1;           // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
+  int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
+  int attn_q4h_form = 18;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
+                               // after the scores), or bulk.cu's (the rows staged by bulk copies): 18 (the query's
+                               // records made once, the scores on the tensor cores, V's codes read in place, lc
+                               // summed by a ninth warp), 17, 11 and 8 (bulk.cu's head comment says what each does)
+  int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
+  bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----
   int dn_split = 2;        // HKV_DN_SPLIT: blocks a (sequence, value head) in the recurrence, one cluster: 1, 2, 4
   int dn_tpc = 2;          // HKV_DN_TPC: threads a column of the state: 1, 2

@@ -55,11 +55,6 @@ TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and
   CHECK(dflt(KvKind::BF16, 8) == AttnShape::KvStaged);  // bf16 has no slim kernel and no kv-staged-h shapes
   CHECK(dflt(KvKind::BF16, 4 * P - 1) == AttnShape::KvStaged);
   CHECK(dflt(KvKind::BF16, 4 * P) == AttnShape::UnstagedX8);
-  const auto spread = [](int64_t b) { return auto_attn_shape(KvKind::BF16, b, qpk, P, 1, 10, true); };
-  CHECK(spread(b_at(1024)) == AttnShape::KvStagedH1);  // HKV_ATTN_BF16_SPREAD: 48 one-head blocks
-  CHECK(spread(23) == AttnShape::KvStagedH2);
-  CHECK(spread(45) == AttnShape::KvStaged);
-  CHECK(spread(4 * P) == AttnShape::UnstagedX8);
 }
 
 TEST_CASE("attention: slim's fp8 score loop rolled past one wave, the values split while two blocks a chunk fit one") {

@@ -94,19 +94,16 @@ AttnShape parse_attn_shape(const std::string& name) {
 // (b · ⌈qpk/2⌉) fit one wave, then KvStaged while b < P, VStagedX2 (V alone staged, two blocks a multiprocessor, two
 // elements a thread in the values) at b = P, where one slim block of 4 warps a multiprocessor is slower, and Slim for
 // b > P (from = 10, in tenths of P, HKV_ATTN_SLIM_FROM: 12, 15, 20 and 30 for measuring). bf16: KvStaged while b < 4P,
-// then UnstagedX8; with bf16_spread (HKV_ATTN_BF16_SPREAD, for measuring) KvStagedH1 and KvStagedH2 first, as for q4h
-// and fp8. Each is the fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench
-// --attention-only, 27B shape, batch 1, depths 1K–262K). q4h's slim shape runs bulk.cu's kernels, whose attention alone
-// is faster than the kv-staged shapes' from 4K on (H200, 2026-12-07), but a token is not, below one wave (8K and 16K
-// the same within 0.5%); at 32K (b = 1.94P, where q4h kept VStagedX2 while slim ran slim.cu's kernel) a token
-// is 3.6–4.4% faster in Slim. slim (HKV_ATTN_SLIM): 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone.
-// docs/PERFORMANCE.md has the measurements.
-AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from, bool bf16_spread) {
-  if (kind == KvKind::BF16) {
-    if (bf16_spread && b * qpk <= P) return AttnShape::KvStagedH1;
-    if (bf16_spread && b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
-    return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
-  }
+// then UnstagedX8. Each is the fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench
+// --attention-only and hkv bench, 27B shape, batch 1, depths 1K–262K). Measured again on the H200 on 2026-12-07:
+// - q4h's slim shape runs bulk.cu's kernels, whose attention alone is faster than the kv-staged shapes' from 4K on, but
+//   a token is not, below one wave (8K and 16K the same within 0.5%); at 32K (b = 1.94P, where q4h kept VStagedX2
+//   while slim ran slim.cu's kernel) a token is 3.4–4.4% faster in Slim;
+// - bf16 in KvStagedH1 and KvStagedH2 while they fit a wave, as q4h and fp8: a token not faster at 1K, 1.3–2.6% slower
+//   at 4K.
+// slim (HKV_ATTN_SLIM): 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the measurements.
+AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
+  if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
   if (b * qpk <= P) return AttnShape::KvStagedH1;
   if (b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
   if (b < P) return AttnShape::KvStaged;
@@ -137,8 +134,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   const int qpk = a.H / a.KV;
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto)
-    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from,
-                            tu.attn_bf16_spread);
+    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from);
   g_last_launch.shape = shape;
   // KvStagedH2 and KvStagedH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::KvStagedH1   ? 1
