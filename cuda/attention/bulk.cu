@@ -26,7 +26,7 @@
 //   17 attn_bulk_rec_kernel: 256 threads, and step 3b instead of 3c: after a barrier (lc summed), each weight made as
 //      the value loop takes it, max(e, 0) for a key below len and a head below ng, else 0, up to the end of the
 //      chunk's last block of 32 keys (q4h_w's Ready::Made), then a barrier: the value loops skip that max and those
-//      tests, with the same W (the default before form 18);
+//      tests, with the same W;
 //   11 attn_bulk_ready_kernel: form 17 without Lean and with load_q (each block loads and rotates the query itself);
 //   8 attn_bulk_kernel<NG, false>: load_q, thread t takes key t of each half in the scores (q4h_int_scores, one key a
 //      thread), the weights made in the value loop.

@@ -97,8 +97,8 @@ AttnShape parse_attn_shape(const std::string& name) {
 // then UnstagedX8. Each is the fastest shape, or within 1% of it (2% for bf16), at the depths it takes (hkv bench
 // --attention-only and hkv bench, 27B shape, batch 1, depths 1K–262K). Measured again on the H200 on 2026-12-07:
 // - q4h's slim shape runs bulk.cu's kernels, whose attention alone is faster than the kv-staged shapes' from 4K on, but
-//   a token is not, below one wave (8K and 16K the same within 0.5%); at 32K (b = 1.94P, where q4h kept VStagedX2
-//   while slim ran slim.cu's kernel) a token is 3.4–4.4% faster in Slim;
+//   a token is not, below one wave (8K and 16K the same within 0.5%); at 32K (b = 1.94P) a token is 3.4–4.4% faster in
+//   Slim than in VStagedX2;
 // - bf16 in KvStagedH1 and KvStagedH2 while they fit a wave, as q4h and fp8: a token not faster at 1K, 1.3–2.6% slower
 //   at 4K.
 // slim (HKV_ATTN_SLIM): 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the measurements.
