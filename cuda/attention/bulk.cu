@@ -22,7 +22,7 @@
 //   4. values: q4h_values_block over the staged V rows, one group a warp (8 warps, 8 groups: one pass), V's codes read
 //      in place (ldmatrix on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean
 //      tiles and bytes; each weight max(e, 0) as the loop takes it (q4h_w's Ready::Zeroed: the zeros are there).
-// Steps 2 and 4 so are Lean, which changes instructions, not results. The other forms:
+// Steps 1b, 2 and 4 so are Lean, which changes instructions, not results. The other forms:
 //   17 attn_bulk_rec_kernel: 256 threads, and step 3b instead of 3c: after a barrier (lc summed), each weight made as
 //      the value loop takes it, max(e, 0) for a key below len and a head below ng, else 0, up to the end of the
 //      chunk's last block of 32 keys (q4h_w's Ready::Made), then a barrier: the value loops skip that max and those
@@ -63,12 +63,12 @@ __host__ __device__ constexpr size_t bulk_smem() {
 }
 
 // One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
-// step 3c). Lean goes with Rec: the records' planes in pairs are made by attn_q4h_records_kernel alone.
-template <int NG, bool TC, Ready R, int T = kBulkT, bool Lean = false, bool Rec = false>
+// step 3c). Lean: steps 1b, 2 and 4 as the head comment says (the records' planes in pairs, which only
+// attn_q4h_records_kernel makes); else load_q and the first orders.
+template <int NG, bool TC, Ready R, int T = kBulkT, bool Lean = false>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
-  static_assert(Lean == Rec, "the Lean loops read the records' planes in pairs, which only the records kernel makes");
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const rows_s = smem;                                               // [kChunk][RB]: K's rows, then V's
   float* const q_s = reinterpret_cast<float*>(smem + size_t(kChunk) * RB);    // [NG][D]: the query's records
@@ -104,8 +104,8 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
                   &bar_s[hf]);
       }
   }
-  if constexpr (Rec) {  // 1b. the records attn_q4h_records_kernel made, copied (heads past ng: zeros, their records)
-    static_assert(TC && Lean, "the records are made with their planes in pairs");
+  if constexpr (Lean) {  // 1b. the records attn_q4h_records_kernel made, copied (heads past ng: zeros, their records)
+    static_assert(TC, "the paired records are read on the tensor cores");
     const uint4* src = reinterpret_cast<const uint4*>(q4h_records(a) + (row * a.H + h0) * int64_t(D));
     uint4* dst = reinterpret_cast<uint4*>(q_s);
     for (int i = tid; i < NG * D / 4; i += T) dst[i] = i < ng * D / 4 ? src[i] : make_uint4(0, 0, 0, 0);
@@ -173,13 +173,13 @@ __global__ void __launch_bounds__(kBulkT, kBulkB)
 template <int NG>
 __global__ void __launch_bounds__(kBulkT, kBulkB)
     attn_bulk_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, Ready::Made, kBulkT, true, true>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, true, Ready::Made, kBulkT, true>(a, qblocks, hpb, maxch, scale);
 }
 // Form 17 with step 3c instead of 3b: the weights' zeros made with the weights, lc summed by a ninth warp.
 template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
-  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true, true>(a, qblocks, hpb, maxch, scale);
+  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true>(a, qblocks, hpb, maxch, scale);
 }
 // The query's records of every row, head and group, once (load_q's for the TC forms: rotated, then q4h_record<true>),
 // into q4h_records(a): a warp a (head, group), 8 a block; grid (⌈H·D/32 / 8⌉, N). Words 18–31 of each record are
@@ -237,7 +237,7 @@ void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
 }
 
 // attn_q4h_records_kernel over the grid's rows, ahead of the forms that copy the records (17, 18).
-void launch_q4h_records(const ChunkGrid& cg) {
+static void launch_q4h_records(const ChunkGrid& cg) {
   const AttnArgs& a = cg.a;
   const unsigned groups = unsigned(a.H * (a.D / 32));
   launch_k(cg.pdl, attn_q4h_records_kernel, dim3((groups + 7) / 8, unsigned(a.N)), dim3(256), 0, cg.st, a);
