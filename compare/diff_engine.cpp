@@ -815,7 +815,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     bool pre, mfast = true, pdl = true;
     int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
   };
-  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11 and 17; 18 is the default) once each, the other
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17 and 19; 18 is the default) once each, the other
   // switches at their defaults
   const std::vector<Switches> settings = {{32, false},
                                           {4, false},
@@ -829,7 +829,8 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                           {32, false, true, true, 1},
                                           {32, false, true, true, 8},
                                           {32, false, true, true, 11},
-                                          {32, false, true, true, 17}};
+                                          {32, false, true, true, 17},
+                                          {32, false, true, true, 19}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
   for (const auto& [vu, pre, mfast, pdl, q4h_form] : settings) {
@@ -870,8 +871,8 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     if (d.empty() && launched.slim_roll != rolled)
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
     // form 1 at the 27B's layout alone; forms 8 (attn_bulk_kernel), 11 (attn_bulk_ready_kernel), 17
-    // (attn_bulk_rec_kernel) and 18 (attn_bulk_lc_rec_kernel) wherever q4h's slim shape runs (head_dim 256), where
-    // built
+    // (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel) and 19 (attn_bulk_lc_key_kernel) wherever q4h's slim shape
+    // runs (head_dim 256), where built
     const bool q4h_slim = f.kind == KvKind::Q4H && launched.slim_kernel;
     const int want_k = q4h_form == 1 && q4h_slim && kvc27                     ? 1
                        : q4h_form >= 8 && q4h_slim && cuda::attn_bulk_built() ? q4h_form
@@ -900,10 +901,11 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
       return {CaseResult::Fail, "vu=" + std::to_string(vu) + (pre ? ",pre" : "") + (mfast ? "" : ",merge-tested") +
                                     (pdl ? "" : ",no-pdl") + (q4h_form ? ",q4h-form=" + std::to_string(q4h_form) : "") +
                                     ": " + d};
-    for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
-                             launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
-                             launched.q4h_form == 11 ? "bulk-ready" : "", launched.q4h_form == 17 ? "bulk-rec" : "",
-                             launched.q4h_form == 18 ? "bulk-lc-rec" : ""})
+    for (const char* form :
+         {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
+          launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
+          launched.q4h_form == 11 ? "bulk-ready" : "", launched.q4h_form == 17 ? "bulk-rec" : "",
+          launched.q4h_form == 18 ? "bulk-lc-rec" : "", launched.q4h_form == 19 ? "bulk-lc-key" : ""})
       if (*form && (", " + seen + ", ").find(std::string(", ") + form + ", ") == std::string::npos)
         seen += std::string(seen.empty() ? "" : ", ") + form;
   }

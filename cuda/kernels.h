@@ -237,7 +237,7 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 //                 attn_q4h_records_kernel has made the query's records once a row and head: 288 threads, the chunk's
 //                 K and then V rows copied whole into shared memory by bulk copies, the scores on the tensor cores (32
 //                 keys a warp), lc summed by a ninth warp, one group a warp in the values with V's codes read in place
-//                 (attn_q4h_form 17, 11 and 8: the other forms, cuda/attention/bulk.cu)
+//                 (attn_q4h_form 19, 17, 11 and 8: the other forms, cuda/attention/bulk.cu)
 // bf16 stages nothing: its staged shapes take the chunk kernel's unstaged one-element form. Auto picks by block count
 // (attention()).
 enum class AttnShape { Auto, KvStaged, UnstagedX8, KvStagedH2, VStagedX2, KvStagedH1, Slim };
@@ -306,13 +306,13 @@ struct AttnLaunch {
   bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (attn_slim_fp8_rolled)
   bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant
   int q4h_form = 0;        // the slim shape's q4h form taken: 1 (slim's VLATE), 8 (attn_bulk_kernel), 11
-                           // (attn_bulk_ready_kernel), 17 (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel), else
-                           // 0
+                           // (attn_bulk_ready_kernel), 17 (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel), 19
+                           // (attn_bulk_lc_key_kernel), else 0
   int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
 };
 AttnLaunch attn_last_launch();
 // Whether this build's device code has attn_bulk_kernel's bulk copies (sm_90 and later): else attn_q4h_form 8, 11,
-// 17 and 18 run slim's default form.
+// 17, 18 and 19 run slim's default form.
 bool attn_bulk_built();
 
 // ---- deltanet.cu --------------------------------------------------------------------------------

@@ -31,7 +31,8 @@ struct Tuning {
   int attn_q4h_form = 18;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
                                // after the scores), or bulk.cu's (the rows staged by bulk copies): 18 (the query's
                                // records made once, the scores on the tensor cores, V's codes read in place, lc
-                               // summed by a ninth warp), 17, 11 and 8 (bulk.cu's head comment says what each does)
+                               // summed by a ninth warp), 19 (18 with its weights a key a thread), 17, 11 and 8
+                               // (bulk.cu's head comment says what each does)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
   // ---- decode DeltaNet (cuda/deltanet.cu) ----

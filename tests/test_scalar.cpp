@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/attention/exp_flat.h"
 #include "reference/scalar.h"
 
 namespace {
@@ -200,6 +201,33 @@ TEST_CASE("scalar: exp_c against expl") {
   CHECK(hkv::exp_c(kInf) == kInf);
   CHECK(hkv::exp_c(-0.0f) == 1.0f);
   report("exp_c", st, 0.94);  // one rounding of p·2^k plus ~0.4 ULP from the reduction and the polynomial
+}
+
+// exp_c_flat is the engine's exp_c for the attention's weights pass: equal bits, compared as bits. Every float was
+// compared once (docs/RESULTS.md §5); here every 251st bit pattern, every float within 4,096 steps of each bound
+// exp_c and exp_c_flat test or clamp at, and the special values.
+TEST_CASE("scalar: exp_c_flat has exp_c's bits") {
+  using hkv::f32_bits;
+  int64_t n = 0, differ = 0;
+  uint32_t first = 0;
+  auto same = [&](uint32_t b) {
+    float x;
+    std::memcpy(&x, &b, 4);
+    n++;
+    if (f32_bits(hkv::cuda::exp_c_flat(x)) != f32_bits(hkv::exp_c(x)) && differ++ == 0) first = b;
+  };
+  for (uint64_t b = 0; b < (1ull << 32); b += 251) same(uint32_t(b));
+  for (const float bound : {-103.972084045410f, 88.72283935546875f, -104.0f, 89.0f, 0.0f, -0.0f}) {
+    const uint32_t c = f32_bits(bound);
+    for (int64_t d = -4096; d <= 4096; d++) same(uint32_t(int64_t(c) + d));
+  }
+  for (const float x : {kInf, -kInf, kNaN, -kNaN, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                        std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min()})
+    same(f32_bits(x));
+  same(0x7f800001u), same(0xffc00001u);  // NaNs with other payloads
+  INFO("first differing input: " << hex(first));
+  CHECK(differ == 0);
+  CHECK(n > 17000000);
 }
 
 TEST_CASE("scalar: log_c against logl") {

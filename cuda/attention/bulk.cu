@@ -23,6 +23,9 @@
 //      in place (ldmatrix on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean
 //      tiles and bytes; each weight max(e, 0) as the loop takes it (q4h_w's Ready::Zeroed: the zeros are there).
 // Steps 1b, 2 and 4 so are Lean, which changes instructions, not results. The other forms:
+//   19 attn_bulk_lc_key_kernel: form 18 with step 3k instead of step 3's pass an entry a thread: a key a thread, its
+//      row of weights read and written whole, each head's exp_c as exp_c_flat (exp_c's bits with no branch), the
+//      chunk's maxima in registers (chunk_weights' ByKey); the same weights and zeros;
 //   17 attn_bulk_rec_kernel: 256 threads, and step 3b instead of 3c: after a barrier (lc summed), each weight made as
 //      the value loop takes it, max(e, 0) for a key below len and a head below ng, else 0, up to the end of the
 //      chunk's last block of 32 keys (q4h_w's Ready::Made), then a barrier: the value loops skip that max and those
@@ -65,7 +68,7 @@ __host__ __device__ constexpr size_t bulk_smem() {
 // One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
 // step 3c). Lean: steps 1b, 2 and 4 as the head comment says (the records' planes in pairs, which only
 // attn_q4h_records_kernel makes); else load_q and the first orders.
-template <int NG, bool TC, Ready R, int T = kBulkT, bool Lean = false>
+template <int NG, bool TC, Ready R, int T = kBulkT, bool Lean = false, bool ByKey = false>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
@@ -143,7 +146,7 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
     }
   }
   // 3. the weights
-  chunk_weights<NG, T, ES, R == Ready::Zeroed>(mloc, e_s, len, red_s, mc_s, ng);
+  chunk_weights<NG, T, ES, R == Ready::Zeroed, ByKey>(mloc, e_s, len, red_s, mc_s, ng);
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
   store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
@@ -180,6 +183,12 @@ template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true>(a, qblocks, hpb, maxch, scale);
+}
+// Form 18 with step 3 a key a thread (step 3k).
+template <int NG>
+__global__ void __launch_bounds__(kBulkLcT, kBulkB)
+    attn_bulk_lc_key_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true, true>(a, qblocks, hpb, maxch, scale);
 }
 // The query's records of every row, head and group, once (load_q's for the TC forms: rotated, then q4h_record<true>),
 // into q4h_records(a): a warp a (head, group), 8 a block; grid (⌈H·D/32 / 8⌉, N). Words 18–31 of each record are
@@ -255,6 +264,12 @@ void launch_bulk_lc_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 18, kBulkLcT>(attn_bulk_lc_rec_kernel<NG>, cg, rec);
 }
 
+template <int NG>
+void launch_bulk_lc_key_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  launch_q4h_records(cg);
+  launch_bulk_form<NG, 19, kBulkLcT>(attn_bulk_lc_key_kernel<NG>, cg, rec);
+}
+
 template void launch_bulk_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<4>(const ChunkGrid&, AttnLaunch&);
@@ -267,14 +282,19 @@ template void launch_bulk_ready_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_key_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_key_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_key_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_key_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_lc_key_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

@@ -31,6 +31,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "cuda/attention/exp_flat.h"
 #include "cuda/attention/launch.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
@@ -135,8 +136,8 @@ __device__ __forceinline__ void q4h_record(float v, int lane, uint32_t* rec) {
   if (lane == 0) rec[16] = unit, rec[17] = uint32_t(-8 * sum);
 }
 
-// Forms 17 and 18's query records, made once a row and head (bulk.cu's attn_q4h_records_kernel): [N][H][D] words, head
-// h's group g at (row·H + h)·D + 32·g, in a.part after the chunks' partials (attn_part_floats counts both).
+// Forms 17, 18 and 19's query records, made once a row and head (bulk.cu's attn_q4h_records_kernel): [N][H][D] words,
+// head h's group g at (row·H + h)·D + 32·g, in a.part after the chunks' partials (attn_part_floats counts both).
 __host__ __device__ inline float* q4h_records(const AttnArgs& a) {
   return a.part + a.N * a.H * int64_t((a.max_keys + kChunk - 1) / kChunk) * (a.D + 2);
 }
@@ -357,12 +358,59 @@ __device__ __forceinline__ void weights_to_block(float* e_s, int len, int ng, F 
   }
 }
 
+// weights_to_block's result for f(s, h) = exp_c(s − mc[h]), a key a thread: thread t takes keys t, t + T, … below the
+// end of the chunk's last block of 32, reads the key's ES entries with vector loads, makes the weight of each head
+// below ng (for a key below len) with exp_c_flat, mc held in registers, and writes the row back whole with vector
+// stores, 0 in every other entry. A key's NG exponentials are independent chains with no branch between them.
+template <int NG, int T, int ES>
+__device__ __forceinline__ void weights_by_key(float* e_s, int len, int ng, const float* mc_s) {
+  static_assert(ES % 2 == 0 && ES >= NG, "a key's row holds its NG weights, 8-byte aligned");
+  float mc[NG];
+#pragma unroll
+  for (int h = 0; h < NG; h++) mc[h] = mc_s[h];
+  const int lenr = (len + 31) & ~31;
+  for (int j = threadIdx.x; j < lenr; j += T) {
+    float v[ES];
+    float* const row = e_s + j * ES;
+    constexpr int W = ES % 4 == 0 ? 4 : 2;  // floats a vector load or store
+#pragma unroll
+    for (int h = 0; h < ES; h += W) {
+      if constexpr (W == 4) {
+        const float4 w = *reinterpret_cast<const float4*>(row + h);
+        v[h] = w.x, v[h + 1] = w.y, v[h + 2] = w.z, v[h + 3] = w.w;
+      } else {
+        const float2 w = *reinterpret_cast<const float2*>(row + h);
+        v[h] = w.x, v[h + 1] = w.y;
+      }
+    }
+    const bool key = j < len;
+#pragma unroll
+    for (int h = 0; h < ES; h++) {
+      if (h < NG) {  // every head's chain, then the select (an entry past len or ng: any float, no trap)
+        const float e = exp_c_flat(v[h] - mc[h < NG ? h : 0]);
+        v[h] = key && h < ng ? e : 0.0f;
+      } else {
+        v[h] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < ES; h += W) {
+      if constexpr (W == 4)
+        *reinterpret_cast<float4*>(row + h) = make_float4(v[h], v[h + 1], v[h + 2], v[h + 3]);
+      else
+        *reinterpret_cast<float2*>(row + h) = make_float2(v[h], v[h + 1]);
+    }
+  }
+}
+
 // From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
 // (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc). Zero (bulk.cu's
-// form 18): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads (to ES).
-template <int NG, int T, int ES = kEs, bool Zero = false>
+// forms 18 and 19): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads
+// (to ES); ByKey (form 19): that pass a key a thread (weights_by_key), else an entry a thread (weights_to_block).
+template <int NG, int T, int ES = kEs, bool Zero = false, bool ByKey = false>
 __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
                                               float* mc_s, int ng = NG) {
+  static_assert(Zero || !ByKey, "the pass a key a thread writes the zeros");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 #pragma unroll
   for (int h = 0; h < NG; h++) {
@@ -376,7 +424,9 @@ __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_
     mc_s[tid] = m;
   }
   __syncthreads();
-  if constexpr (Zero) {
+  if constexpr (ByKey) {
+    weights_by_key<NG, T, ES>(e_s, len, ng, mc_s);
+  } else if constexpr (Zero) {
     weights_to_block<T, ES>(e_s, len, ng, [&](float s, int h) { return hkv::exp_c(s - mc_s[h]); });
   } else {
     for (int i = tid; i < NG * len; i += T) {

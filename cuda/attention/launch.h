@@ -40,10 +40,13 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // bulk.cu (q4h at head_dim kSlimD, the slim shape's forms; Tuning's attn_q4h_form): attn_q4h_records_kernel, then
 // attn_bulk_lc_rec_kernel<NG> (18, the default: the query's records made once a row and head, Lean, lc summed by a
-// ninth warp) or attn_bulk_rec_kernel<NG> (17: 256 threads, the weights made ready after lc);
+// ninth warp), attn_bulk_lc_key_kernel<NG> (19: 18 with its weights' pass a key a thread) or attn_bulk_rec_kernel<NG>
+// (17: 256 threads, the weights made ready after lc);
 // attn_bulk_ready_kernel<NG> (11); attn_bulk_kernel<NG, false> (8: one key a thread in the scores).
 template <int NG>
 void launch_bulk_lc_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+template <int NG>
+void launch_bulk_lc_key_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>
 void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>

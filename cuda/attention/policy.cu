@@ -10,7 +10,7 @@
 //                   with Tuning's attn_q4h_form 18 (the default) the query's records made once a row and head
 //                   (attn_q4h_records_kernel), its scores on the tensor cores (q4h_mma_scores.cuh, whose fragment
 //                   indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp), lc summed by a ninth
-//                   warp, V's codes read in place; 17, 11 and 8 the forms bulk.cu names
+//                   warp, V's codes read in place; 19, 17, 11 and 8 the forms bulk.cu names
 //   staged.cuh      bulk.cu's block layout
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel

@@ -5,7 +5,7 @@
 //   (u8, 0..15), keys as columns; the k order is the records' (the prep<Q4H> words: word i of the codes against word
 //   i of each plane), so lane (n = lane/4, t = lane%4) gives a0 = plane word t, a2 = word 4 + t and
 //   b0 = key n's code word t, b1 = its word 4 + t (lanes of rows n ≥ NG load head 0's records: a row of A reaches
-//   only the same row of the sums, which those lanes never store). Paired (bulk.cu's forms 17 and 18): b0 = key n's
+//   only the same row of the sums, which those lanes never store). Paired (bulk.cu's forms 17, 18 and 19): b0 = key n's
 //   prep word 2t and b1 its word 2t + 1, the low and the high nibbles of one code word, t (one load, constant
 //   shifts), a0, a1 = both planes' word 2t and a2, a3 their word 2t + 1: with the records' planes in pairs
 //   (q4h_record<true>) words 4t … 4t + 3, one 16-byte load (mma_frag.h's paired order). Lane (n, t) then holds, for

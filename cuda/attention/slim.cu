@@ -344,11 +344,13 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   static_assert(F != KvKind::BF16, "slim is written for fp8 and q4h");
   const AttnArgs& a = cg.a;
-  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 18, 17, 11 or 8: the rows staged by bulk copies (bulk.cu)
+  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 19, 18, 17, 11 or 8: bulk.cu's rows staged by bulk copies
     const int form = cg.q4h_form;
-    if ((form == 8 || form == 11 || form == 17 || form == 18) && a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) &&
-        attn_bulk_built()) {
-      if (form == 18)
+    if ((form == 8 || form == 11 || form == 17 || form == 18 || form == 19) &&
+        a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_bulk_built()) {
+      if (form == 19)
+        launch_bulk_lc_key_kernel<NG>(cg, rec);
+      else if (form == 18)
         launch_bulk_lc_rec_kernel<NG>(cg, rec);
       else if (form == 17)
         launch_bulk_rec_kernel<NG>(cg, rec);
