@@ -371,6 +371,15 @@ bool clusters_supported();
 void deltanet_step_heads(float* S, const float* q, const float* k, const float* v, const float* beta, const float* g,
                          int nv, int dk, int dv, float* o, cudaStream_t st);
 
+// ---- scalar_check.cu ----------------------------------------------------------------------------
+// exp_c_flat against exp_c on the device, bit patterns [begin, end) (end at most 2^32): how many differ as bits, and
+// the smallest of those (~0u where none does).
+struct BitsCheck {
+  uint64_t checked = 0, differing = 0;
+  uint32_t first = ~0u;
+};
+BitsCheck exp_flat_check(uint64_t begin, uint64_t end);
+
 // ---- synthetic.cu -------------------------------------------------------------------------------
 // The bytes of reference/synthetic.cpp's generators, on the device.
 void synth_bf16_fill(uint16_t* out, int64_t n, uint64_t seed, uint64_t tensor, int e, cudaStream_t st);

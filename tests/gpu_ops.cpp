@@ -42,6 +42,20 @@ TEST_CASE("xq_records: the MLX4 products' block fixed point of x, byte for byte 
   CHECK_MESSAGE(d.empty(), d);
 }
 
+TEST_CASE("exp_c_flat on the device: exp_c's bits for every float") {
+  // Not an oracle case: exp_c_flat is the engine's own form of exp_c (the attention's weights in bulk.cu's form 19);
+  // the oracle has exp_c alone. Every one of the 2^32 bit patterns, both functions on the device (whose exp_c gives the
+  // host's bits on every input: docs/RESULTS.md §5), compared as bits.
+  const cuda::BitsCheck r = cuda::exp_flat_check(0, uint64_t(1) << 32);
+  char first[16];
+  std::snprintf(first, sizeof first, "0x%08x", r.first);
+  std::printf(
+      "exp_c_flat against exp_c (%llu bit patterns): %s\n", (unsigned long long)r.checked,
+      r.differing == 0 ? "OK" : ("FAIL " + std::to_string(r.differing) + " differ, the first " + first).c_str());
+  CHECK(r.checked == (uint64_t(1) << 32));
+  CHECK_MESSAGE(r.differing == 0, r.differing << " differ, the first " << first);
+}
+
 TEST_CASE("matvec_multi refuses XSource where its records do not fit or the matrices are not MLX4") {
   // Not an oracle case: which launches take XSource is the engine's policy (matvec_fuses_records); the table's
   // matvec_multi_xsource cases check the bytes where it does.

@@ -204,7 +204,7 @@ TEST_CASE("scalar: exp_c against expl") {
 }
 
 // exp_c_flat is the engine's exp_c for the attention's weights pass: equal bits, compared as bits. Every float was
-// compared once (docs/RESULTS.md §5); here every 251st bit pattern, every float within 4,096 steps of each bound
+// compared once (docs/RESULTS.md §5); here every 1,021st bit pattern, every float within 4,096 steps of each bound
 // exp_c and exp_c_flat test or clamp at, and the special values.
 TEST_CASE("scalar: exp_c_flat has exp_c's bits") {
   using hkv::f32_bits;
@@ -216,7 +216,7 @@ TEST_CASE("scalar: exp_c_flat has exp_c's bits") {
     n++;
     if (f32_bits(hkv::cuda::exp_c_flat(x)) != f32_bits(hkv::exp_c(x)) && differ++ == 0) first = b;
   };
-  for (uint64_t b = 0; b < (1ull << 32); b += 251) same(uint32_t(b));
+  for (uint64_t b = 0; b < (1ull << 32); b += 1021) same(uint32_t(b));
   for (const float bound : {-103.972084045410f, 88.72283935546875f, -104.0f, 89.0f, 0.0f, -0.0f}) {
     const uint32_t c = f32_bits(bound);
     for (int64_t d = -4096; d <= 4096; d++) same(uint32_t(int64_t(c) + d));
@@ -227,7 +227,7 @@ TEST_CASE("scalar: exp_c_flat has exp_c's bits") {
   same(0x7f800001u), same(0xffc00001u);  // NaNs with other payloads
   INFO("first differing input: " << hex(first));
   CHECK(differ == 0);
-  CHECK(n > 17000000);
+  CHECK(n > 4000000);
 }
 
 TEST_CASE("scalar: log_c against logl") {

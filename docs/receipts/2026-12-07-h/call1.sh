@@ -14,6 +14,7 @@ w=/tmp/call1
 mkdir -p "$back" "$w"
 OUT=$back bash docs/receipts/2026-12-06-a/run.sh call1 ops
 grep -E "bulk-lc-key" /tmp/hkv-out/gpu_ops.log | head -1 | tee -a "$s"
+grep -E "^exp_c_flat against exp_c" /tmp/hkv-out/gpu_ops.log | tee -a "$s"
 HKV_DIFF_FILTER='attention\(cache=q4h,head_dim=256.*shape=slim' HKV_SAN_RUNS=memcheck:ops HKV_SAN_LIMIT=60 \
   OUT=$w/memcheck cuda/run_gpu_suite.sh sanitize > /dev/null 2>&1
 HKV_DIFF_FILTER='attention\(cache=q4h,head_dim=256,heads=2.*shape=slim' HKV_SAN_RUNS=racecheck:ops HKV_SAN_LIMIT=110 \
