@@ -2,6 +2,7 @@
 // range of float bit patterns (tests/gpu_ops.cpp runs all 2^32). Launch: a grid-stride loop, one bit pattern a thread
 // step; a mismatch adds one to a count and keeps the smallest differing pattern.
 #include <cstdint>
+#include <memory>
 
 #include "cuda/attention/exp_flat.h"
 #include "cuda/check.h"
@@ -28,24 +29,23 @@ __global__ void exp_flat_check_kernel(uint64_t begin, uint64_t end, unsigned lon
 BitsCheck exp_flat_check(uint64_t begin, uint64_t end) {
   if (end > (uint64_t(1) << 32) || begin > end)
     throw std::invalid_argument("exp_flat_check: a range of 32-bit patterns");
-  unsigned long long* differing = nullptr;
-  unsigned* first = nullptr;
-  HKV_CUDA_CHECK(cudaMalloc(&differing, sizeof(*differing)));
-  HKV_CUDA_CHECK(cudaMalloc(&first, sizeof(*first)));
-  const unsigned none = ~0u;
-  HKV_CUDA_CHECK(cudaMemset(differing, 0, sizeof(*differing)));
-  HKV_CUDA_CHECK(cudaMemcpy(first, &none, sizeof(none), cudaMemcpyHostToDevice));
-  exp_flat_check_kernel<<<unsigned(sm_count()) * 8, 256>>>(begin, end, differing, first);
+  struct Words {  // the count, then the first differing pattern: one allocation, freed on every path
+    unsigned long long differing;
+    unsigned first;
+  };
+  Words* w = nullptr;
+  HKV_CUDA_CHECK(cudaMalloc(&w, sizeof(Words)));
+  const std::unique_ptr<Words, cudaError_t (*)(void*)> own(w, cudaFree);
+  const Words init{0, ~0u};
+  HKV_CUDA_CHECK(cudaMemcpy(w, &init, sizeof(init), cudaMemcpyHostToDevice));
+  exp_flat_check_kernel<<<unsigned(sm_count()) * 8, 256>>>(begin, end, &w->differing, &w->first);
   HKV_CHECK_LAUNCH();
+  Words got{};
+  HKV_CUDA_CHECK(cudaMemcpy(&got, w, sizeof(got), cudaMemcpyDeviceToHost));
   BitsCheck r;
   r.checked = end - begin;
-  unsigned long long d = 0;
-  const cudaError_t e1 = cudaMemcpy(&d, differing, sizeof(d), cudaMemcpyDeviceToHost);
-  const cudaError_t e2 = cudaMemcpy(&r.first, first, sizeof(r.first), cudaMemcpyDeviceToHost);
-  cudaFree(differing), cudaFree(first);
-  HKV_CUDA_CHECK(e1);
-  HKV_CUDA_CHECK(e2);
-  r.differing = d;
+  r.differing = got.differing;
+  r.first = got.first;
   return r;
 }
 
