@@ -385,14 +385,12 @@ __device__ __forceinline__ void weights_by_key(float* e_s, int len, int ng, cons
     }
     const bool key = j < len;
 #pragma unroll
-    for (int h = 0; h < ES; h++) {
-      if (h < NG) {  // every head's chain, then the select (an entry past len or ng: any float, no trap)
-        const float e = exp_c_flat(v[h] - mc[h < NG ? h : 0]);
-        v[h] = key && h < ng ? e : 0.0f;
-      } else {
-        v[h] = 0.0f;
-      }
+    for (int h = 0; h < NG; h++) {  // every head's chain, then the select (an entry past len or ng: any float, no trap)
+      const float e = exp_c_flat(v[h] - mc[h]);
+      v[h] = key && h < ng ? e : 0.0f;
     }
+#pragma unroll
+    for (int h = NG; h < ES; h++) v[h] = 0.0f;
 #pragma unroll
     for (int h = 0; h < ES; h += W) {
       if constexpr (W == 4)
