@@ -814,26 +814,31 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     int vu;
     bool pre, mfast = true, pdl = true;
     int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
+    bool mwide = cuda::Tuning{}.merge_wide;       // tu.merge_wide
   };
-  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17 and 19; 18 is the default) once each, the other
-  // switches at their defaults
-  const std::vector<Switches> settings = {{32, false},
-                                          {4, false},
-                                          {8, false},
-                                          {16, false},
-                                          {32, true},
-                                          {16, true},
-                                          {32, false, false},
-                                          {32, true, true, false},
-                                          {32, false, true, true, 0},
-                                          {32, false, true, true, 1},
-                                          {32, false, true, true, 8},
-                                          {32, false, true, true, 11},
-                                          {32, false, true, true, 17},
-                                          {32, false, true, true, 19}};
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17 and 18; 19 is the default) once each, and the
+  // other merge kernel (tu.merge_wide) with the tested batches and with the whole ones, the other switches at their
+  // defaults
+  const std::vector<Switches> settings = {
+      {32, false},
+      {4, false},
+      {8, false},
+      {16, false},
+      {32, true},
+      {16, true},
+      {32, false, false},
+      {32, true, true, false},
+      {32, false, true, true, 0},
+      {32, false, true, true, 1},
+      {32, false, true, true, 8},
+      {32, false, true, true, 11},
+      {32, false, true, true, 17},
+      {32, false, true, true, 18},
+      {32, false, true, true, cuda::Tuning{}.attn_q4h_form, !cuda::Tuning{}.merge_wide},
+      {32, false, false, true, cuda::Tuning{}.attn_q4h_form, !cuda::Tuning{}.merge_wide}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
-  for (const auto& [vu, pre, mfast, pdl, q4h_form] : settings) {
+  for (const auto& [vu, pre, mfast, pdl, q4h_form, mwide] : settings) {
     out.poison();
     part.poison();
     dxq.poison();
@@ -843,6 +848,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     tu.merge_fast = mfast;
     tu.out_trigger = tu.pdl_all = pdl;
     tu.attn_q4h_form = q4h_form;  // (the other fields' defaults are the struct's)
+    tu.merge_wide = mwide;
     cuda::attention(a, nullptr, tu);
     std::string d = float_diff(in->ref, out.get(), [&k](size_t i) {
       return "row " + std::to_string(i / size_t(k.H * k.D)) + ", head " +
@@ -897,15 +903,17 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
         staged1 && f.kind != KvKind::BF16 && in->rb % 16 == 0 && cuda::attn_dsplit(k.D, grid, cuda::sm_count()) == 2;
     if (d.empty() && launched.dsplit != (split ? 2 : 1))
       d = "the values split over " + std::to_string(launched.dsplit) + " blocks, " + (split ? "2" : "1") + " expected";
+    if (d.empty() && launched.merge_wide != mwide)
+      d = std::string("the wide merge ") + (launched.merge_wide ? "launched" : "not launched");
     if (!d.empty())
       return {CaseResult::Fail, "vu=" + std::to_string(vu) + (pre ? ",pre" : "") + (mfast ? "" : ",merge-tested") +
                                     (pdl ? "" : ",no-pdl") + (q4h_form ? ",q4h-form=" + std::to_string(q4h_form) : "") +
-                                    ": " + d};
-    for (const char* form :
-         {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
-          launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
-          launched.q4h_form == 11 ? "bulk-ready" : "", launched.q4h_form == 17 ? "bulk-rec" : "",
-          launched.q4h_form == 18 ? "bulk-lc-rec" : "", launched.q4h_form == 19 ? "bulk-lc-key" : ""})
+                                    (mwide ? ",merge-wide" : "") + ": " + d};
+    for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
+                             launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
+                             launched.q4h_form == 11 ? "bulk-ready" : "", launched.q4h_form == 17 ? "bulk-rec" : "",
+                             launched.q4h_form == 18 ? "bulk-lc-rec" : "", launched.q4h_form == 19 ? "bulk-lc-key" : "",
+                             launched.merge_wide ? "merge-wide" : ""})
       if (*form && (", " + seen + ", ").find(std::string(", ") + form + ", ") == std::string::npos)
         seen += std::string(seen.empty() ? "" : ", ") + form;
   }
@@ -1152,6 +1160,9 @@ std::vector<DiffCase> engine_diff_cases() {
                                       // 202 chunks: the merge's batches of 32 loads, six past the first, the last one
                                       // partial
                                       {32, 2, 1, {103000, 700}},
+                                      // 514 chunks: past the merges' tile of 512 chunks (the running maximum carried
+                                      // into the next tile), and every warp's run of the wide merge's scan
+                                      {32, 2, 1, {262844, 700}},
                                       {256, 24, 4, {}, true}};
   const cuda::AttnShape shapes[] = {
       cuda::AttnShape::Auto,      cuda::AttnShape::KvStaged,   cuda::AttnShape::UnstagedX8, cuda::AttnShape::KvStagedH2,

@@ -233,11 +233,12 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 //                 128 threads, codes read from global memory, only the K and V group scales staged, every thread busy
 //                 in both phases (4 keys in the scores, 2 elements for all the block's heads in the values); Auto's
 //                 choice for fp8 and q4h beyond one chunk block a multiprocessor (17K at batch 1; auto_attn_shape).
-//                 q4h's slim shape runs attn_bulk_lc_rec_kernel (Tuning's attn_q4h_form 18, the default) after
+//                 q4h's slim shape runs attn_bulk_lc_key_kernel (Tuning's attn_q4h_form 19, the default) after
 //                 attn_q4h_records_kernel has made the query's records once a row and head: 288 threads, the chunk's
 //                 K and then V rows copied whole into shared memory by bulk copies, the scores on the tensor cores (32
-//                 keys a warp), lc summed by a ninth warp, one group a warp in the values with V's codes read in place
-//                 (attn_q4h_form 19, 17, 11 and 8: the other forms, cuda/attention/bulk.cu)
+//                 keys a warp), the weights a key a thread, lc summed by a ninth warp, one group a warp in the values
+//                 with V's codes read in place (attn_q4h_form 18, 17, 11 and 8: the other forms,
+//                 cuda/attention/bulk.cu)
 // bf16 stages nothing: its staged shapes take the chunk kernel's unstaged one-element form. Auto picks by block count
 // (attention()).
 enum class AttnShape { Auto, KvStaged, UnstagedX8, KvStagedH2, VStagedX2, KvStagedH1, Slim };
@@ -277,8 +278,8 @@ struct AttnArgs {
   int dsplit = 1;                     // set by attention() where the shape takes it (attn_dsplit): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
-// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_q4h_form, attn_value_unroll, merge_fast, out_trigger and
-// pdl_all.
+// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_q4h_form, attn_value_unroll, merge_fast, merge_wide,
+// out_trigger and pdl_all.
 void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
 // Auto's shape (cuda/attention/policy.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of
 // all a KV head's query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under
@@ -303,12 +304,13 @@ int attn_dsplit(int D, int64_t blocks, int64_t P);
 struct AttnLaunch {
   AttnShape shape = AttnShape::Auto;  // the shape asked for, or Auto's choice (Slim where v-staged-x2's path ran it)
   bool slim_kernel = false, slim_scores = false;
-  bool slim_roll = false;  // the slim kernel's fp8 score loop rolled (attn_slim_fp8_rolled)
-  bool slim_kvc = false;   // the slim kernel with the 27B's KV heads as a constant
-  int q4h_form = 0;        // the slim shape's q4h form taken: 1 (slim's VLATE), 8 (attn_bulk_kernel), 11
-                           // (attn_bulk_ready_kernel), 17 (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel), 19
-                           // (attn_bulk_lc_key_kernel), else 0
-  int dsplit = 1;          // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
+  bool slim_roll = false;   // the slim kernel's fp8 score loop rolled (attn_slim_fp8_rolled)
+  bool slim_kvc = false;    // the slim kernel with the 27B's KV heads as a constant
+  int q4h_form = 0;         // the slim shape's q4h form taken: 1 (slim's VLATE), 8 (attn_bulk_kernel), 11
+                            // (attn_bulk_ready_kernel), 17 (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel), 19
+                            // (attn_bulk_lc_key_kernel), else 0
+  int dsplit = 1;           // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
+  bool merge_wide = false;  // the merge as attn_merge_wide_kernel (Tuning's merge_wide)
 };
 AttnLaunch attn_last_launch();
 // Whether this build's device code has attn_bulk_kernel's bulk copies (sm_90 and later): else attn_q4h_form 8, 11,

@@ -5,7 +5,7 @@
 // compute: the bytes in flight a multiprocessor no longer depend on how many loads each thread keeps going, and every
 // byte of a row is fetched once (the 16-byte group loads of slim read a 32-byte sector's halves at different times).
 // The operations and their order are attn_slim_kernel's (attend(), contract.cuh); what changes is where the rows are.
-// attn_bulk_lc_rec_kernel (Tuning's attn_q4h_form 18, the default), in order:
+// attn_bulk_lc_key_kernel (Tuning's attn_q4h_form 19, the default), in order:
 //   0. attn_q4h_records_kernel, launched ahead of it, makes the query's records once a row and head (rotated, then
 //      q4h_record<true>: its planes' words in pairs);
 //   1. thread 0 starts the copies of K's rows [0, 256) and [256, len) of the chunk (two mbarriers); the block copies
@@ -14,8 +14,11 @@
 //      one code word a lane, a lane's four words of A one 16-byte load; the same integers and the same chains); the
 //      first half as soon as its copy has landed; after each half (a barrier: no thread reads it any more) thread 0
 //      starts the copy of the V rows of the same keys into the same bytes;
-//   3. the chunk's maximum and weights (chunk_weights) while V's copies land; its pass writes 0 past the keys (to the
-//      end of the last block of 32) and past the block's heads beside each e (chunk_weights' Zero);
+//   3. the chunk's maximum and weights (chunk_weights) while V's copies land, a key a thread (chunk_weights' ByKey):
+//      each thread reads a key's row of e_s whole, makes its heads' weights against the chunk's maxima held in
+//      registers, each exponential as exp_c_flat (exp_c's bits with no branch), and writes the row back whole with 0
+//      past the block's heads; the keys past len, to the end of the last block of 32, get rows of 0 (chunk_weights'
+//      Zero);
 //   3c. the block has a ninth warp (288 threads), which takes no key in the scores and no group in the values: lc's
 //      chain (store_ml: threads T − 1 − h) runs in it while the 8 warps go on to the values with no barrier between,
 //      and no value warp waits for it;
@@ -23,13 +26,12 @@
 //      in place (ldmatrix on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean
 //      tiles and bytes; each weight max(e, 0) as the loop takes it (q4h_w's Ready::Zeroed: the zeros are there).
 // Steps 1b, 2 and 4 so are Lean, which changes instructions, not results. The other forms:
-//   19 attn_bulk_lc_key_kernel: form 18 with step 3k instead of step 3's pass an entry a thread: a key a thread, its
-//      row of weights read and written whole, each head's exp_c as exp_c_flat (exp_c's bits with no branch), the
-//      chunk's maxima in registers (chunk_weights' ByKey); the same weights and zeros;
-//   17 attn_bulk_rec_kernel: 256 threads, and step 3b instead of 3c: after a barrier (lc summed), each weight made as
-//      the value loop takes it, max(e, 0) for a key below len and a head below ng, else 0, up to the end of the
-//      chunk's last block of 32 keys (q4h_w's Ready::Made), then a barrier: the value loops skip that max and those
-//      tests, with the same W;
+//   18 attn_bulk_lc_rec_kernel: form 19 with step 3's pass an entry a thread (each exponential exp_c, the maxima read
+//      from shared memory); the same weights and zeros;
+//   17 attn_bulk_rec_kernel: 18 in 256 threads, and step 3b instead of 3c: after a barrier (lc summed), each weight
+//      made as the value loop takes it, max(e, 0) for a key below len and a head below ng, else 0, up to the end of
+//      the chunk's last block of 32 keys (q4h_w's Ready::Made), then a barrier: the value loops skip that max and
+//      those tests, with the same W;
 //   11 attn_bulk_ready_kernel: form 17 without Lean and with load_q (each block loads and rotates the query itself);
 //   8 attn_bulk_kernel<NG, false>: load_q, thread t takes key t of each half in the scores (q4h_int_scores, one key a
 //      thread), the weights made in the value loop.
@@ -184,7 +186,7 @@ __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_rec_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true>(a, qblocks, hpb, maxch, scale);
 }
-// Form 18 with step 3 a key a thread (step 3k).
+// Form 18 with step 3 a key a thread: form 19, the default.
 template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_key_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {

@@ -39,9 +39,9 @@ void launch_chunk_kernel(const ChunkGrid& cg, AttnShape shape, AttnLaunch& rec);
 template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // bulk.cu (q4h at head_dim kSlimD, the slim shape's forms; Tuning's attn_q4h_form): attn_q4h_records_kernel, then
-// attn_bulk_lc_rec_kernel<NG> (18, the default: the query's records made once a row and head, Lean, lc summed by a
-// ninth warp), attn_bulk_lc_key_kernel<NG> (19: 18 with its weights' pass a key a thread) or attn_bulk_rec_kernel<NG>
-// (17: 256 threads, the weights made ready after lc);
+// attn_bulk_lc_key_kernel<NG> (19, the default: the query's records made once a row and head, Lean, the weights a key
+// a thread, lc summed by a ninth warp), attn_bulk_lc_rec_kernel<NG> (18: 19 with its weights an entry a thread) or
+// attn_bulk_rec_kernel<NG> (17: 256 threads, the weights made ready after lc);
 // attn_bulk_ready_kernel<NG> (11); attn_bulk_kernel<NG, false> (8: one key a thread in the scores).
 template <int NG>
 void launch_bulk_lc_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
@@ -53,7 +53,9 @@ template <int NG>
 void launch_bulk_ready_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>
 void launch_bulk_kernel(const ChunkGrid& cg, AttnLaunch& rec);
-// merge.cu: attn_merge_kernel over (rows, H), head_dim threads, after the chunk kernel; fast: tu.merge_fast.
-void launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast);
+// merge.cu, after the chunk kernel: attn_merge_kernel over (rows, H), head_dim threads (fast: tu.merge_fast), or with
+// wide (tu.merge_wide) attn_merge_wide_kernel over (rows, H, head_dim/32), 256 threads. Returns whether the wide kernel
+// ran.
+bool launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast, bool wide);
 
 }  // namespace hkv::cuda::attn

@@ -6,9 +6,13 @@
 // a, b of every chunk (all threads), l's chain (one thread) and o[d]'s chain (thread d), its oc values loaded 32 chunks
 // at a time into two buffers taken in turn, a whole batch without a test a chunk (64 at a time gives the same token
 // time).
+// attn_merge_wide_kernel (Tuning's merge_wide): the same operations in the same order, a block a (row, head, 32
+// elements), so that every partial of a tile is in flight at once over head_dim/32 times as many blocks; see its
+// comment.
 #include <cmath>
 
 #include "cuda/attention/launch.h"
+#include "cuda/check.h"
 #include "cuda/device.cuh"
 #include "cuda/kernels.h"
 
@@ -138,11 +142,167 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
   }
 }
 
+// The larger of m and o as the merge takes it (m > o ? m : o). A maximum is exact and does not depend on the order it
+// is taken in (NaN aside; +0 and −0 may come out either way, and every use of it, a difference fed to exp_c, gives the
+// same factor with either), so any grouping of the running maximum gives attn_merge_kernel's factors.
+__device__ __forceinline__ float max_step_m(float m, float o) { return m > o ? m : o; }
+
+// Each lane's inclusive running maximum over the warp's 32 values, lanes in order (five shuffles).
+__device__ __forceinline__ float warp_running_max(float m, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const float o = __shfl_up_sync(kFull, m, off);
+    if (lane >= off) m = max_step_m(m, o);
+  }
+  return m;
+}
+
+constexpr int kWideT = 256;                      // threads a wide merge block: 8 warps
+constexpr int kWideW = kWideT / 32;              // warps
+constexpr int kWideLoads = kMergeTile / kWideW;  // a lane's oc values of a tile: chunks w, w + 8, w + 16, …
+constexpr int kWideRun = kMergeTile / kWideW;  // chunks of a tile whose running maximum warp w takes: 64w … 64w + 63
+static_assert(kWideRun == 64, "a warp's run is two runs of 32 chunks, a chunk a lane");
+
+// attn_merge_wide_kernel: attn_merge_kernel's operations in its order, a block a (row, head h, elements 32z …
+// 32z + 31): grid (rows, H, head_dim/32), 256 threads, the tile's oc values of its 32 elements (64 KB) in dynamic
+// shared memory. A tile of chunks, in order:
+//   1. thread t loads (mc, lc) of chunks t and t + 256; then warp w loads the oc values of chunks w, w + 8, w + 16, …
+//      (64 a lane, lane e the element 32z + e) into registers, every load issued before any is used, so that the
+//      whole tile of partials is in flight at once over the grid;
+//   2. the running maximum as a scan over the block: warp w takes chunks 64w … 64w + 63 (two runs of 32, five
+//      shuffles each), the warps' maxima meet in shared memory, and chunk i's maximum before it and through it are the
+//      carry into its warp's run with the run's prefix; the lane of chunk i makes its factors a = exp_c(before − mn),
+//      b = exp_c(mc − mn) (max_step_m says why these are attn_merge_kernel's);
+//   3. the oc values into shared memory, as they land;
+//   4. warp 0 runs o's chain, lane e for element 32z + e, chunk by chunk in order, o = fma(o, a, oc·b), and warp 1's
+//      lane 0 runs l's chain beside it, l = fma(l, a, lc·b): both wait on shared memory only.
+// Then warp 0 makes out = o/l, rotated back for q4h (warp_wht32: the block's 32 elements are one group), gated, and
+// the record of its 32 outputs (xq_chunk), as attn_merge_kernel's warp z does.
+template <int DC>
+__global__ void __launch_bounds__(kWideT) attn_merge_wide_kernel(AttnArgs a, int maxch, bool rotated) {
+  pdl_wait();                      // as attn_chunk_kernel
+  if (a.trigger) pdl_trigger();    // out_trigger: the o product may launch (it waits for this grid before reading)
+  extern __shared__ float oc_s[];  // [tile chunk][32]: the block's oc values
+  __shared__ float mc_s[kMergeTile], lc_s[kMergeTile];
+  __shared__ __align__(16) float fa_s[kMergeTile], fb_s[kMergeTile];
+  __shared__ float wmax_s[kWideW];
+  __shared__ float l_s;
+  __shared__ __align__(16) float4 c4_s[8];  // xq_out: the block's 32 outputs
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, h = blockIdx.y, d = 32 * blockIdx.z + lane;
+  const int64_t row = blockIdx.x;
+  const int D = DC ? DC : a.D, n = a.n_keys[row], nch = (n + kChunk - 1) / kChunk;
+  const float* part = a.part + (row * a.H + h) * int64_t(maxch) * (D + 2);
+  float o = 0.0f, l = 0.0f;  // o: warp 0's chains; l: warp 1's lane 0
+  float carry = -INFINITY;   // the running maximum before the tile's first chunk (every thread holds it)
+  for (int t0 = 0; t0 < nch; t0 += kMergeTile) {
+    const int tn = min(kMergeTile, nch - t0);
+    const float* pt = part + int64_t(t0) * (D + 2);
+    __syncthreads();  // the last tile's reads of shared memory are done
+    // 1. (mc, lc), then the oc values, all in flight
+    float mcv[2], lcv[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      const int i = tid + k * kWideT;
+      mcv[k] = i < tn ? pt[int64_t(i) * (D + 2)] : -INFINITY;
+      lcv[k] = i < tn ? pt[int64_t(i) * (D + 2) + 1] : 0.0f;
+    }
+    float v[kWideLoads];
+#pragma unroll
+    for (int k = 0; k < kWideLoads; k++) {
+      const int i = w + kWideW * k;
+      v[k] = i < tn ? pt[int64_t(i) * (D + 2) + 2 + d] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      mc_s[tid + k * kWideT] = mcv[k];
+      lc_s[tid + k * kWideT] = lcv[k];
+    }
+    __syncthreads();
+    // 2. the running maximum and the factors: warp w's run, chunks i0 + lane and i0 + 32 + lane
+    const int i0 = kWideRun * w;
+    const float p0 = warp_running_max(mc_s[i0 + lane], lane);
+    const float p1 = max_step_m(__shfl_sync(kFull, p0, 31), warp_running_max(mc_s[i0 + 32 + lane], lane));
+    if (lane == 31) wmax_s[w] = p1;
+    __syncthreads();
+    float cin = carry;  // the maximum before the run's first chunk
+    for (int u = 0; u < w; u++) cin = max_step_m(cin, wmax_s[u]);
+    float next = carry;  // the maximum through the tile's last chunk
+    for (int u = 0; u < kWideW; u++) next = max_step_m(next, wmax_s[u]);
+    const float mn0 = max_step_m(cin, p0), mn1 = max_step_m(cin, p1);
+    const float up0 = __shfl_up_sync(kFull, mn0, 1), up1 = __shfl_up_sync(kFull, mn1, 1);
+    const float last0 = __shfl_sync(kFull, mn0, 31);
+    const float b0 = lane == 0 ? cin : up0, b1 = lane == 0 ? last0 : up1;  // the maximum before each chunk
+    if (i0 + lane < tn) {
+      fa_s[i0 + lane] = hkv::exp_c(b0 - mn0);
+      fb_s[i0 + lane] = hkv::exp_c(mc_s[i0 + lane] - mn0);
+    }
+    if (i0 + 32 + lane < tn) {
+      fa_s[i0 + 32 + lane] = hkv::exp_c(b1 - mn1);
+      fb_s[i0 + 32 + lane] = hkv::exp_c(mc_s[i0 + 32 + lane] - mn1);
+    }
+    carry = next;
+    // 3. the oc values into shared memory
+#pragma unroll
+    for (int k = 0; k < kWideLoads; k++) oc_s[(w + kWideW * k) * 32 + lane] = v[k];
+    __syncthreads();
+    // 4. the chains, chunks in order
+    if (w == 0) {
+      int i = 0;
+      for (; i + 4 <= tn; i += 4) {
+        const float4 fa = *reinterpret_cast<const float4*>(fa_s + i);
+        const float4 fb = *reinterpret_cast<const float4*>(fb_s + i);
+        o = hkv::fma_rn(o, fa.x, oc_s[i * 32 + lane] * fb.x);
+        o = hkv::fma_rn(o, fa.y, oc_s[(i + 1) * 32 + lane] * fb.y);
+        o = hkv::fma_rn(o, fa.z, oc_s[(i + 2) * 32 + lane] * fb.z);
+        o = hkv::fma_rn(o, fa.w, oc_s[(i + 3) * 32 + lane] * fb.w);
+      }
+      for (; i < tn; i++) o = hkv::fma_rn(o, fa_s[i], oc_s[i * 32 + lane] * fb_s[i]);
+    } else if (w == 1 && lane == 0) {
+#pragma unroll 16
+      for (int i = 0; i < tn; i++) l = hkv::fma_rn(l, fa_s[i], lc_s[i] * fb_s[i]);
+    }
+  }
+  if (w == 1 && lane == 0) l_s = l;
+  __syncthreads();
+  if (w != 0) return;
+  float out = o / l_s;
+  if (rotated) out = warp_wht32(out, lane);
+  if (a.gate) out = out * hkv::sigmoid_c(a.gate[row * a.ldg + int64_t(h) * a.gate_stride + d]);
+  a.out[row * a.ldo + int64_t(h) * D + d] = out;
+  if (a.xq_out) {  // the record of the block's chunk of out (xq_chunk): chunk h·D/32 + z of the row's H·D values
+    reinterpret_cast<float*>(c4_s)[lane] = out;
+    __syncwarp();
+    xq_chunk(out, c4_s, a.xq_out + (row * (int64_t(a.H) * D / 32) + int64_t(h) * (D / 32) + blockIdx.z) * kXqWords);
+  }
+}
+
+constexpr size_t kWideSmem = size_t(kMergeTile) * 32 * sizeof(float);  // oc_s: 64 KB
+
+template <int DC>
+void launch_wide(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl) {
+  static bool attr_set = false;  // the dynamic shared memory above 48 KB, once a kernel
+  if (!attr_set) {
+    HKV_CUDA_CHECK(
+        cudaFuncSetAttribute(attn_merge_wide_kernel<DC>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWideSmem)));
+    attr_set = true;
+  }
+  launch_k(pdl, attn_merge_wide_kernel<DC>, dim3(unsigned(a.N), unsigned(a.H), unsigned(a.D / 32)), dim3(kWideT),
+           kWideSmem, st, a, maxch, a.kind == KvKind::Q4H);
+}
+
 }  // namespace
 
-void attn::launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast) {
+bool attn::launch_merge_kernel(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl, bool fast, bool wide) {
+  if (wide) {  // (attention() has checked that head_dim is a multiple of 32)
+    if (a.D == 256)
+      launch_wide<256>(a, maxch, st, pdl);
+    else
+      launch_wide<0>(a, maxch, st, pdl);
+    return true;
+  }
   launch_k(pdl, a.D == 256 ? attn_merge_kernel<256> : attn_merge_kernel<0>, dim3(unsigned(a.N), unsigned(a.H)),
            dim3(unsigned(a.D)), 0, st, a, maxch, a.kind == KvKind::Q4H, fast);
+  return false;
 }
 
 }  // namespace hkv::cuda

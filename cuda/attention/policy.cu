@@ -6,11 +6,12 @@
 //   chunk.cu        attn_chunk_kernel: the staged shapes (kv-staged, kv-staged-h1, kv-staged-h2, v-staged-x2) and
 //                   unstaged-x8
 //   slim.cu         attn_slim_kernel: fp8 and q4h at head_dim 256, beyond one chunk block a multiprocessor
-//   bulk.cu         attn_bulk_lc_rec_kernel and its other forms: q4h's slim shape, its rows staged by bulk copies;
-//                   with Tuning's attn_q4h_form 18 (the default) the query's records made once a row and head
+//   bulk.cu         attn_bulk_lc_key_kernel and its other forms: q4h's slim shape, its rows staged by bulk copies;
+//                   with Tuning's attn_q4h_form 19 (the default) the query's records made once a row and head
 //                   (attn_q4h_records_kernel), its scores on the tensor cores (q4h_mma_scores.cuh, whose fragment
-//                   indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp), lc summed by a ninth
-//                   warp, V's codes read in place; 19, 17, 11 and 8 the forms bulk.cu names
+//                   indices are mma_frag.h's, plain C++ checked by tests/test_mma_frag.cpp), its weights a key a
+//                   thread, lc summed by a ninth warp, V's codes read in place; 18, 17, 11 and 8 the forms bulk.cu
+//                   names
 //   staged.cuh      bulk.cu's block layout
 //   merge.cu        attn_merge_kernel: the chunks merged in order, the gate, the records of the output
 //   launch.h        what this file and the kernels' files share: the fixed sizes, a launch function a kernel
@@ -162,7 +163,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
     case KvKind::F32:  // an oracle-only ablation: Engine::new_sequence refuses it before anything runs
       throw std::invalid_argument("engine attention: the f32 cache is an oracle-only ablation");
   }
-  launch_merge_kernel(a, maxch, st, tu.pdl_all, tu.merge_fast);
+  g_last_launch.merge_wide = launch_merge_kernel(a, maxch, st, tu.pdl_all, tu.merge_fast, tu.merge_wide);
 }
 
 AttnLaunch attn_last_launch() { return g_last_launch; }
