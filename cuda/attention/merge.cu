@@ -23,6 +23,37 @@ using namespace attn;
 constexpr int kMergeTile = 512;  // chunks whose factors are held in shared memory at once
 constexpr int kMergeLoads = 32;  // chunks whose oc values a thread loads before it runs their part of the chain
 
+// The larger of m and o as the merge takes it (m > o ? m : o). A maximum is exact and does not depend on the order it
+// is taken in (NaN aside; +0 and −0 may come out either way, and every use of it, a difference fed to exp_c, gives the
+// same factor with either), so any grouping of the running maximum gives attn_merge_kernel's factors.
+__device__ __forceinline__ float max_step_m(float m, float o) { return m > o ? m : o; }
+
+// Each lane's inclusive running maximum over the warp's 32 values, lanes in order (five shuffles).
+__device__ __forceinline__ float warp_running_max(float m, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const float o = __shfl_up_sync(kFull, m, off);
+    if (lane >= off) m = max_step_m(m, o);
+  }
+  return m;
+}
+
+// The end of a merge for element d (lane `lane` of its warp) of head h: out = o/l, rotated back for q4h (warp_wht32:
+// the warp's 32 elements are one group), gated, stored, and where a.xq_out is set the record of the warp's 32 outputs
+// (xq_chunk: chunk h·D/32 + d/32 of the row's H·D values), c4 the warp's 32 floats of shared memory.
+__device__ __forceinline__ void merge_out(const AttnArgs& a, int64_t row, int h, int D, int d, int lane, float o,
+                                          float l, bool rotated, float4* c4) {
+  float out = o / l;
+  if (rotated) out = warp_wht32(out, lane);
+  if (a.gate) out = out * hkv::sigmoid_c(a.gate[row * a.ldg + int64_t(h) * a.gate_stride + d]);
+  a.out[row * a.ldo + int64_t(h) * D + d] = out;
+  if (a.xq_out) {
+    reinterpret_cast<float*>(c4)[lane] = out;
+    __syncwarp();
+    xq_chunk(out, c4, a.xq_out + (row * (int64_t(a.H) * D / 32) + int64_t(h) * (D / 32) + (d >> 5)) * kXqWords);
+  }
+}
+
 // DC: the head_dim as a constant (256, the 27B's), so that a chunk's partials lie a constant stride apart and the loads
 // of a batch take immediate offsets; 0 for any other (a.D).
 // fast: the whole batches take the path without tests (Tuning's merge_fast); else every batch takes the tested one.
@@ -57,13 +88,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
       // tens of cycles a chunk: 512 chunks at depth 262,144)
       for (int i0 = 0; i0 < tn; i0 += 32) {
         const int i = i0 + lane;
-        float m = i < tn ? mc_s[i] : -INFINITY;
-#pragma unroll
-        for (int off = 1; off < 32; off *= 2) {
-          const float o = __shfl_up_sync(kFull, m, off);
-          if (lane >= off) m = m > o ? m : o;
-        }
-        m = carry > m ? carry : m;  // the maximum through chunk i
+        const float m = max_step_m(carry, warp_running_max(i < tn ? mc_s[i] : -INFINITY, lane));  // through chunk i
         const float before = __shfl_up_sync(kFull, m, 1);
         if (i < tn) {
           fa_s[i] = lane == 0 ? carry : before;  // the maximum before chunk i, for its factor a
@@ -130,31 +155,7 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
   }
   if (d == 0) l_s = l;
   __syncthreads();
-  float out = o / l_s;
-  if (rotated) out = warp_wht32(out, lane);
-  if (a.gate) out = out * hkv::sigmoid_c(a.gate[row * a.ldg + int64_t(h) * a.gate_stride + d]);
-  a.out[row * a.ldo + int64_t(h) * D + d] = out;
-  if (a.xq_out) {  // the record of this warp's chunk of out (xq_chunk): chunk h·D/32 + d/32 of the row's H·D values
-    float4* c4 = c4_s[d >> 5];
-    reinterpret_cast<float*>(c4)[lane] = out;
-    __syncwarp();
-    xq_chunk(out, c4, a.xq_out + (row * (int64_t(a.H) * D / 32) + int64_t(h) * (D / 32) + (d >> 5)) * kXqWords);
-  }
-}
-
-// The larger of m and o as the merge takes it (m > o ? m : o). A maximum is exact and does not depend on the order it
-// is taken in (NaN aside; +0 and −0 may come out either way, and every use of it, a difference fed to exp_c, gives the
-// same factor with either), so any grouping of the running maximum gives attn_merge_kernel's factors.
-__device__ __forceinline__ float max_step_m(float m, float o) { return m > o ? m : o; }
-
-// Each lane's inclusive running maximum over the warp's 32 values, lanes in order (five shuffles).
-__device__ __forceinline__ float warp_running_max(float m, int lane) {
-#pragma unroll
-  for (int off = 1; off < 32; off *= 2) {
-    const float o = __shfl_up_sync(kFull, m, off);
-    if (lane >= off) m = max_step_m(m, o);
-  }
-  return m;
+  merge_out(a, row, h, D, d, lane, o, l_s, rotated, c4_s[d >> 5]);
 }
 
 constexpr int kWideT = 256;                      // threads a wide merge block: 8 warps
@@ -264,16 +265,7 @@ __global__ void __launch_bounds__(kWideT) attn_merge_wide_kernel(AttnArgs a, int
   }
   if (w == 1 && lane == 0) l_s = l;
   __syncthreads();
-  if (w != 0) return;
-  float out = o / l_s;
-  if (rotated) out = warp_wht32(out, lane);
-  if (a.gate) out = out * hkv::sigmoid_c(a.gate[row * a.ldg + int64_t(h) * a.gate_stride + d]);
-  a.out[row * a.ldo + int64_t(h) * D + d] = out;
-  if (a.xq_out) {  // the record of the block's chunk of out (xq_chunk): chunk h·D/32 + z of the row's H·D values
-    reinterpret_cast<float*>(c4_s)[lane] = out;
-    __syncwarp();
-    xq_chunk(out, c4_s, a.xq_out + (row * (int64_t(a.H) * D / 32) + int64_t(h) * (D / 32) + blockIdx.z) * kXqWords);
-  }
+  if (w == 0) merge_out(a, row, h, D, d, lane, o, l_s, rotated, c4_s);
 }
 
 constexpr size_t kWideSmem = size_t(kMergeTile) * 32 * sizeof(float);  // oc_s: 64 KB
