@@ -783,8 +783,9 @@ std::shared_ptr<const AttnInputs> attn_inputs(const KvFormat& f, const AttnCase&
 // One case in one shape, under every setting of the switches that reorder its schedule, not its operations: the value
 // loop's unrolled keys (HKV_ATTN_VU; 32 the default); with the caller's leave (pre_ok) the staged shapes' rows below
 // n − N copied before pdl_wait, the rest after (rows of 1 to 1100 keys in one batch, so the split falls before, inside
-// and past a chunk); the merge's whole batches by the tested path (HKV_MERGE_FAST=0); the merge and the chunk kernels
-// without letting their dependents in early (HKV_OUT_TRIGGER=0, HKV_PDL_ALL=0). Each also checks that the shape and the
+// and past a chunk); the merge's whole batches by the tested path (HKV_MERGE_FAST=0); the other merge kernel
+// (HKV_MERGE_WIDE); the merge and the chunk kernels without letting their dependents in early (HKV_OUT_TRIGGER=0,
+// HKV_PDL_ALL=0). Each also checks that the shape and the
 // switch reached their kernels (cuda::attn_last_launch), else a case would run another form twice.
 CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape shape) {
   // 500-odd blocks a launch take compute-sanitizer's racecheck minutes (HKV_SANITIZER: cuda/run_gpu_suite.sh sanitize)
