@@ -9,6 +9,7 @@
 // attn_merge_wide_kernel (Tuning's merge_wide): the same operations in the same order, a block a (row, head, 32
 // elements), so that every partial of a tile is in flight at once over head_dim/32 times as many blocks; see its
 // comment.
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/attention/launch.h"
@@ -165,8 +166,8 @@ constexpr int kWideRun = kMergeTile / kWideW;  // chunks of a tile whose running
 static_assert(kWideRun == 64, "a warp's run is two runs of 32 chunks, a chunk a lane");
 
 // attn_merge_wide_kernel: attn_merge_kernel's operations in its order, a block a (row, head h, elements 32z …
-// 32z + 31): grid (rows, H, head_dim/32), 256 threads, the tile's oc values of its 32 elements (64 KB) in dynamic
-// shared memory. A tile of chunks, in order:
+// 32z + 31): grid (rows, H, head_dim/32), 256 threads, the tile's oc values of its 32 elements in dynamic shared
+// memory (128 bytes a chunk, up to 64 KB; launch_wide sizes it). A tile of chunks, in order:
 //   1. thread t loads (mc, lc) of chunks t and t + 256; then warp w loads the oc values of chunks w, w + 8, w + 16, …
 //      (64 a lane, lane e the element 32z + e) into registers, every load issued before any is used, so that the
 //      whole tile of partials is in flight at once over the grid;
@@ -174,7 +175,7 @@ static_assert(kWideRun == 64, "a warp's run is two runs of 32 chunks, a chunk a 
 //      shuffles each), the warps' maxima meet in shared memory, and chunk i's maximum before it and through it are the
 //      carry into its warp's run with the run's prefix; the lane of chunk i makes its factors a = exp_c(before − mn),
 //      b = exp_c(mc − mn) (max_step_m says why these are attn_merge_kernel's);
-//   3. the oc values into shared memory, as they land;
+//   3. the oc values of the tile's chunks into shared memory, as they land;
 //   4. warp 0 runs o's chain, lane e for element 32z + e, chunk by chunk in order, o = fma(o, a, oc·b), and warp 1's
 //      lane 0 runs l's chain beside it, l = fma(l, a, lc·b): both wait on shared memory only.
 // Then warp 0 makes out = o/l, rotated back for q4h (warp_wht32: the block's 32 elements are one group), gated, and
@@ -244,7 +245,8 @@ __global__ void __launch_bounds__(kWideT) attn_merge_wide_kernel(AttnArgs a, int
     carry = next;
     // 3. the oc values into shared memory
 #pragma unroll
-    for (int k = 0; k < kWideLoads; k++) oc_s[(w + kWideW * k) * 32 + lane] = v[k];
+    for (int k = 0; k < kWideLoads; k++)
+      if (w + kWideW * k < tn) oc_s[(w + kWideW * k) * 32 + lane] = v[k];
     __syncthreads();
     // 4. the chains, chunks in order
     if (w == 0) {
@@ -268,8 +270,10 @@ __global__ void __launch_bounds__(kWideT) attn_merge_wide_kernel(AttnArgs a, int
   if (w == 0) merge_out(a, row, h, D, d, lane, o, l_s, rotated, c4_s);
 }
 
-constexpr size_t kWideSmem = size_t(kMergeTile) * 32 * sizeof(float);  // oc_s: 64 KB
+constexpr size_t kWideSmem = size_t(kMergeTile) * 32 * sizeof(float);  // oc_s of a whole tile: 64 KB
 
+// oc_s holds a tile's chunks, at most maxch (no row has more), so a short context's blocks ask for little shared
+// memory and leave the multiprocessors to the o product, which may launch while they run (out_trigger).
 template <int DC>
 void launch_wide(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl) {
   static bool attr_set = false;  // the dynamic shared memory above 48 KB, once a kernel
@@ -278,8 +282,9 @@ void launch_wide(const AttnArgs& a, int maxch, cudaStream_t st, bool pdl) {
         cudaFuncSetAttribute(attn_merge_wide_kernel<DC>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWideSmem)));
     attr_set = true;
   }
-  launch_k(pdl, attn_merge_wide_kernel<DC>, dim3(unsigned(a.N), unsigned(a.H), unsigned(a.D / 32)), dim3(kWideT),
-           kWideSmem, st, a, maxch, a.kind == KvKind::Q4H);
+  const size_t smem = size_t(std::min(maxch, kMergeTile)) * 32 * sizeof(float);
+  launch_k(pdl, attn_merge_wide_kernel<DC>, dim3(unsigned(a.N), unsigned(a.H), unsigned(a.D / 32)), dim3(kWideT), smem,
+           st, a, maxch, a.kind == KvKind::Q4H);
 }
 
 }  // namespace
