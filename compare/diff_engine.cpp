@@ -817,26 +817,26 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
     bool mwide = cuda::Tuning{}.merge_wide;       // tu.merge_wide
   };
-  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17 and 18; 19 is the default) once each, and the
-  // other merge kernel (tu.merge_wide) with the tested batches and with the whole ones, the other switches at their
-  // defaults
-  const std::vector<Switches> settings = {
-      {32, false},
-      {4, false},
-      {8, false},
-      {16, false},
-      {32, true},
-      {16, true},
-      {32, false, false},
-      {32, true, true, false},
-      {32, false, true, true, 0},
-      {32, false, true, true, 1},
-      {32, false, true, true, 8},
-      {32, false, true, true, 11},
-      {32, false, true, true, 17},
-      {32, false, true, true, 18},
-      {32, false, true, true, cuda::Tuning{}.attn_q4h_form, !cuda::Tuning{}.merge_wide},
-      {32, false, false, true, cuda::Tuning{}.attn_q4h_form, !cuda::Tuning{}.merge_wide}};
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17 and 18; 19 is the default) once each, the
+  // merge a block a (row, head) with its tested batches (tu.merge_fast, which the wide merge does not read), the other
+  // merge kernel than the default (tu.merge_wide), the other switches at their defaults
+  const int dform = cuda::Tuning{}.attn_q4h_form;
+  const bool dwide = cuda::Tuning{}.merge_wide;
+  const std::vector<Switches> settings = {{32, false},
+                                          {4, false},
+                                          {8, false},
+                                          {16, false},
+                                          {32, true},
+                                          {16, true},
+                                          {32, false, false, true, dform, false},
+                                          {32, true, true, false},
+                                          {32, false, true, true, 0},
+                                          {32, false, true, true, 1},
+                                          {32, false, true, true, 8},
+                                          {32, false, true, true, 11},
+                                          {32, false, true, true, 17},
+                                          {32, false, true, true, 18},
+                                          {32, false, true, true, dform, !dwide}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
   for (const auto& [vu, pre, mfast, pdl, q4h_form, mwide] : settings) {

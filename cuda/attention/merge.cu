@@ -159,11 +159,12 @@ __global__ void attn_merge_kernel(AttnArgs a, int maxch, bool rotated, bool fast
   merge_out(a, row, h, D, d, lane, o, l_s, rotated, c4_s[d >> 5]);
 }
 
-constexpr int kWideT = 256;                      // threads a wide merge block: 8 warps
-constexpr int kWideW = kWideT / 32;              // warps
-constexpr int kWideLoads = kMergeTile / kWideW;  // a lane's oc values of a tile: chunks w, w + 8, w + 16, …
-constexpr int kWideRun = kMergeTile / kWideW;  // chunks of a tile whose running maximum warp w takes: 64w … 64w + 63
-static_assert(kWideRun == 64, "a warp's run is two runs of 32 chunks, a chunk a lane");
+constexpr int kWideT = 256;          // threads a wide merge block: 8 warps
+constexpr int kWideW = kWideT / 32;  // warps
+// A warp's share of a tile's chunks, twice: its lanes' oc loads (chunks w, w + 8, w + 16, …, 64 a lane) and its run
+// of the running maximum (chunks 64w … 64w + 63)
+constexpr int kWideShare = kMergeTile / kWideW;
+static_assert(kWideShare == 64, "a warp's run is two runs of 32 chunks, a chunk a lane");
 
 // attn_merge_wide_kernel: attn_merge_kernel's operations in its order, a block a (row, head h, elements 32z …
 // 32z + 31): grid (rows, H, head_dim/32), 256 threads, the tile's oc values of its 32 elements in dynamic shared
@@ -208,9 +209,9 @@ __global__ void __launch_bounds__(kWideT) attn_merge_wide_kernel(AttnArgs a, int
       mcv[k] = i < tn ? pt[int64_t(i) * (D + 2)] : -INFINITY;
       lcv[k] = i < tn ? pt[int64_t(i) * (D + 2) + 1] : 0.0f;
     }
-    float v[kWideLoads];
+    float v[kWideShare];
 #pragma unroll
-    for (int k = 0; k < kWideLoads; k++) {
+    for (int k = 0; k < kWideShare; k++) {
       const int i = w + kWideW * k;
       v[k] = i < tn ? pt[int64_t(i) * (D + 2) + 2 + d] : 0.0f;
     }
@@ -221,7 +222,7 @@ __global__ void __launch_bounds__(kWideT) attn_merge_wide_kernel(AttnArgs a, int
     }
     __syncthreads();
     // 2. the running maximum and the factors: warp w's run, chunks i0 + lane and i0 + 32 + lane
-    const int i0 = kWideRun * w;
+    const int i0 = kWideShare * w;
     const float p0 = warp_running_max(mc_s[i0 + lane], lane);
     const float p1 = max_step_m(__shfl_sync(kFull, p0, 31), warp_running_max(mc_s[i0 + 32 + lane], lane));
     if (lane == 31) wmax_s[w] = p1;
@@ -245,7 +246,7 @@ __global__ void __launch_bounds__(kWideT) attn_merge_wide_kernel(AttnArgs a, int
     carry = next;
     // 3. the oc values into shared memory
 #pragma unroll
-    for (int k = 0; k < kWideLoads; k++)
+    for (int k = 0; k < kWideShare; k++)
       if (w + kWideW * k < tn) oc_s[(w + kWideW * k) * 32 + lane] = v[k];
     __syncthreads();
     // 4. the chains, chunks in order
