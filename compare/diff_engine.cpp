@@ -817,7 +817,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
     bool mwide = cuda::Tuning{}.merge_wide;       // tu.merge_wide
   };
-  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17 and 18; 19 is the default) once each, the
+  // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17, 18 and 20; 19 is the default) once each, the
   // merge a block a (row, head) with its tested batches (tu.merge_fast, which the wide merge does not read), the other
   // merge kernel than the default (tu.merge_wide), the other switches at their defaults
   const int dform = cuda::Tuning{}.attn_q4h_form;
@@ -836,6 +836,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                           {32, false, true, true, 11},
                                           {32, false, true, true, 17},
                                           {32, false, true, true, 18},
+                                          {32, false, true, true, 20},
                                           {32, false, true, true, dform, !dwide}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
@@ -878,8 +879,8 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     if (d.empty() && launched.slim_roll != rolled)
       d = std::string("slim's rolled score loop ") + (launched.slim_roll ? "taken" : "not taken");
     // form 1 at the 27B's layout alone; forms 8 (attn_bulk_kernel), 11 (attn_bulk_ready_kernel), 17
-    // (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel) and 19 (attn_bulk_lc_key_kernel) wherever q4h's slim shape
-    // runs (head_dim 256), where built
+    // (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel), 19 (attn_bulk_lc_key_kernel) and 20
+    // (attn_bulk_max_key_kernel) wherever q4h's slim shape runs (head_dim 256), where built
     const bool q4h_slim = f.kind == KvKind::Q4H && launched.slim_kernel;
     const int want_k = q4h_form == 1 && q4h_slim && kvc27                     ? 1
                        : q4h_form >= 8 && q4h_slim && cuda::attn_bulk_built() ? q4h_form
@@ -914,7 +915,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                              launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
                              launched.q4h_form == 11 ? "bulk-ready" : "", launched.q4h_form == 17 ? "bulk-rec" : "",
                              launched.q4h_form == 18 ? "bulk-lc-rec" : "", launched.q4h_form == 19 ? "bulk-lc-key" : "",
-                             launched.merge_wide ? "merge-wide" : ""})
+                             launched.q4h_form == 20 ? "bulk-max-key" : "", launched.merge_wide ? "merge-wide" : ""})
       if (*form && (", " + seen + ", ").find(std::string(", ") + form + ", ") == std::string::npos)
         seen += std::string(seen.empty() ? "" : ", ") + form;
   }

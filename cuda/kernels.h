@@ -237,7 +237,7 @@ void kv_fill_random(KvKind kind, uint8_t* cache, int64_t npos, int KV, int D, ui
 //                 attn_q4h_records_kernel has made the query's records once a row and head: 288 threads, the chunk's
 //                 K and then V rows copied whole into shared memory by bulk copies, the scores on the tensor cores (32
 //                 keys a warp), the weights a key a thread, lc summed by a ninth warp, one group a warp in the values
-//                 with V's codes read in place (attn_q4h_form 18, 17, 11 and 8: the other forms,
+//                 with V's codes read in place (attn_q4h_form 20, 18, 17, 11 and 8: the other forms,
 //                 cuda/attention/bulk.cu)
 // bf16 stages nothing: its staged shapes take the chunk kernel's unstaged one-element form. Auto picks by block count
 // (attention()).
@@ -314,7 +314,7 @@ struct AttnLaunch {
 };
 AttnLaunch attn_last_launch();
 // Whether this build's device code has attn_bulk_kernel's bulk copies (sm_90 and later): else attn_q4h_form 8, 11,
-// 17, 18 and 19 run slim's default form.
+// 17, 18, 19 and 20 run slim's default form.
 bool attn_bulk_built();
 
 // ---- deltanet.cu --------------------------------------------------------------------------------

@@ -31,8 +31,8 @@ struct Tuning {
   int attn_q4h_form = 19;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
                                // after the scores), or bulk.cu's (the rows staged by bulk copies): 19 (the query's
                                // records made once, the scores on the tensor cores, the weights a key a thread, V's
-                               // codes read in place, lc summed by a ninth warp), 18 (19 with its weights an entry a
-                               // thread), 17, 11 and 8
+                               // codes read in place, lc summed by a ninth warp), 20 (19 with the weights' max
+                               // taken once a key), 18 (19 with its weights an entry a thread), 17, 11 and 8
                                // (bulk.cu's head comment says what each does)
   int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
   bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk

@@ -26,6 +26,9 @@
 //      in place (ldmatrix on the staged rows themselves, no copy into the warp's scratch) with q4h_int_values' Lean
 //      tiles and bytes; each weight max(e, 0) as the loop takes it (q4h_w's Ready::Zeroed: the zeros are there).
 // Steps 1b, 2 and 4 so are Lean, which changes instructions, not results. The other forms:
+//   20 attn_bulk_max_key_kernel: form 19 with step 3's pass writing max(e, 0) (weights_by_key's Max) and any NaN
+//      weight of a head to a word of its own, which lc's chain adds last (Σ e to the bit without one, NaN with one):
+//      the value loops take e' as it is (q4h_w's Ready::Made), 8 instructions fewer for 32 keys of a group;
 //   18 attn_bulk_lc_rec_kernel: form 19 with step 3's pass an entry a thread (each exponential exp_c, the maxima read
 //      from shared memory); the same weights and zeros;
 //   17 attn_bulk_rec_kernel: 18 in 256 threads, and step 3b instead of 3c: after a barrier (lc summed), each weight
@@ -70,9 +73,11 @@ __host__ __device__ constexpr size_t bulk_smem() {
 // One chunk block of the kernels below, T threads (the file's head comment; Ready::Made: step 3b; Ready::Zeroed:
 // step 3c). Lean: steps 1b, 2 and 4 as the head comment says (the records' planes in pairs, which only
 // attn_q4h_records_kernel makes); else load_q and the first orders.
+// ByKey: step 3 a key a thread, and with Ready::Made its max taken there (form 20) instead of in step 3b.
 template <int NG, bool TC, Ready R, int T = kBulkT, bool Lean = false, bool ByKey = false>
 __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int hpb, int maxch, float scale) {
   constexpr int D = kSlimD, RB = kBulkRow, ES = staged_es<NG>();
+  constexpr bool Max = ByKey && R == Ready::Made;  // form 20
   static_assert(T == kBulkT || (TC && T == kBulkLcT), "one key a thread needs 256 threads; a ninth warp sums lc");
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* const rows_s = smem;                                               // [kChunk][RB]: K's rows, then V's
@@ -81,6 +86,7 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
   Q4hScratch* const vq_s = reinterpret_cast<Q4hScratch*>(e_s + kChunk * ES);  // a warp's value scratch
   __shared__ float red_s[T / 32][NG];
   __shared__ float mc_s[NG];
+  __shared__ float nan_s[NG];                 // form 20: a NaN weight of each head's, else 0
   __shared__ __align__(8) uint64_t bar_s[4];  // K half 0, K half 1, V half 0, V half 1
   const int tid = threadIdx.x;
   const int64_t row = blockIdx.z;
@@ -148,12 +154,12 @@ __device__ __forceinline__ void bulk_chunk(const AttnArgs& a, int qblocks, int h
     }
   }
   // 3. the weights
-  chunk_weights<NG, T, ES, R == Ready::Zeroed, ByKey>(mloc, e_s, len, red_s, mc_s, ng);
+  chunk_weights<NG, T, ES, R == Ready::Zeroed || Max, ByKey, Max>(mloc, e_s, len, red_s, mc_s, ng, nan_s);
   float* part = a.part + ((row * a.H + h0) * int64_t(maxch) + c) * (D + 2);
   const int64_t head_stride = int64_t(maxch) * (D + 2);
-  store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng);
-  if constexpr (R == Ready::Made) {  // 3b. each weight as the value loop takes it, once for the 8 groups
-    __syncthreads();                 // store_ml has summed lc from e_s
+  store_ml<NG, T, ES>(part, head_stride, e_s, mc_s, len, ng, Max ? nan_s : nullptr);
+  if constexpr (R == Ready::Made && !ByKey) {  // 3b. each weight as the value loop takes it, once for the 8 groups
+    __syncthreads();                           // store_ml has summed lc from e_s
     weights_to_block<T, ES>(e_s, len, ng, [](float e, int) { return fmaxf(e, 0.0f); });
     __syncthreads();
   }
@@ -191,6 +197,12 @@ template <int NG>
 __global__ void __launch_bounds__(kBulkLcT, kBulkB)
     attn_bulk_lc_key_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
   bulk_chunk<NG, true, Ready::Zeroed, kBulkLcT, true, true>(a, qblocks, hpb, maxch, scale);
+}
+// Form 19 with the weights' max taken in step 3: form 20.
+template <int NG>
+__global__ void __launch_bounds__(kBulkLcT, kBulkB)
+    attn_bulk_max_key_kernel(AttnArgs a, int qblocks, int hpb, int maxch, float scale) {
+  bulk_chunk<NG, true, Ready::Made, kBulkLcT, true, true>(a, qblocks, hpb, maxch, scale);
 }
 // The query's records of every row, head and group, once (load_q's for the TC forms: rotated, then q4h_record<true>),
 // into q4h_records(a): a warp a (head, group), 8 a block; grid (⌈H·D/32 / 8⌉, N). Words 18–31 of each record are
@@ -272,6 +284,12 @@ void launch_bulk_lc_key_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   launch_bulk_form<NG, 19, kBulkLcT>(attn_bulk_lc_key_kernel<NG>, cg, rec);
 }
 
+template <int NG>
+void launch_bulk_max_key_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
+  launch_q4h_records(cg);
+  launch_bulk_form<NG, 20, kBulkLcT>(attn_bulk_max_key_kernel<NG>, cg, rec);
+}
+
 template void launch_bulk_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_kernel<4>(const ChunkGrid&, AttnLaunch&);
@@ -285,18 +303,23 @@ template void launch_bulk_ready_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_key_kernel<1>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_max_key_kernel<1>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_key_kernel<2>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_max_key_kernel<2>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_key_kernel<4>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_max_key_kernel<4>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_key_kernel<6>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_max_key_kernel<6>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_rec_kernel<8>(const ChunkGrid&, AttnLaunch&);
 template void launch_bulk_lc_key_kernel<8>(const ChunkGrid&, AttnLaunch&);
+template void launch_bulk_max_key_kernel<8>(const ChunkGrid&, AttnLaunch&);
 
 }  // namespace attn
 }  // namespace hkv::cuda

@@ -362,8 +362,11 @@ __device__ __forceinline__ void weights_to_block(float* e_s, int len, int ng, F 
 // end of the chunk's last block of 32, reads the key's ES entries with vector loads, makes the weight of each head
 // below ng (for a key below len) with exp_c_flat, mc held in registers, and writes the row back whole with vector
 // stores, 0 in every other entry. A key's NG exponentials are independent chains with no branch between them.
-template <int NG, int T, int ES>
-__device__ __forceinline__ void weights_by_key(float* e_s, int len, int ng, const float* mc_s) {
+// Max (form 20): each weight written as max(e, 0), the value loops' e' (q4h_w's Ready::Made), and a NaN weight of head
+// h also written to nan_s[h] (zeroed before), so that lc = Σ e' + nan_s[h] is Σ e's NaN where one e is NaN and, with
+// none, Σ e to the bit (every e' = e ≥ +0 then, and x + (+0) = x for x ≥ +0).
+template <int NG, int T, int ES, bool Max = false>
+__device__ __forceinline__ void weights_by_key(float* e_s, int len, int ng, const float* mc_s, float* nan_s = nullptr) {
   static_assert(ES % 2 == 0 && ES >= NG, "a key's row holds its NG weights, 8-byte aligned");
   float mc[NG];
 #pragma unroll
@@ -384,10 +387,23 @@ __device__ __forceinline__ void weights_by_key(float* e_s, int len, int ng, cons
       }
     }
     const bool key = j < len;
+    float e[NG], z = 0.0f;  // z: NaN where one of the key's weights is (e·0 is +0 or −0 for a finite e)
 #pragma unroll
     for (int h = 0; h < NG; h++) {  // every head's chain, then the select (an entry past len or ng: any float, no trap)
-      const float e = exp_c_flat(v[h] - mc[h]);
-      v[h] = key && h < ng ? e : 0.0f;
+      e[h] = exp_c_flat(v[h] - mc[h]);
+      if constexpr (Max) {
+        if (h < ng) z = __fmaf_rn(e[h], 0.0f, z);
+        v[h] = key && h < ng ? fmaxf(e[h], 0.0f) : 0.0f;
+      } else {
+        v[h] = key && h < ng ? e[h] : 0.0f;
+      }
+    }
+    if constexpr (Max) {
+      if (key && z != z) {  // rare: which heads' (any NaN of a head's: lc's is NaN either way)
+#pragma unroll
+        for (int h = 0; h < NG; h++)
+          if (h < ng && e[h] != e[h]) nan_s[h] = e[h];
+      }
     }
 #pragma unroll
     for (int h = NG; h < ES; h++) v[h] = 0.0f;
@@ -404,11 +420,13 @@ __device__ __forceinline__ void weights_by_key(float* e_s, int len, int ng, cons
 // From the scores in e_s [key][ES] and each thread's running maxima mloc: the chunk's maximum per head
 // (mc_s; a maximum does not depend on the order it is taken in), then e_s[j][h] = exp_c(score − mc). Zero (bulk.cu's
 // forms 18 and 19): also 0 into e_s past the keys (to the end of the last block of 32) and past the block's ng heads
-// (to ES); ByKey (form 19): that pass a key a thread (weights_by_key), else an entry a thread (weights_to_block).
-template <int NG, int T, int ES = kEs, bool Zero = false, bool ByKey = false>
+// (to ES); ByKey (forms 19 and 20): that pass a key a thread (weights_by_key), else an entry a thread
+// (weights_to_block); Max (form 20): weights_by_key's Max, nan_s [NG] zeroed here first.
+template <int NG, int T, int ES = kEs, bool Zero = false, bool ByKey = false, bool Max = false>
 __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_s, int len, float (*red_s)[NG],
-                                              float* mc_s, int ng = NG) {
+                                              float* mc_s, int ng = NG, float* nan_s = nullptr) {
   static_assert(Zero || !ByKey, "the pass a key a thread writes the zeros");
+  static_assert(ByKey || !Max, "the weights' max is the pass a key a thread's");
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 #pragma unroll
   for (int h = 0; h < NG; h++) {
@@ -420,10 +438,11 @@ __device__ __forceinline__ void chunk_weights(const float (&mloc)[NG], float* e_
     float m = -INFINITY;
     for (int wi = 0; wi < T / 32; wi++) m = max_step(m, red_s[wi][tid]);
     mc_s[tid] = m;
+    if constexpr (Max) nan_s[tid] = 0.0f;
   }
   __syncthreads();
   if constexpr (ByKey) {
-    weights_by_key<NG, T, ES>(e_s, len, ng, mc_s);
+    weights_by_key<NG, T, ES, Max>(e_s, len, ng, mc_s, nan_s);
   } else if constexpr (Zero) {
     weights_to_block<T, ES>(e_s, len, ng, [&](float s, int h) { return hkv::exp_c(s - mc_s[h]); });
   } else {
@@ -457,15 +476,17 @@ __device__ __forceinline__ void weights(const float* es, float* e) {
 }
 
 // lc = Σ e_t, keys in order (one thread a head: threads T−1−h, past the value threads when there are such),
-// stored with mc as the chunk's first two partials.
+// stored with mc as the chunk's first two partials. nan_s (form 20, e_s holding max(e, 0)): lc = Σ e'_t + nan_s[h]
+// (weights_by_key's Max).
 template <int NG, int T, int ES = kEs>
 __device__ __forceinline__ void store_ml(float* part, int64_t head_stride, const float* e_s, const float* mc_s, int len,
-                                         int ng) {
+                                         int ng, const float* nan_s = nullptr) {
   const int tid = threadIdx.x;
   if (T - 1 - tid < ng) {
     const int h = T - 1 - tid;
     float lc = 0.0f;
     for (int j = 0; j < len; j++) lc = lc + e_s[j * ES + h];
+    if (nan_s) lc = lc + nan_s[h];
     part[h * head_stride] = mc_s[h];
     part[h * head_stride + 1] = lc;
   }

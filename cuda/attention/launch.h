@@ -40,13 +40,16 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 // bulk.cu (q4h at head_dim kSlimD, the slim shape's forms; Tuning's attn_q4h_form): attn_q4h_records_kernel, then
 // attn_bulk_lc_key_kernel<NG> (19, the default: the query's records made once a row and head, Lean, the weights a key
-// a thread, lc summed by a ninth warp), attn_bulk_lc_rec_kernel<NG> (18: 19 with its weights an entry a thread) or
+// a thread, lc summed by a ninth warp), attn_bulk_max_key_kernel<NG> (20: 19 with the weights' max taken once a key),
+// attn_bulk_lc_rec_kernel<NG> (18: 19 with its weights an entry a thread) or
 // attn_bulk_rec_kernel<NG> (17: 256 threads, the weights made ready after lc);
 // attn_bulk_ready_kernel<NG> (11); attn_bulk_kernel<NG, false> (8: one key a thread in the scores).
 template <int NG>
 void launch_bulk_lc_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>
 void launch_bulk_lc_key_kernel(const ChunkGrid& cg, AttnLaunch& rec);
+template <int NG>
+void launch_bulk_max_key_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>
 void launch_bulk_rec_kernel(const ChunkGrid& cg, AttnLaunch& rec);
 template <int NG>

@@ -344,11 +344,14 @@ template <KvKind F, int NG>
 void launch_slim_kernel(const ChunkGrid& cg, AttnLaunch& rec) {
   static_assert(F != KvKind::BF16, "slim is written for fp8 and q4h");
   const AttnArgs& a = cg.a;
-  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 19, 18, 17, 11 or 8: bulk.cu's rows staged by bulk copies
+  if constexpr (F == KvKind::Q4H) {  // Tuning's attn_q4h_form 20, 19, 18, 17, 11 or 8: bulk.cu's, the rows staged by
+                                     // bulk copies
     const int form = cg.q4h_form;
-    if ((form == 8 || form == 11 || form == 17 || form == 18 || form == 19) &&
+    if ((form == 8 || form == 11 || form == 17 || form == 18 || form == 19 || form == 20) &&
         a.row_bytes == size_t(Fmt<F>::row_bytes(kSlimD)) && attn_bulk_built()) {
-      if (form == 19)
+      if (form == 20)
+        launch_bulk_max_key_kernel<NG>(cg, rec);
+      else if (form == 19)
         launch_bulk_lc_key_kernel<NG>(cg, rec);
       else if (form == 18)
         launch_bulk_lc_rec_kernel<NG>(cg, rec);
