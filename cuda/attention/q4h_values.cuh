@@ -6,14 +6,14 @@
 //     M inf or NaN (raw ≥ 0x7c00): oc = NaN; M = 0: oc = +0 (the warp's lanes agree, so it leaves as one).
 //  2. For each 32 keys k0 … k0 + 31: lane l loads key k0 + l's 16 code bytes of the group (its row clamped to len − 1)
 //     and scale, s' = f32(s)·2^(13−E) (exact: 11 bits times a power of two; 0 past len), into the warp's scratch.
-//     Lean (the rows in shared memory, 16-byte aligned: bulk.cu's forms 17 to 19): the codes stay where they are and
+//     Lean (the rows in shared memory, 16-byte aligned: bulk.cu's forms 17 to 20): the codes stay where they are and
 //     only s' goes to the scratch; ldmatrix below reads the rows themselves, lane l giving key k0 + l's address.
 //     B, k = 32 keys × n = 8 columns, u8: ldmatrix.trans of the 32 rows of 16 bytes gives lane (n = lane/4,
 //     t = lane%4) in register m the 4 bytes 2n, 2n + 1 of keys 8m + 2t and 8m + 2t + 1; byte 2n holds the codes
 //     c = u + 8 of dims 4n (low nibble) and 4n + 1 (high), byte 2n + 1 those of dims 4n + 2 and 4n + 3. Tile τ
 //     (dims 4n + τ) is those nibbles, gathered by byte permutes so that its k slots 4t … 4t + 3 are keys {2t, 2t+1,
 //     8+2t, 9+2t} and slots 16 + 4t … are keys {16+2t, 17+2t, 24+2t, 25+2t} (a sum over k takes the keys in any order:
-//     the sums are exact). Lean (bulk.cu's forms 17 to 19): the tiles are the whole bytes instead, R0 (byte 2n of the
+//     the sums are exact). Lean (bulk.cu's forms 17 to 20): the tiles are the whole bytes instead, R0 (byte 2n of the
 //     four keys), R0 & 0xf0 a byte (16·c of dim 4n + 1), R2 (byte 2n + 1), R2 & 0xf0 (16·c of 4n + 3), two permutes
 //     and two masks a register pair instead of ten instructions; step 3 takes the low codes' sums as a difference.
 //     W = round_even(max(e, 0)·s') = bits(fma(e', s', 1.5·2^23)) − 0x4b400000 (one rounding, to an integer since
@@ -56,7 +56,7 @@ __device__ __forceinline__ void imma_s8u8(int (&d)[4], const uint32_t (&a)[4], u
 }
 
 // What e_s holds for the value loop, up to the end of the chunk's last block of 32 keys (weights_to_block):
-// None: e below len and ng, anything past them; Made: e' = max(e, 0) there, 0 past them (bulk.cu's forms 11 and 17);
+// None: e below len and ng, anything past them; Made: e' = max(e, 0) there, 0 past them (bulk.cu's forms 11, 17, 20);
 // Zeroed: e there, 0 past them (bulk.cu's forms 18 and 19).
 enum class Ready { None, Made, Zeroed };
 
