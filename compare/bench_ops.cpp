@@ -211,9 +211,10 @@ void print_sm_spread(const std::vector<std::string>& names, const std::vector<cu
 }
 
 const char* chain_form_name(cuda::ChainForm form) {
-  return form == cuda::ChainForm::Items   ? "items"
-         : form == cuda::ChainForm::Steps ? "steps"
-                                          : "steps, 20 warps a block";
+  return form == cuda::ChainForm::Items       ? "items"
+         : form == cuda::ChainForm::Steps     ? "steps"
+         : form == cuda::ChainForm::StepsWide ? "steps, 20 warps a block"
+                                              : "slices";
 }
 
 // --persistent --phases: a step form run once more with its stamps (cuda::ChainPlan::run), and where a step's time
@@ -295,6 +296,10 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
   HKV_CUDA_CHECK(cudaMemcpy(hl.data(), yl, total * 4, cudaMemcpyDeviceToHost));
   for (const cuda::ChainForm form : cuda::kChainForms) {
     const std::string name = chain_form_name(form);
+    if (form == cuda::ChainForm::Slices && !plan.slices_why_not().empty()) {
+      std::printf("| persistent, counters a slice of x: not run (%s) | | | | | |\n", plan.slices_why_not().c_str());
+      continue;
+    }
     HKV_CUDA_CHECK(cudaMemset(yp, 0xee, total * 4));
     plan.run(st, form);
     HKV_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -313,7 +318,8 @@ void bench_persistent(const std::vector<StepT>& steps, XsT& xs, cudaStream_t st,
     const Timing t = time_ms(st, 3, reps, [&] { plan.run(st, form); });  // (the plan writes into yp)
     const std::string per = form == cuda::ChainForm::Items
                                 ? "a barrier an item (" + std::to_string(plan.items()) + " items)"
-                                : "a barrier a step (" + name + ")";
+                            : form == cuda::ChainForm::Slices ? "counters a slice of x, no barrier (20 warps a block)"
+                                                              : "a barrier a step (" + name + ")";
     std::printf(
         "| persistent, %s: one launch on %d blocks (bytes = the launches', %zu rows) | %.3f | "
         "%+.2f%% | %.3f–%.3f | %.0f%% | |\n",

@@ -77,9 +77,24 @@ void matvec_multi(const MatTask* tasks, int ntasks, const float* X, int64_t ldx,
 // device; run() resets the counters and launches on st. Items (matvec_chain_kernel): blocks of 16 warps over items of
 // 16 row groups, a barrier and a count an item; Steps (matvec_chain_steps_kernel): each block of 16 warps strides
 // through its row groups of a step, a barrier and a count a step; StepsWide: the same with 20 warps a block (the
-// decode launches' block).
-enum class ChainForm { Items, Steps, StepsWide };
-inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide};
+// decode launches' block); Slices (matvec_chain_slices_kernel): StepsWide's blocks and striding with no barrier, each
+// warp waiting before its m-th chunk for slice m of the step's x (1024 columns), counted as the step ahead's row groups
+// that make it are stored (chain_slice_of), so that a step starts while the step ahead is still streaming. Slices needs
+// every step's width a multiple of 1024 columns and at most 32 of them (ChainPlan::slices_ok).
+enum class ChainForm { Items, Steps, StepsWide, Slices };
+inline constexpr ChainForm kChainForms[] = {ChainForm::Items, ChainForm::Steps, ChainForm::StepsWide,
+                                            ChainForm::Slices};
+// ChainForm::Slices' slice of the next step's x that row group g of a step's `groups` makes, of `slices`: g·slices /
+// groups (each slice a run of consecutive groups, the runs' lengths differing by at most one), and the groups each
+// slice waits for.
+__host__ __device__ inline int chain_slice_of(int64_t g, int64_t groups, int slices) {
+  return int(g * slices / groups);
+}
+inline std::vector<unsigned> chain_slice_needs(int64_t groups, int slices) {
+  std::vector<unsigned> need(size_t(slices > 0 ? slices : 0), 0u);
+  for (int64_t g = 0; g < groups; g++) need[size_t(chain_slice_of(g, groups, slices))]++;
+  return need;
+}
 struct ChainStep {
   std::vector<MatTask> tasks;
   const uint32_t* xq = nullptr;
@@ -94,10 +109,14 @@ class ChainPlan {
   int steps() const { return nsteps_; }
   int items() const { return items_; }
   int grid(ChainForm form = ChainForm::Items) const { return grids_[int(form)]; }
+  // Whether the Slices form can run this chain, and if not why ("" when it can).
+  const std::string& slices_why_not() const { return slices_why_not_; }
 
  private:
   struct Dev;
-  int nsteps_ = 0, items_ = 0, grids_[3] = {};
+  int nsteps_ = 0, items_ = 0, grids_[4] = {};
+  std::string slices_why_not_;
+  size_t slices_smem_ = 0;
   size_t smem_ = 0;
   std::shared_ptr<Dev> dev_;
 };

@@ -251,9 +251,15 @@ __device__ __forceinline__ void mlx4_chunk(const uint4 (&u)[RW], const uint16_t 
 // One row group, the body of both MLX4 kernels: rows r0 … r0 + RW − 1 of the task's matrix, each lane's
 // chunks lane, lane + 32, … in rounds of U (the weight loads of a round issued before any is used), the
 // chunks in index order, the lane tree and the store. rec_at(n, c, P) gives units 0..6 of the record of
-// chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token).
-template <int NB, int RW, int U, bool STREAM, class RecAt>
-__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at) {
+// chunk c of input n; STREAM loads the weights with the streaming hint (each is read once a token). before(m), where
+// given, runs ahead of the m-th chunk of every lane (chunks 32m … 32m + 31: columns 1024m … 1024m + 1023), once a row
+// group and after that chunk's round is loaded, by the whole warp together where nch is a multiple of 32 (the chain's
+// slices, matvec_chain_slices_kernel).
+struct NoHook {
+  __device__ void operator()(int) const {}
+};
+template <int NB, int RW, int U, bool STREAM, class RecAt, class Before = NoHook>
+__device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int lane, RecAt rec_at, Before before = {}) {
   const DMat& W = task.W;
   const int cols = int(W.cols), nch = cols / 32, gpr = cols / W.group;  // 32-bit: no 64-bit divisions
   const int gshift = W.group == 32 ? 0 : W.group == 64 ? 1 : 2;         // chunk c lies in group c >> gshift
@@ -271,7 +277,7 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
   for (int r = 0; r < RW; r++)
 #pragma unroll
     for (int n = 0; n < NB; n++) acc[r][n] = 0.0f;
-  for (int c0 = lane; c0 < nch; c0 += 32 * U) {
+  for (int c0 = lane, m0 = 0; c0 < nch; c0 += 32 * U, m0 += U) {
     uint4 u[U][RW];
     uint16_t sb[U][RW], bb[U][RW];
 #pragma unroll
@@ -290,6 +296,7 @@ __device__ __forceinline__ void mlx4_rows(const MatTask& task, int64_t r0, int l
     for (int k = 0; k < U; k++) {
       const int c = c0 + 32 * k;
       if (c >= nch) break;
+      before(m0 + k);
       mlx4_chunk<NB, RW>(u[k], sb[k], bb[k], c, rec_at, acc);
     }
   }
@@ -829,6 +836,99 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
   }
 }
 
+// matvec_chain_slices_kernel (ChainForm::Slices): the chain with counters a slice of x instead of a step. Step t's x
+// is in slices of 1024 columns, S_t of them (nch a multiple of 32): slice m is the m-th chunk of every lane, chunks
+// 32m … 32m + 31. Slice m of step t + 1's x is made by step t's row groups g with g·S_{t+1} / G_t = m (G_t its groups;
+// chain_slice_of): when a warp has stored a row group of step t it adds one to cnt[t][m] (after __syncwarp, lane 0,
+// a fence and the add), and slice m of step t + 1 may be read once cnt[t][m] reaches need[t + 1][m], however far the
+// rest of step t has got. Each warp strides through the row groups of every step as the step forms do (groups
+// blockIdx·WARPS + warp + i·grid·WARPS), with no barrier: it takes its round's weights, and before its m-th chunk
+// (mlx4_rows' before(m)) makes sure that slice m of the step's records is in the block's shared memory. The first warp
+// of the block to need it (an atomicMax on claim_s[p][m], p = t & 1) waits (lane 0, an acquire load, sleeping between
+// tries) until the slice's count is reached, copies the slice's records (32 chunks, 4 KB) into buffer p, then marks
+// ready_s[p][m] = t + 1; the other warps wait for that mark. Step t's records live in buffer t & 1 (the chain_enter
+// swizzle), which step t + 2 reuses only once every warp of the block has counted itself done with step t (fin_s[p]).
+// Every row's bytes are mlx4_rows' (a row's bytes do not depend on when its chunks' records arrive). Every block must
+// be resident, and every wait is on an earlier step, so the chain finishes: the warps of the earliest unfinished step
+// wait on nothing that is not done.
+constexpr int kChainSlices = 32;  // slices a step's x may have (a mask bit each): 32,768 columns
+__device__ __forceinline__ void spin_until_ge(const unsigned* word, unsigned want) {
+  for (unsigned tries = 0;; tries++) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(word) : "memory");
+    if (v >= want) return;
+    if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
+    __nanosleep(64);
+  }
+}
+template <int RW, int U, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, 1)
+    matvec_chain_slices_kernel(const Tasks* steps, int nsteps, unsigned* cnt, const unsigned* need,
+                               const uint32_t* const* xqs, int buf_units) {
+  extern __shared__ uint4 xs4[];  // [2][buf_units]: step t's records in buffer t & 1, swizzled as chain_enter's
+  __shared__ unsigned claim_s[2][kChainSlices], ready_s[2][kChainSlices], fin_s[2];
+  for (int i = threadIdx.x; i < 2 * kChainSlices; i += WARPS * 32) (&claim_s[0][0])[i] = 0u, (&ready_s[0][0])[i] = 0u;
+  if (threadIdx.x < 2) fin_s[threadIdx.x] = 0u;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t tw = int64_t(gridDim.x) * WARPS, gw = int64_t(blockIdx.x) * WARPS + warp;
+  for (int t = 0; t < nsteps; t++) {
+    const Tasks& ts = steps[t];
+    const int64_t groups = ts.block_start[ts.n];
+    const int p = t & 1;
+    if (gw < groups) {
+      uint4* const buf = xs4 + size_t(p) * size_t(buf_units);
+      const uint4* const x4 = reinterpret_cast<const uint4*>(xqs[t]);
+      if (t >= 2 && lane == 0) {  // buffer p free: every warp of the block done with step t − 2
+        for (;;) {
+          const unsigned v = *reinterpret_cast<volatile unsigned*>(&fin_s[p]);
+          if (v >= unsigned(WARPS) * unsigned(t >> 1)) break;
+          __nanosleep(32);
+        }
+      }
+      __syncwarp();
+      const int next_slices = t + 1 < nsteps ? int(steps[t + 1].t[0].W.cols / 1024) : 0;
+      unsigned have = 0;  // the slices this warp has seen staged in this step
+      auto slice_in = [&](int m) {
+        if ((have >> m) & 1u) return;
+        have |= 1u << m;
+        unsigned mine = 0;
+        if (lane == 0) mine = atomicMax(&claim_s[p][m], unsigned(t + 1)) < unsigned(t + 1);
+        mine = __shfl_sync(0xffffffffu, mine, 0);
+        if (mine) {
+          if (t > 0 && lane == 0) spin_until_ge(cnt + (t - 1) * kChainSlices + m, need[t * kChainSlices + m]);
+          __syncwarp();
+          for (int i = lane; i < 256; i += 32) buf[xs4_slot(256 * m + i)] = __ldg(x4 + 256 * m + i);
+          __syncwarp();
+          if (lane == 0) {
+            __threadfence_block();
+            *reinterpret_cast<volatile unsigned*>(&ready_s[p][m]) = unsigned(t + 1);
+          }
+        } else if (lane == 0) {
+          while (*reinterpret_cast<volatile unsigned*>(&ready_s[p][m]) != unsigned(t + 1)) __nanosleep(32);
+          __threadfence_block();
+        }
+        __syncwarp();
+      };
+      for (int64_t g = gw; g < groups; g += tw) {
+        int64_t local;
+        const int k = find_task(ts, g, local);
+        mlx4_rows<1, RW, U, true>(
+            ts.t[k], local * RW, lane, [&](int, int c, uint4(&P)[7]) { xs4_record(buf, c, P); }, slice_in);
+        if (next_slices > 0) {  // the row group counted in its slice of step t + 1's x
+          __syncwarp();
+          if (lane == 0) {
+            __threadfence();
+            atomicAdd(cnt + t * kChainSlices + chain_slice_of(g, groups, next_slices), 1u);
+          }
+        }
+      }
+    }
+    __syncwarp();  // the warp done with step t's records
+    if (lane == 0) atomicAdd(&fin_s[p], 1u);
+  }
+}
+
 constexpr int kChainRW = 2, kChainU = 3, kChainWarps = 16;
 constexpr int kChainWideWarps = 20;  // the decode launches' block (launch_mlx4_smem<1, 2, 3, 1, 20>)
 
@@ -993,8 +1093,13 @@ struct ChainPlan::Dev {
   int* item_first = nullptr;
   unsigned* done = nullptr;
   const uint32_t** xqs = nullptr;
-  ~Dev() { cudaFree(steps), cudaFree(item_first), cudaFree(done), cudaFree(xqs); }
+  unsigned* cnt = nullptr;   // Slices: [steps][kChainSlices] counts of row groups stored
+  unsigned* need = nullptr;  // Slices: [steps][kChainSlices] what each slice of a step's x waits for
+  ~Dev() { cudaFree(steps), cudaFree(item_first), cudaFree(done), cudaFree(xqs), cudaFree(cnt), cudaFree(need); }
 };
+
+// The Slices form's kernel (the decode launches' block: 20 warps).
+constexpr auto slices_kernel = matvec_chain_slices_kernel<kChainRW, kChainU, kChainWideWarps>;
 
 ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.size())), dev_(std::make_shared<Dev>()) {
   std::vector<Tasks> ts;
@@ -1033,6 +1138,34 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
   };
   grids_[int(ChainForm::Items)] =
       resident(reinterpret_cast<const void*>(matvec_chain_kernel<kChainRW, kChainU, kChainWarps>), kChainWarps);
+  // Slices: each step's x in slices of 1024 columns, what slice m of step t waits for from step t − 1's row groups
+  std::vector<unsigned> need(ts.size() * kChainSlices, 0u);
+  size_t widest = 0;
+  for (size_t t = 0; t < steps.size() && slices_why_not_.empty(); t++) {
+    const int64_t cols = steps[t].tasks[0].W.cols;
+    if (cols % 1024 != 0 || cols / 1024 > kChainSlices)
+      slices_why_not_ = "step " + std::to_string(t) + "'s width " + std::to_string(cols) +
+                        " is not a multiple of 1024 columns up to " + std::to_string(kChainSlices * 1024);
+    widest = std::max(widest, size_t(cols));
+    if (t > 0 && slices_why_not_.empty()) {
+      const std::vector<unsigned> n = chain_slice_needs(ts[t - 1].block_start[ts[t - 1].n], int(cols / 1024));
+      std::copy(n.begin(), n.end(), need.begin() + t * kChainSlices);
+    }
+  }
+  if (slices_why_not_.empty() && 2 * widest * 4 > size_t(kSmemMax))
+    slices_why_not_ = "two steps' records wider than shared memory";
+  if (slices_why_not_.empty()) {
+    slices_smem_ = 2 * widest * 4;  // two buffers of the widest step's records
+    HKV_CUDA_CHECK(cudaMalloc(&dev_->cnt, need.size() * sizeof(unsigned)));
+    HKV_CUDA_CHECK(cudaMalloc(&dev_->need, need.size() * sizeof(unsigned)));
+    HKV_CUDA_CHECK(cudaMemcpy(dev_->need, need.data(), need.size() * sizeof(unsigned), cudaMemcpyHostToDevice));
+    const void* k = reinterpret_cast<const void*>(slices_kernel);
+    HKV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemMax)));
+    int per_sm = 0;
+    HKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kChainWideWarps * 32, slices_smem_));
+    if (per_sm < 1) throw std::runtime_error("matvec chain: the slices kernel does not fit a multiprocessor");
+    grids_[int(ChainForm::Slices)] = per_sm * sm_count();
+  }
   // The STAMP instantiations run on the same grids, so each must hold as many blocks as its timed form.
   for (const ChainForm form : {ChainForm::Steps, ChainForm::StepsWide}) {
     grids_[int(form)] = resident(reinterpret_cast<const void*>(steps_kernel(form, false)), chain_warps(form));
@@ -1042,8 +1175,18 @@ ChainPlan::ChainPlan(const std::vector<ChainStep>& steps) : nsteps_(int(steps.si
 }
 
 void ChainPlan::run(cudaStream_t st, ChainForm form, unsigned long long* stamps) const {
-  if (form == ChainForm::Items && stamps) throw std::invalid_argument("matvec chain: stamps are the step forms'");
+  if ((form == ChainForm::Items || form == ChainForm::Slices) && stamps)
+    throw std::invalid_argument("matvec chain: stamps are the step forms'");
+  if (form == ChainForm::Slices && !slices_why_not_.empty())
+    throw std::invalid_argument("matvec chain: the slices form cannot run this chain: " + slices_why_not_);
   if (nsteps_ == 0) return;
+  if (form == ChainForm::Slices) {
+    HKV_CUDA_CHECK(cudaMemsetAsync(dev_->cnt, 0, size_t(nsteps_) * kChainSlices * sizeof(unsigned), st));
+    slices_kernel<<<unsigned(grid(form)), kChainWideWarps * 32, slices_smem_, st>>>(
+        dev_->steps, nsteps_, dev_->cnt, dev_->need, dev_->xqs, int(slices_smem_ / 2 / sizeof(uint4)));
+    HKV_CHECK_LAUNCH();
+    return;
+  }
   HKV_CUDA_CHECK(cudaMemsetAsync(dev_->done, 0, size_t(nsteps_) * sizeof(unsigned), st));
   const unsigned blocks = unsigned(grid(form));
   if (form == ChainForm::Items) {

@@ -142,58 +142,57 @@ TEST_CASE("matvec phase stamps (bench-ops --phases): the same bytes, one record 
   CHECK_MESSAGE(d.empty(), d);
 }
 
-TEST_CASE(
-    "a chain of matvec launches as one persistent launch (bench-ops --persistent): the oracle's rows, every form") {
-  // Not an oracle op: cuda::ChainPlan is a schedule of matvec_multi's products (resident blocks over items in order,
-  // per-step counters); its rows are checked against the oracle's matmul here to show that the schedule changes no
-  // byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger than the
-  // grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step with 16 or 20 warps a block), each run
-  // twice (the counters reset), and the step forms stamped. Then its refusals. The order between steps is not
-  // observable here (each step reads fixed records): these checks are of the bytes.
-  struct Shape {
-    std::vector<int64_t> rows;
-    int64_t cols;
-  };
-  const std::vector<Shape> shapes = {{{300, 1000}, 512}, {{5000}, 1024},     {{48, 48, 77}, 512},
-                                     {{2000}, 256},      {{7000, 33}, 1024}, {{1}, 256}};
-  std::map<int64_t, std::vector<float>> xs;
-  std::map<int64_t, std::unique_ptr<DBuf<float>>> dxs;
+// A chain of `shapes` (each step's matrices' rows and its width) as one ChainPlan, run in each of `forms` twice (the
+// counters reset) and then stamped in each of `stamped` (bench-ops --persistent --phases), every row checked against
+// the oracle's matmul (x: gaussian of each width, its records made by xq_records) and each stamped (step, block)'s four
+// stamps in order. Returns the first difference ("" when none); `plan_out` keeps the plan for the caller's refusals.
+struct ChainShape {
+  std::vector<int64_t> rows;
+  int64_t cols;
+};
+struct ChainCheck {
+  std::unique_ptr<cuda::ChainPlan> plan;
   std::map<int64_t, std::unique_ptr<DBuf<uint32_t>>> recs;
-  for (int64_t cols : {int64_t(256), int64_t(512), int64_t(1024)}) {
-    xs[cols] = gaussian(size_t(cols), 3100 + uint64_t(cols), 1.0f);
-    dxs[cols] = std::make_unique<DBuf<float>>(xs[cols]);
-    recs[cols] = std::make_unique<DBuf<uint32_t>>(size_t(cols / 32) * cuda::kXqWords);
-    cuda::xq_records(dxs[cols]->p, cols, 1, cols, recs[cols]->p, nullptr);
-  }
   std::vector<MatSet> sets;
   std::vector<std::unique_ptr<DBuf<float>>> outs;
+  std::string diff;
+};
+ChainCheck check_chain(const std::vector<ChainShape>& shapes, const std::vector<cuda::ChainForm>& forms,
+                       const std::vector<cuda::ChainForm>& stamped_forms, uint64_t seed) {
+  ChainCheck c;
+  std::map<int64_t, std::vector<float>> xs;
+  std::map<int64_t, std::unique_ptr<DBuf<float>>> dxs;
+  for (const ChainShape& sh : shapes) {
+    if (xs.count(sh.cols)) continue;
+    xs[sh.cols] = gaussian(size_t(sh.cols), seed + uint64_t(sh.cols), 1.0f);
+    dxs[sh.cols] = std::make_unique<DBuf<float>>(xs[sh.cols]);
+    c.recs[sh.cols] = std::make_unique<DBuf<uint32_t>>(size_t(sh.cols / 32) * cuda::kXqWords);
+    cuda::xq_records(dxs[sh.cols]->p, sh.cols, 1, sh.cols, c.recs[sh.cols]->p, nullptr);
+  }
   std::vector<cuda::ChainStep> steps;
   for (size_t k = 0; k < shapes.size(); k++) {
-    sets.push_back(random_matrices(WType::MLX4, shapes[k].rows, shapes[k].cols, 64, 3200 + 10 * k));
+    c.sets.push_back(random_matrices(WType::MLX4, shapes[k].rows, shapes[k].cols, 64, seed + 100 + 10 * k));
     cuda::ChainStep st;
-    st.xq = recs[shapes[k].cols]->p;
+    st.xq = c.recs[shapes[k].cols]->p;
     for (size_t m = 0; m < shapes[k].rows.size(); m++) {
-      outs.push_back(std::make_unique<DBuf<float>>(size_t(shapes[k].rows[m])));
-      outs.back()->poison();
-      st.tasks.push_back({sets[k].dev[m], outs.back()->p, shapes[k].rows[m]});
+      c.outs.push_back(std::make_unique<DBuf<float>>(size_t(shapes[k].rows[m])));
+      st.tasks.push_back({c.sets[k].dev[m], c.outs.back()->p, shapes[k].rows[m]});
     }
     steps.push_back(std::move(st));
   }
-  const cuda::ChainPlan plan(steps);
-  std::string d;
-  const int nforms = int(std::size(cuda::kChainForms));
-  // each form twice (its counters reset), then the step forms stamped (bench-ops --persistent --phases): their bytes,
-  // and each stamped (step, block)'s four stamps in order
+  c.plan = std::make_unique<cuda::ChainPlan>(steps);
+  const cuda::ChainPlan& plan = *c.plan;
   struct Run {
     cuda::ChainForm form;
     bool stamped;
   };
   std::vector<Run> runs;
-  for (int r = 0; r < 2 * nforms; r++) runs.push_back({cuda::kChainForms[r % nforms], false});
-  runs.push_back({cuda::ChainForm::Steps, true});
-  runs.push_back({cuda::ChainForm::StepsWide, true});
+  for (int r = 0; r < 2; r++)
+    for (cuda::ChainForm f : forms) runs.push_back({f, false});
+  for (cuda::ChainForm f : stamped_forms) runs.push_back({f, true});
+  std::string& d = c.diff;
   for (size_t run = 0; run < runs.size() && d.empty(); run++) {
-    for (auto& o : outs) o->poison();
+    for (auto& o : c.outs) o->poison();
     const auto [form, stamped] = runs[run];
     std::unique_ptr<DBuf<unsigned long long>> stamps;
     if (stamped)
@@ -218,23 +217,61 @@ TEST_CASE(
     for (size_t k = 0; k < shapes.size() && d.empty(); k++)
       for (size_t m = 0; m < shapes[k].rows.size() && d.empty(); m++, o++) {
         std::vector<float> ref(size_t(shapes[k].rows[m]));
-        matmul(sets[k].host[m]->m, xs[shapes[k].cols].data(), 1, ref.data());
-        d = first_diff(outs[o]->get(), ref);
+        matmul(c.sets[k].host[m]->m, xs[shapes[k].cols].data(), 1, ref.data());
+        d = first_diff(c.outs[o]->get(), ref);
         if (!d.empty())
           d = "form " + std::to_string(int(form)) + (stamped ? ", stamped" : "") + ", run " + std::to_string(run) +
               ", step " + std::to_string(k) + ", matrix " + std::to_string(m) + ": " + d;
       }
   }
-  std::printf("matvec chain persistent(%zu steps, %d items on %d blocks, every form): %s\n", steps.size(), plan.items(),
-              plan.grid(), d.empty() ? "OK" : ("FAIL " + d).c_str());
-  CHECK_MESSAGE(d.empty(), d);
-  // refusals: stamps in the item form; a residual add, more than kMaxTasks matrices, mixed widths
+  return c;
+}
+
+TEST_CASE(
+    "a chain of matvec launches as one persistent launch (bench-ops --persistent): the oracle's rows, every form") {
+  // Not an oracle op: cuda::ChainPlan is a schedule of matvec_multi's products (resident blocks over items in order,
+  // per-step or per-slice counters); its rows are checked against the oracle's matmul here to show that the schedule
+  // changes no byte, over steps of one to three matrices, several widths, steps smaller than a block's item and larger
+  // than the grid, in every form (cuda::kChainForms: a barrier an item, a barrier a step with 16 or 20 warps a block,
+  // counters a slice of x), each run twice (the counters reset), and the step forms stamped. The slice form takes
+  // widths of whole slices (1024 columns) alone, so it runs on a chain of its own: of 1 to 3 slices, a step of one row
+  // group (fewer groups than the next step's slices: a slice that waits for none), the widest step between narrower
+  // ones (both of its buffers' turns). Then the refusals. The order between steps is not observable here (each step
+  // reads fixed records): these checks are of the bytes.
+  using F = cuda::ChainForm;
+  const ChainCheck a = check_chain(
+      {{{300, 1000}, 512}, {{5000}, 1024}, {{48, 48, 77}, 512}, {{2000}, 256}, {{7000, 33}, 1024}, {{1}, 256}},
+      {F::Items, F::Steps, F::StepsWide}, {F::Steps, F::StepsWide}, 3100);
+  std::printf("matvec chain persistent(6 steps, %d items on %d blocks, the barrier forms): %s\n", a.plan->items(),
+              a.plan->grid(), a.diff.empty() ? "OK" : ("FAIL " + a.diff).c_str());
+  CHECK_MESSAGE(a.diff.empty(), a.diff);
+  const ChainCheck b = check_chain({{{5000}, 1024},
+                                    {{300, 1000}, 2048},
+                                    {{1}, 1024},
+                                    {{7000, 33}, 3072},
+                                    {{48, 48, 77}, 1024},
+                                    {{2000}, 3072},
+                                    {{600}, 2048}},
+                                   {F::Slices, F::StepsWide}, {}, 3300);
+  REQUIRE(b.plan->slices_why_not() == "");
+  std::printf("matvec chain persistent(7 steps of whole slices on %d blocks, the slice form): %s\n",
+              b.plan->grid(F::Slices), b.diff.empty() ? "OK" : ("FAIL " + b.diff).c_str());
+  CHECK_MESSAGE(b.diff.empty(), b.diff);
+  // refusals: stamps in the item and slice forms; the slice form on widths that are not whole slices; a residual add,
+  // more than kMaxTasks matrices, mixed widths
+  const cuda::ChainPlan& plan = *a.plan;
   {
-    DBuf<unsigned long long> stamps(plan.stamp_words(cuda::ChainForm::Items));
-    CHECK_THROWS_AS(plan.run(nullptr, cuda::ChainForm::Items, stamps.p), std::invalid_argument);
+    DBuf<unsigned long long> stamps(plan.stamp_words(F::Items));
+    CHECK_THROWS_AS(plan.run(nullptr, F::Items, stamps.p), std::invalid_argument);
+    CHECK_THROWS_AS(b.plan->run(nullptr, F::Slices, stamps.p), std::invalid_argument);
   }
+  CHECK(plan.slices_why_not().find("step 0's width 512") != std::string::npos);
+  CHECK_THROWS_AS(plan.run(nullptr, F::Slices), std::invalid_argument);
+  const auto& recs = a.recs;
+  const auto& sets = a.sets;
+  const auto& outs = a.outs;
   std::vector<cuda::ChainStep> bad(1);
-  bad[0].xq = recs[512]->p;
+  bad[0].xq = recs.at(512)->p;
   bad[0].tasks.push_back({sets[0].dev[0], outs[0]->p, 300, true});
   CHECK_THROWS_AS(cuda::ChainPlan{bad}, std::invalid_argument);
   bad[0].tasks.assign(5, {sets[0].dev[0], outs[0]->p, 300});

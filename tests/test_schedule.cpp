@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 
 #if HKV_HAVE_CUDA
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "cuda/kernels.h"
 #include "cuda/schedule.h"
 #include "reference/synthetic.h"
 
@@ -76,5 +79,44 @@ TEST_CASE("schedule: a list that waits on a later op, or on more items than an o
   sc::Schedule more = s;
   more.ops[2].deps = {{1, s.ops[1].items + 1}};
   CHECK(more.check().find("which has") != std::string::npos);
+}
+
+// The chain's Slices form (matvec_chain_slices_kernel): slice m of a step's x waits for the row groups of the step
+// ahead that chain_slice_of maps to m; chain_slice_needs counts them. Each slice is one run of consecutive groups, the
+// runs in slice order and within one group of each other's length, and the counts add up to the step's groups, so that
+// every stored group is waited for once and a slice's wait ends when its groups are stored.
+TEST_CASE("chain slices: each slice of the next step's x is one run of the step's row groups, counted once") {
+  // the 27B chain's widths (5,120, 6,144, 17,408 columns: 5, 6, 17 slices) after steps of their row groups (2 rows
+  // a group: 2,560 to 124,160), and small and odd cases
+  const int64_t groups[] = {1, 2, 5, 17, 31, 100, 2560, 3072, 8704, 17408, 124160};
+  for (const int64_t G : groups)
+    for (const int S : {1, 2, 5, 6, 17, 32}) {
+      CAPTURE(G);
+      CAPTURE(S);
+      const std::vector<unsigned> need = hkv::cuda::chain_slice_needs(G, S);
+      REQUIRE(need.size() == size_t(S));
+      int64_t sum = 0;
+      for (unsigned n : need) sum += n;
+      CHECK(sum == G);
+      int prev = 0;
+      std::vector<int64_t> first(size_t(S), -1), last(size_t(S), -1);
+      for (int64_t g = 0; g < G; g++) {
+        const int m = hkv::cuda::chain_slice_of(g, G, S);
+        REQUIRE(m >= 0);
+        REQUIRE(m < S);
+        CHECK(m >= prev);  // in slice order
+        prev = m;
+        if (first[size_t(m)] < 0) first[size_t(m)] = g;
+        last[size_t(m)] = g;
+      }
+      unsigned lo = ~0u, hi = 0;
+      for (int m = 0; m < S; m++) {
+        if (need[size_t(m)] == 0) continue;                                         // (fewer groups than slices)
+        CHECK(last[size_t(m)] - first[size_t(m)] + 1 == int64_t(need[size_t(m)]));  // one run
+        lo = std::min(lo, need[size_t(m)]), hi = std::max(hi, need[size_t(m)]);
+      }
+      CHECK(hi - lo <= 1);
+      if (G >= S) CHECK(lo >= 1);  // every slice waits for a group when there are enough
+    }
 }
 #endif

@@ -3,9 +3,10 @@
 # HKV_ATTN_Q4H_FORM=20: the weights' max taken once a key) against the defaults (form 19, the merge a block a (row,
 # head)). In order of what matters if the call is cut short: the ops stage (builds; the diff table byte for byte with
 # the oracle, every attention case under both merges and every form); the attention alone at 1K, 128K and 262K, a
-# process a setting, two rounds; a q4h token at 1K and 256K, the four settings in one process; gpu_engine at the
-# defaults; memcheck and racecheck over the q4h slim cases; both in the whole engine (generate against the oracle,
-# hkv diff --op model). Everything but the ops stage's two files comes back in one archive.
+# process a setting, two rounds; a q4h token at 1K and 256K, the four settings in one process; the matvec chain's
+# persistent forms beside the graph of launches (bench-ops --chain --persistent, the slice form among them); gpu_engine
+# at the defaults; memcheck and racecheck over the q4h slim cases, memcheck over the chain's forms; both in the whole
+# engine (generate against the oracle, hkv diff --op model). Everything but the ops stage's two files comes back in one archive.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-08-a/call1.sh
 set -uo pipefail
 back=${OUT:-/tmp/hkv-back}
@@ -44,20 +45,26 @@ timeout 200 build-gpu/hkv bench \
 echo "bench --variants: rc=$?" | tee -a "$s"
 grep -E "variants|^\|" "$tok" | tee -a "$s"
 pack
-late 380 "gpu_engine"
+late 330 "the chain's slice form"
+timeout 150 build-gpu/hkv bench-ops --chain --persistent --reps 20 > "$w/bench-ops-persistent.txt" 2>&1
+echo "bench-ops --chain --persistent: rc=$?" | tee -a "$s"
+grep -E "^\|" "$w/bench-ops-persistent.txt" | tee -a "$s"
+pack
+late 420 "gpu_engine"
 OUT=$w/engine cuda/run_gpu_suite.sh engine > /dev/null 2>&1
 grep -hE "^gpu_engine" $w/engine/summary.txt | tee -a "$s"
-late 410 "memcheck"
+late 450 "memcheck"
 HKV_DIFF_FILTER='attention\(cache=q4h,head_dim=256.*shape=slim' HKV_SAN_RUNS=memcheck:ops HKV_SAN_LIMIT=60 \
   OUT=$w/memcheck cuda/run_gpu_suite.sh sanitize > /dev/null 2>&1
 HKV_DIFF_FILTER='attention\(cache=q4h,head_dim=256,heads=2.*shape=slim' HKV_SAN_RUNS=racecheck:ops HKV_SAN_LIMIT=110 \
   OUT=$w/racecheck cuda/run_gpu_suite.sh sanitize > /dev/null 2>&1
-grep -hE "memcheck|racecheck" $w/memcheck/summary.txt $w/racecheck/summary.txt | tee -a "$s"
+HKV_SAN_RUNS="memcheck:ops:*persistent*" OUT=$w/memcheck-chain cuda/run_gpu_suite.sh sanitize > /dev/null 2>&1
+grep -hE "memcheck|racecheck" $w/memcheck/summary.txt $w/racecheck/summary.txt $w/memcheck-chain/summary.txt | tee -a "$s"
 pack
-late 460 "generate"
+late 500 "generate"
 HKV_MERGE_WIDE=1 HKV_ATTN_Q4H_FORM=20 OUT=$w/both cuda/run_gpu_suite.sh generate > /dev/null 2>&1
 grep -hE "^generate" $w/both/summary.txt | tee -a "$s"
-late 480 "hkv diff --op model"
+late 520 "hkv diff --op model"
 t=$SECONDS
 HKV_MERGE_WIDE=1 HKV_ATTN_Q4H_FORM=20 timeout 100 build-gpu/hkv diff --op model > "$w/diff-model.log" 2>&1
 echo "HKV_MERGE_WIDE=1 HKV_ATTN_Q4H_FORM=20 hkv diff --op model: rc=$?, $(tail -1 "$w/diff-model.log"), $((SECONDS - t)) s" |
