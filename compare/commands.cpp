@@ -237,7 +237,10 @@ Cli::Cli()
   opt(c, "--rounds", "N", "interleaved rounds of --variants (default 4)")->check(counts(1, kNoLimit, false));
   flag(c, "--phases", "with --chain: each launch's phases by %globaltimer (with --persistent: each step's too)");
   flag(c, "--as-token", "with --chain: the launches as a decode token makes them");
-  flag(c, "--persistent", "with --chain: also as one persistent launch, its bytes compared with the launches'");
+  flag(c, "--persistent",
+       "with --chain: also as one persistent launch in each form (a barrier an item; a barrier a step, 16 or 20 warps "
+       "a block; counters a slice of x, where every width is whole slices of 1024 columns), its bytes compared with "
+       "the launches'");
 
   c = app.add_subcommand("bench-prefill", "the fast prefill path's time and peak memory, then exact decode (GPU)");
   opt(c, "--model", "MODEL", "the model (default builtin:27b-mlx4)");

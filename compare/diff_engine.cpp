@@ -814,12 +814,14 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
   struct Switches {
     int vu;
     bool pre, mfast = true, pdl = true;
-    int q4h_form = cuda::Tuning{}.attn_q4h_form;  // tu.attn_q4h_form
-    bool mwide = cuda::Tuning{}.merge_wide;       // tu.merge_wide
+    int q4h_form = cuda::Tuning{}.attn_q4h_form;    // tu.attn_q4h_form
+    bool mwide = cuda::Tuning{}.merge_wide;         // tu.merge_wide
+    bool halves = cuda::Tuning{}.attn_bf16_halves;  // tu.attn_bf16_halves
   };
   // the slim shape's other q4h forms (tu.attn_q4h_form 0, 1, 8, 11, 17, 18 and 20; 19 is the default) once each, the
   // merge a block a (row, head) with its tested batches (tu.merge_fast, which the wide merge does not read), the other
-  // merge kernel than the default (tu.merge_wide), the other switches at their defaults
+  // merge kernel than the default (tu.merge_wide), bf16's staged shapes' other staging (tu.attn_bf16_halves), the other
+  // switches at their defaults
   const int dform = cuda::Tuning{}.attn_q4h_form;
   const bool dwide = cuda::Tuning{}.merge_wide;
   const std::vector<Switches> settings = {{32, false},
@@ -837,10 +839,11 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                           {32, false, true, true, 17},
                                           {32, false, true, true, 18},
                                           {32, false, true, true, 20},
-                                          {32, false, true, true, dform, !dwide}};
+                                          {32, false, true, true, dform, !dwide},
+                                          {32, false, true, true, dform, dwide, !cuda::Tuning{}.attn_bf16_halves}};
   const int64_t chunk_blocks = int64_t(k.KV) * ((cap + 511) / 512) * N;
   std::string seen;  // forms the settings launched, for the OK line
-  for (const auto& [vu, pre, mfast, pdl, q4h_form, mwide] : settings) {
+  for (const auto& [vu, pre, mfast, pdl, q4h_form, mwide, halves] : settings) {
     out.poison();
     part.poison();
     dxq.poison();
@@ -851,6 +854,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     tu.out_trigger = tu.pdl_all = pdl;
     tu.attn_q4h_form = q4h_form;  // (the other fields' defaults are the struct's)
     tu.merge_wide = mwide;
+    tu.attn_bf16_halves = halves;
     cuda::attention(a, nullptr, tu);
     std::string d = float_diff(in->ref, out.get(), [&k](size_t i) {
       return "row " + std::to_string(i / size_t(k.H * k.D)) + ", head " +
@@ -901,8 +905,13 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
                                                     : want == cuda::AttnShape::KvStagedH2 ? 2
                                                                                           : 8);
     const int64_t grid = chunk_blocks * ((qpk + hpb - 1) / hpb);
-    const bool split =
-        staged1 && f.kind != KvKind::BF16 && in->rb % 16 == 0 && cuda::attn_dsplit(k.D, grid, cuda::sm_count()) == 2;
+    // bf16 stages its rows in the staged shapes only half a chunk at a time (tu.attn_bf16_halves), and then splits
+    // the values as the others do
+    const bool want_halves = halves && staged1 && f.kind == KvKind::BF16 && in->rb % 16 == 0;
+    if (d.empty() && launched.halves != want_halves)
+      d = std::string("the rows half a chunk at a time ") + (launched.halves ? "taken" : "not taken");
+    const bool split = staged1 && (f.kind != KvKind::BF16 || want_halves) && in->rb % 16 == 0 &&
+                       cuda::attn_dsplit(k.D, grid, cuda::sm_count()) == 2;
     if (d.empty() && launched.dsplit != (split ? 2 : 1))
       d = "the values split over " + std::to_string(launched.dsplit) + " blocks, " + (split ? "2" : "1") + " expected";
     if (d.empty() && launched.merge_wide != mwide)
@@ -910,12 +919,13 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     if (!d.empty())
       return {CaseResult::Fail, "vu=" + std::to_string(vu) + (pre ? ",pre" : "") + (mfast ? "" : ",merge-tested") +
                                     (pdl ? "" : ",no-pdl") + (q4h_form ? ",q4h-form=" + std::to_string(q4h_form) : "") +
-                                    (mwide ? ",merge-wide" : "") + ": " + d};
+                                    (mwide ? ",merge-wide" : "") + (halves ? ",bf16-halves" : "") + ": " + d};
     for (const char* form : {launched.dsplit > 1 ? "dsplit" : "", launched.slim_roll ? "slim-rolled" : "",
                              launched.slim_kvc ? "slim-kvc" : "", launched.q4h_form == 8 ? "bulk" : "",
                              launched.q4h_form == 11 ? "bulk-ready" : "", launched.q4h_form == 17 ? "bulk-rec" : "",
                              launched.q4h_form == 18 ? "bulk-lc-rec" : "", launched.q4h_form == 19 ? "bulk-lc-key" : "",
-                             launched.q4h_form == 20 ? "bulk-max-key" : "", launched.merge_wide ? "merge-wide" : ""})
+                             launched.q4h_form == 20 ? "bulk-max-key" : "", launched.merge_wide ? "merge-wide" : "",
+                             launched.halves ? "bf16-halves" : ""})
       if (*form && (", " + seen + ", ").find(std::string(", ") + form + ", ") == std::string::npos)
         seen += std::string(seen.empty() ? "" : ", ") + form;
   }

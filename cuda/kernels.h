@@ -297,8 +297,8 @@ struct AttnArgs {
   int dsplit = 1;                     // set by attention() where the shape takes it (attn_dsplit): callers leave it
 };
 size_t attn_part_floats(int64_t N, int H, int D, int max_keys);
-// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_q4h_form, attn_value_unroll, merge_fast, merge_wide,
-// out_trigger and pdl_all.
+// Reads tu's attn_slim, attn_slim_from (Auto's shape), attn_q4h_form, attn_value_unroll, attn_bf16_halves, merge_fast,
+// merge_wide, out_trigger and pdl_all.
 void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
 // Auto's shape (cuda/attention/policy.cu says why; docs/PERFORMANCE.md has the measurements) for b chunk blocks of
 // all a KV head's query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under
@@ -311,11 +311,12 @@ AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, 
 // rolled where the grid of `blocks` slim blocks is more than one wave on P multiprocessors (from 128K at batch 1),
 // unrolled within one wave, where it is faster. The same operations in the same order.
 bool attn_slim_fp8_rolled(int64_t blocks, int64_t P);
-// The staged shapes with one element a thread in the values (kv-staged, kv-staged-h1, kv-staged-h2; fp8 and q4h, head
-// dims a multiple of 64) split each chunk's value phase over 2 blocks, each computing every score of the chunk and the
-// weighted values of half the head's elements (the first also lc), where the doubled grid of `blocks` blocks still fits
-// one wave of a block a multiprocessor (q4h and fp8 to 8K at batch 1); else 1. The operations and their order are
-// unchanged. Few chunks leave most multiprocessors idle, and the value phase is half a block's cycles.
+// The staged shapes with one element a thread in the values (kv-staged, kv-staged-h1, kv-staged-h2; fp8 and q4h, and
+// bf16 with Tuning's attn_bf16_halves; head dims a multiple of 64) split each chunk's value phase over 2 blocks, each
+// computing every score of the chunk and the weighted values of half the head's elements (the first also lc), where the
+// doubled grid of `blocks` blocks still fits one wave of a block a multiprocessor (q4h and fp8 to 8K at batch 1);
+// else 1. The operations and their order are unchanged. Few chunks leave most multiprocessors idle, and the value phase
+// is half a block's cycles.
 int attn_dsplit(int D, int64_t blocks, int64_t P);
 // What the last attention() call launched, so that a test can tell that a shape or switch reached its kernel (the
 // bytes alone cannot: every form gives the same): the slim chunk kernel, and slim's score loop (in it, or as fast
@@ -329,6 +330,7 @@ struct AttnLaunch {
                             // (attn_bulk_ready_kernel), 17 (attn_bulk_rec_kernel), 18 (attn_bulk_lc_rec_kernel), 19
                             // (attn_bulk_lc_key_kernel), else 0
   int dsplit = 1;           // the staged one-element kernels' blocks a chunk and head block (attn_dsplit)
+  bool halves = false;      // the chunk's rows staged half a chunk at a time (Tuning's attn_bf16_halves)
   bool merge_wide = false;  // the merge as attn_merge_wide_kernel (Tuning's merge_wide)
 };
 AttnLaunch attn_last_launch();

@@ -30,6 +30,7 @@ const std::vector<Switch>& switches() {
       {"HKV_ATTN_SLIM_FROM", {10, 12, 15, 20, 30}, nullptr, &Tuning::attn_slim_from},
       {"HKV_ATTN_Q4H_FORM", {0, 1, 8, 11, 17, 18, 19, 20}, nullptr, &Tuning::attn_q4h_form},
       {"HKV_ATTN_VU", {4, 8, 16, 32}, nullptr, &Tuning::attn_value_unroll},
+      {"HKV_ATTN_BF16_HALVES", {0, 1}, &Tuning::attn_bf16_halves, nullptr},
       {"HKV_MERGE_FAST", {0, 1}, &Tuning::merge_fast, nullptr},
       {"HKV_MERGE_WIDE", {0, 1}, &Tuning::merge_wide, nullptr},
       {"HKV_DN_SPLIT", {1, 2, 4}, nullptr, &Tuning::dn_split},

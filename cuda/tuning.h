@@ -26,18 +26,21 @@ struct Tuning {
   bool decode_fuse = true;  // HKV_DECODE_FUSE: residual adds and x's records made inside the matvec launches
   bool out_trigger = true;  // HKV_OUT_TRIGGER: the merge and the recurrence let the o / out products start early
   // ---- decode attention (cuda/attention/) ----
-  int attn_slim = 1;           // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
-  int attn_slim_from = 10;     // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
-  int attn_q4h_form = 19;      // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
-                               // after the scores), or bulk.cu's (the rows staged by bulk copies): 19 (the query's
-                               // records made once, the scores on the tensor cores, the weights a key a thread, V's
-                               // codes read in place, lc summed by a ninth warp), 20 (19 with the weights' max
-                               // taken once a key), 18 (19 with its weights an entry a thread), 17, 11 and 8
-                               // (bulk.cu's head comment says what each does)
-  int attn_value_unroll = 32;  // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
-  bool merge_fast = true;      // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
-  bool merge_wide = false;     // HKV_MERGE_WIDE: the merge a block a (row, head, 32 elements), every partial of a
-                               // tile in flight at once (attn_merge_wide_kernel), instead of a block a (row, head)
+  int attn_slim = 1;              // HKV_ATTN_SLIM: Auto takes slim for fp8 and q4h (1), never (0), for fp8 alone (2)
+  int attn_slim_from = 10;        // HKV_ATTN_SLIM_FROM: slim beyond this many tenths of a chunk block a multiprocessor
+  int attn_q4h_form = 19;         // HKV_ATTN_Q4H_FORM: slim's q4h kernel: 0, 1 (at the 27B's layout, V scales copied
+                                  // after the scores), or bulk.cu's (the rows staged by bulk copies): 19 (the query's
+                                  // records made once, the scores on the tensor cores, the weights a key a thread, V's
+                                  // codes read in place, lc summed by a ninth warp), 20 (19 with the weights' max
+                                  // taken once a key), 18 (19 with its weights an entry a thread), 17, 11 and 8
+                                  // (bulk.cu's head comment says what each does)
+  int attn_value_unroll = 32;     // HKV_ATTN_VU: keys the value loop over staged V rows unrolls: 4, 8, 16, 32
+  bool merge_fast = true;         // HKV_MERGE_FAST: the merge's whole batches of 32 chunks without a test a chunk
+  bool attn_bf16_halves = false;  // HKV_ATTN_BF16_HALVES: bf16's staged shapes stage each chunk's K and then V rows
+                                  // half a chunk at a time (attn_chunk_kernel's STAGE 3) instead of reading them
+                                  // from global memory
+  bool merge_wide = false;        // HKV_MERGE_WIDE: the merge a block a (row, head, 32 elements), every partial of a
+                                  // tile in flight at once (attn_merge_wide_kernel), instead of a block a (row, head)
   // ---- decode DeltaNet (cuda/deltanet.cu) ----
   int dn_split = 2;        // HKV_DN_SPLIT: blocks a (sequence, value head) in the recurrence, one cluster: 1, 2, 4
   int dn_tpc = 2;          // HKV_DN_TPC: threads a column of the state: 1, 2

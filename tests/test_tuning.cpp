@@ -166,6 +166,7 @@ TEST_CASE("tuning: tuning_values gives the environment that reads back as the sa
   t.mv_prefetch = 1, t.attn_slim = 0, t.attn_slim_from = 12, t.attn_value_unroll = 4, t.dn_split = 1, t.dn_tpc = 1;
   t.attn_q4h_form = 1;
   t.merge_wide = !Tuning{}.merge_wide;
+  t.attn_bf16_halves = !Tuning{}.attn_bf16_halves;
   t.flash = FlashCfg::F4x1;
   std::map<std::string, std::string> vars;
   for (const auto& [name, value] : tuning_values(t)) vars[name] = value;

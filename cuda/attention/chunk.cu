@@ -20,7 +20,9 @@
 // half a block's cycles. The shapes' instantiations (launch_chunk_kernel, at the end): unstaged-x8 <F, NG, 64, 8>;
 // kv-staged, kv-staged-h1 and kv-staged-h2 <F, NG, 256, 1, 2> (K and V staged) where a chunk's K and V rows fit
 // kStageMax, else <F, NG, 256, 1, 1> (V staged alone); v-staged-x2 <F, NG, 256, 1, 1, 2> (V staged, two elements a
-// thread); bf16, and rows that cannot be staged, <F, NG, 256, 1>. The staged ones have a PH twin for attn_phases_begin.
+// thread); bf16's staged shapes with Tuning's attn_bf16_halves <F, NG, 256, 1, 3> (the rows half a chunk at a time);
+// bf16 otherwise, and rows that cannot be staged, <F, NG, 256, 1>. The staged ones have a PH twin for
+// attn_phases_begin.
 // In this file, in order: the fp32 score chains (key_scores), the value chains over global or staged V rows, the row
 // copies (stage_rows), the kernel, its launch, the phases diagnostic.
 #include <cmath>
@@ -208,10 +210,25 @@ __device__ __forceinline__ void stage_rows(uint8_t* dst, const uint8_t* src, siz
 // STAGE (kv-staged shape, fp8 and q4h, rows a multiple of 16 bytes): 1, the chunk's V
 // rows are copied into shared memory with cp.async when the block starts, so their loads run during the
 // score phase and the value chains read shared memory; 2, the K rows too (a first cp.async group, waited
-// for before the scores). The operations and their order are unchanged.
+// for before the scores); 3 (bf16's staged shapes with Tuning's attn_bf16_halves, whose chunk of rows does not fit
+// shared memory: 512 KB at head_dim 256), the chunk's rows half a chunk (kHalfRows) at a time through one buffer of
+// kHalfRows rows: K's first half, its keys' scores (a key a thread), K's second half, its scores, then V's first
+// half copied while the weights are made, each element's chain over its keys, V's second half, the same chains on
+// over its keys; each half's copies are issued at once (every load of a half in flight), and while a half is
+// computed the next half's rows are prefetched into L2. The operations and their order are unchanged.
 // PH (a diagnostic; the staged shapes, fp8 and q4h: all but slim and unstaged-x8): thread 0 counts its cycles in each
 // phase (attn_phases_begin): the wait (the block's start, the early copies, pdl_wait), q, the scores, the weights (the
 // chunk's maximum, exp_c, and lc by threads T−1−h), the values (until every thread of the block has ended).
+constexpr int kHalfRows = kChunk / 2;  // STAGE 3: rows a staged half
+
+// Rows j0 … j1 − 1 (row_bytes each, stride bytes apart from src) into L2, a 128-byte line a prefetch.
+template <int T>
+__device__ __forceinline__ void prefetch_rows_l2(const uint8_t* src, size_t stride, size_t row_bytes, int j0, int j1) {
+  const int lines = int((row_bytes + 127) / 128);
+  for (int i = threadIdx.x; i < (j1 - j0) * lines; i += T)
+    prefetch_l2(src + size_t(j0 + i / lines) * stride + 128 * size_t(i % lines));
+}
+
 template <KvKind F, int NG, int T, int DPT, int STAGE = 0, int VP = 1, bool PH = false>
 // (__launch_bounds__(T) alone: a min-blocks hint of 1 lets ptxas give the v-staged-x2 shape 160 registers instead of
 // 112, so one block fits a multiprocessor instead of two.)
@@ -247,8 +264,9 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   // own pdl_wait: every kernel before it has completed). That launch writes the rows of this step's positions, which
   // are among each row's last N keys (N rows in the batch); n_keys and the row pointers are written by the host before
   // the step's first kernel. So keys below n − N are copied first, the rest after pdl_wait.
+  static_assert(STAGE != 3 || (T == kHalfRows && DPT == 1 && VP == 1), "STAGE 3: a key a thread, a half's keys");
   int early = 0;  // rows 0 … early − 1 of the chunk copied before pdl_wait
-  if constexpr (STAGE > 0)
+  if constexpr (STAGE == 1 || STAGE == 2)
     if (a.pre) {
       const int n = a.n_keys[row];
       if (c0 >= n) return;
@@ -266,7 +284,7 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   if constexpr (phases)  // q loaded (and rotated), the rows' copies issued
     if (tid == 0) k1 = clock64();
 
-  if constexpr (STAGE > 0) {  // the groups in order: [K, V before pdl_wait,] K, V
+  if constexpr (STAGE == 1 || STAGE == 2) {  // the groups in order: [K, V before pdl_wait,] K, V
     if constexpr (KS) stage_rows<T>(stage_s, kbase, stride, a.row_bytes, early, len);
     stage_rows<T>(vstage, vbase, stride, a.row_bytes, early, len);
   }
@@ -281,7 +299,31 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
   float mloc[NG];
 #pragma unroll
   for (int h = 0; h < NG; h++) mloc[h] = -INFINITY;
-  for (int jb = 0; jb < len; jb += 2 * T) {
+  if constexpr (STAGE == 3) {  // K half by half, key j0 + tid of each (the chains of key_scores, one key a thread)
+    for (int j0 = 0; j0 < len; j0 += kHalfRows) {
+      const int rows = min(kHalfRows, len - j0);
+      stage_rows<T>(stage_s, kbase + size_t(j0) * stride, stride, a.row_bytes, 0, rows);
+      if (j0 + kHalfRows < len)  // the next half, K's or else V's first, into L2 meanwhile
+        prefetch_rows_l2<T>(kbase, stride, a.row_bytes, j0 + kHalfRows, len);
+      else
+        prefetch_rows_l2<T>(vbase, stride, a.row_bytes, 0, min(kHalfRows, len));
+      cp_async_wait<0>();
+      __syncthreads();
+      if (tid < rows) {
+        const uint8_t* const kr[1] = {stage_s + size_t(tid) * a.row_bytes};
+        float sc[1][NG];
+        key_scores<F, NG, 1, true>(kr, q_s, D, v16, scale, sc);
+#pragma unroll
+        for (int h = 0; h < NG; h++) {
+          e_s[(j0 + tid) * kEs + h] = sc[0][h];
+          mloc[h] = max_step(mloc[h], sc[0][h]);
+        }
+      }
+      __syncthreads();  // no thread reads this half any more
+    }
+    stage_rows<T>(stage_s, vbase, stride, a.row_bytes, 0, min(kHalfRows, len));  // V's first half, during the weights
+  }
+  for (int jb = 0; STAGE != 3 && jb < len; jb += 2 * T) {
     const int j[2] = {jb + tid, jb + T + tid};
     const bool ok[2] = {j[0] < len, j[1] < len};
     const uint8_t* const kr[2] = {kb + size_t(ok[0] ? j[0] : 0) * kstride, kb + size_t(ok[1] ? j[1] : 0) * kstride};
@@ -329,6 +371,31 @@ __global__ void __launch_bounds__(T) attn_chunk_kernel(AttnArgs a, int qblocks, 
     const int G = D / 32;
     q4h_values_block<NG, kEs, T>(vr, vs, v16, vr + Fm::scale_off(D, 0), vs, 2, r * G / ds, (r + 1) * G / ds, len, e_s,
                                  ng, part, head_stride, vq_s);
+  } else if constexpr (STAGE == 3) {  // V half by half: element d's chains go on over the second half's keys
+    const int d = r * (D / ds) + tid;
+    const bool mine = d < (r + 1) * (D / ds);  // T ≥ D: at most one element a thread
+    float oc[NG];
+#pragma unroll
+    for (int h = 0; h < NG; h++) oc[h] = 0.0f;
+    for (int j0 = 0; j0 < len; j0 += kHalfRows) {
+      const int rows = min(kHalfRows, len - j0);
+      if (j0 > 0) {
+        __syncthreads();  // every chain done with the first half
+        stage_rows<T>(stage_s, vbase + size_t(j0) * stride, stride, a.row_bytes, 0, rows);
+      } else if (rows < len) {
+        prefetch_rows_l2<T>(vbase, stride, a.row_bytes, kHalfRows, len);
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+      if (mine)
+        with_unroll(a.vu, [&](auto u) {
+          value_loop<F, NG, true, decltype(u)::value>(stage_s, a.row_bytes, D, d, rows, e_s + j0 * kEs, oc);
+        });
+    }
+    if (mine)
+#pragma unroll
+      for (int h = 0; h < NG; h++)
+        if (h < ng) part[h * head_stride + 2 + d] = oc[h];
   } else if constexpr (DPT == 1) {
     if constexpr (STAGE > 0) {  // the V rows are in
       cp_async_wait<0>();
@@ -512,6 +579,19 @@ void launch_chunk_kernel(const ChunkGrid& cg, AttnShape shape, AttnLaunch& rec) 
     else
       launch_staged<attn_chunk_kernel<F, NG, 256, 1, 1>>(pdl, g, kChunk * a.row_bytes, st, b, qblocks, hpb, maxch,
                                                          scale);
+  } else if (F == KvKind::BF16 && cg.bf16_halves && shape != AttnShape::VStagedX2 && a.row_bytes % 16 == 0 &&
+             kHalfRows * a.row_bytes <= kStageMax) {
+    if constexpr (F == KvKind::BF16) {  // bf16's staged shapes, the rows half a chunk at a time (STAGE 3); b.dsplit
+      const AttnArgs b = with_dsplit(a, grid, rec);
+      const dim3 g(grid.x * unsigned(b.dsplit), grid.y, grid.z);
+      rec.halves = true;
+      if (g_attn_phases)
+        launch_staged<attn_chunk_kernel<F, NG, 256, 1, 3, 1, true>>(pdl, g, kHalfRows * a.row_bytes, st, b, qblocks,
+                                                                    hpb, maxch, scale);
+      else
+        launch_staged<attn_chunk_kernel<F, NG, 256, 1, 3>>(pdl, g, kHalfRows * a.row_bytes, st, b, qblocks, hpb, maxch,
+                                                           scale);
+    }
   } else {
     launch_k(pdl, attn_chunk_kernel<F, NG, 256, 1>, grid, dim3(256), 0, st, a, qblocks, hpb, maxch, scale);
   }

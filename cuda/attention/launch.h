@@ -28,6 +28,7 @@ struct ChunkGrid {
   cudaStream_t st = nullptr;
   bool pdl = true;   // launch_k's pdl (tu.pdl_all)
   int q4h_form = 0;  // tu.attn_q4h_form: the slim shape's q4h form (slim.cu's VLATE or bulk.cu's)
+  bool bf16_halves = false;  // tu.attn_bf16_halves: bf16's staged shapes stage half a chunk at a time (chunk.cu)
 };
 
 // chunk.cu: attn_chunk_kernel<F, NG, …> in the form `shape` takes (any shape but Auto and Slim), with a.dsplit where

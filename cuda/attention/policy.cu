@@ -150,6 +150,7 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   cg.st = st;
   cg.pdl = tu.pdl_all;
   cg.q4h_form = tu.attn_q4h_form;
+  cg.bf16_halves = tu.attn_bf16_halves;
   switch (a.kind) {
     case KvKind::BF16:
       launch_chunks<KvKind::BF16>(cg, shape);
