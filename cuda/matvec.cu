@@ -733,6 +733,16 @@ __device__ __forceinline__ FirstRows group_rows(const Tasks& ts, int64_t g) {
   const MatTask& task = ts.t[find_task(ts, g, local)];
   return {&task, local * RW, RW};
 }
+// Until *word (a count in global memory, acquired) reaches want, sleeping between tries.
+__device__ __forceinline__ void spin_until_ge(const unsigned* word, unsigned want) {
+  for (unsigned tries = 0;; tries++) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(word) : "memory");
+    if (v >= want) return;
+    if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
+    __nanosleep(64);
+  }
+}
 template <int U, int WARPS>
 __device__ __forceinline__ void chain_enter(const Tasks& ts, FirstRows first, int lane, const unsigned* done, int step,
                                             unsigned need, const uint32_t* xq, uint4* xs4,
@@ -744,15 +754,7 @@ __device__ __forceinline__ void chain_enter(const Tasks& ts, FirstRows first, in
       for (int k = 0; k < U && lane + 32 * k < nch; k++) prefetch_l2(q + lane + 32 * k);
     }
   }
-  if (step > 0 && threadIdx.x == 0) {
-    for (unsigned tries = 0;; tries++) {
-      unsigned v;
-      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(done + step - 1) : "memory");
-      if (v >= need) break;
-      if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
-      __nanosleep(64);
-    }
-  }
+  if (step > 0 && threadIdx.x == 0) spin_until_ge(done + step - 1, need);
   __syncthreads();  // the step ahead complete; every warp done with the records staged before
   if (st4 && threadIdx.x == 0) st4[1] = global_ns();
   const uint4* x4 = reinterpret_cast<const uint4*>(xq);
@@ -852,15 +854,6 @@ __global__ void __launch_bounds__(WARPS * 32, 1)
 // be resident, and every wait is on an earlier step, so the chain finishes: the warps of the earliest unfinished step
 // wait on nothing that is not done.
 constexpr int kChainSlices = 32;  // slices a step's x may have (a mask bit each): 32,768 columns
-__device__ __forceinline__ void spin_until_ge(const unsigned* word, unsigned want) {
-  for (unsigned tries = 0;; tries++) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(word) : "memory");
-    if (v >= want) return;
-    if (tries > (1u << 26)) __trap();  // seconds without progress: a grid that is not all resident
-    __nanosleep(64);
-  }
-}
 template <int RW, int U, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, 1)
     matvec_chain_slices_kernel(const Tasks* steps, int nsteps, unsigned* cnt, const unsigned* need,
