@@ -5,9 +5,9 @@
 # slice form. In order of what matters if the call is cut short: the ops stage (builds; the diff table byte for byte
 # with the oracle, every attention case under both merges and every form, bf16's under both stagings; the chain's forms
 # against the oracle's rows); the attention alone at 1K, 128K and 262K, a process a setting, two rounds, and bf16's at
-# 1K, 8K, 32K and 128K both ways in its staged shapes; a q4h token at 1K and 256K, the four settings in one process,
-# and a bf16 token at 1K and 32K both ways; the matvec chain's persistent forms beside the graph of launches
-# (bench-ops --chain --persistent); gpu_engine at the defaults; memcheck and racecheck over the q4h slim cases and
+# 1K, 8K, 32K and 128K both ways in its staged shapes; the matvec chain's persistent forms beside the graph of
+# launches (bench-ops --chain --persistent); a q4h token at 1K and 256K, the four settings in one process, and a bf16
+# token at 1K and 32K both ways; gpu_engine at the defaults; memcheck and racecheck over the q4h slim cases and
 # bf16's kv-staged ones, memcheck over the chain's forms; the wide merge and form 20 in the whole engine (generate
 # against the oracle, hkv diff --op model). Everything but the ops stage's two files comes back in one archive.
 # usage (on the device, from the repository root): bash docs/receipts/2026-12-08-a/call1.sh
@@ -50,22 +50,22 @@ for round in 1 2; do
 done
 grep -E "^\| bf16|^==" "$bf" | tee -a "$s"
 pack
-late 280 "the token's variants"
+late 260 "the chain's slice form"
+timeout 120 build-gpu/hkv bench-ops --chain --persistent --reps 20 > "$w/bench-ops-persistent.txt" 2>&1
+echo "bench-ops --chain --persistent: rc=$?" | tee -a "$s"
+grep -E "^\|" "$w/bench-ops-persistent.txt" | tee -a "$s"
+pack
+late 330 "the token's variants"
 tok=$w/bench-ab.txt
-timeout 200 build-gpu/hkv bench \
+timeout 150 build-gpu/hkv bench \
   --variants "default;HKV_MERGE_WIDE=1;HKV_ATTN_Q4H_FORM=20;HKV_ATTN_Q4H_FORM=20 HKV_MERGE_WIDE=1" --rounds 3 \
   --depths 1K,256K --kv-cache q4h --tokens 8 > "$tok" 2>&1
 echo "bench --variants: rc=$?" | tee -a "$s"
 grep -E "variants|^\|" "$tok" | tee -a "$s"
-timeout 120 build-gpu/hkv bench --variants "default;HKV_ATTN_BF16_HALVES=1" --rounds 3 --depths 1K,32K \
+timeout 90 build-gpu/hkv bench --variants "default;HKV_ATTN_BF16_HALVES=1" --rounds 3 --depths 1K,32K \
   --kv-cache bf16 --tokens 8 > "$w/bench-ab-bf16.txt" 2>&1
 echo "bench --variants bf16 halves: rc=$?" | tee -a "$s"
 grep -E "variants|^\|" "$w/bench-ab-bf16.txt" | tee -a "$s"
-pack
-late 400 "the chain's slice form"
-timeout 150 build-gpu/hkv bench-ops --chain --persistent --reps 20 > "$w/bench-ops-persistent.txt" 2>&1
-echo "bench-ops --chain --persistent: rc=$?" | tee -a "$s"
-grep -E "^\|" "$w/bench-ops-persistent.txt" | tee -a "$s"
 pack
 late 470 "gpu_engine"
 OUT=$w/engine cuda/run_gpu_suite.sh engine > /dev/null 2>&1
