@@ -39,6 +39,11 @@ for round in 1 2; do
   done
 done
 grep -E "^\| q4h|^==" "$attn" | tee -a "$s"
+# q4h's shapes at short contexts, where Auto takes kv-staged-h1 (1K) to kv-staged, beside slim's bulk kernels
+timeout 60 build-gpu/hkv bench --attention-only --kv-cache q4h --reps 10 \
+  --attn-shape auto,kv-staged,kv-staged-h2,kv-staged-h1,slim --depths 1024,8192 > "$w/bench-attn-q4h-shapes.txt" 2>&1
+echo "bench --attention-only q4h shapes: rc=$?" | tee -a "$s"
+grep -E "^\| q4h" "$w/bench-attn-q4h-shapes.txt" | tee -a "$s"
 bf=$w/bench-attn-bf16.txt
 for round in 1 2; do
   for v in 0 1; do
