@@ -870,7 +870,7 @@ CaseResult attention_case(const KvFormat& f, const AttnCase& k, cuda::AttnShape 
     const cuda::AttnShape want = shape != cuda::AttnShape::Auto
                                      ? shape
                                      : cuda::auto_attn_shape(f.kind, chunk_blocks, k.H / k.KV, cuda::sm_count(),
-                                                             tu.attn_slim, tu.attn_slim_from);
+                                                             tu.attn_slim, tu.attn_slim_from, tu.attn_bf16_halves);
     if (d.empty() && launched.shape != want)
       d = std::string("shape ") + cuda::attn_shape_name(launched.shape) + " taken, " + cuda::attn_shape_name(want) +
           " expected";

@@ -304,8 +304,8 @@ void attention(const AttnArgs& a, cudaStream_t st, const Tuning& tu = Tuning{});
 // all a KV head's query heads (KV heads × chunks × rows) on P multiprocessors, qpk query heads a KV head, under
 // tu.attn_slim = slim (1: Slim for fp8 and q4h, 0: VStagedX2 there instead, 2: Slim for fp8 alone) and
 // tu.attn_slim_from = from (Slim beyond that many tenths of a chunk block a multiprocessor: 10, or 12, 15, 20, 30 for
-// measuring).
-AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from);
+// measuring); bf16_halves = tu.attn_bf16_halves (bf16 then spread over more blocks below one wave, as the others).
+AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from, bool bf16_halves = false);
 // Slim at the 27B's layout (4 KV heads of 6 query heads, head_dim 256) takes a kernel with the row stride as a
 // constant, so that a value batch's 16 code loads take immediate offsets from one address; there fp8's score loop is
 // rolled where the grid of `blocks` slim blocks is more than one wave on P multiprocessors (from 128K at batch 1),

@@ -55,6 +55,19 @@ TEST_CASE("attention shape: the switches (HKV_ATTN_SLIM, HKV_ATTN_SLIM_FROM) and
   CHECK(dflt(KvKind::BF16, 8) == AttnShape::KvStaged);  // bf16 has no slim kernel and no kv-staged-h shapes
   CHECK(dflt(KvKind::BF16, 4 * P - 1) == AttnShape::KvStaged);
   CHECK(dflt(KvKind::BF16, 4 * P) == AttnShape::UnstagedX8);
+  // bf16 with its rows staged half a chunk at a time (HKV_ATTN_BF16_HALVES): spread below one wave as the others, then
+  // its own rule
+  auto halves = [](int64_t b) { return auto_attn_shape(KvKind::BF16, b, qpk, P, 1, 10, true); };
+  CHECK(halves(b_at(1024)) == AttnShape::KvStagedH1);
+  CHECK(halves(22) == AttnShape::KvStagedH1);
+  CHECK(halves(23) == AttnShape::KvStagedH2);
+  CHECK(halves(44) == AttnShape::KvStagedH2);
+  CHECK(halves(45) == AttnShape::KvStaged);
+  CHECK(halves(P) == AttnShape::KvStaged);  // no v-staged-x2 or slim for bf16
+  CHECK(halves(4 * P - 1) == AttnShape::KvStaged);
+  CHECK(halves(4 * P) == AttnShape::UnstagedX8);
+  CHECK(auto_attn_shape(KvKind::Q4H, 8, qpk, P, 1, 10, true) == AttnShape::KvStagedH1);  // the others unchanged
+  CHECK(auto_attn_shape(KvKind::Q4H, 600, qpk, P, 1, 10, true) == AttnShape::Slim);
 }
 
 TEST_CASE("attention: slim's fp8 score loop rolled past one wave, the values split while two blocks a chunk fit one") {

@@ -103,9 +103,13 @@ AttnShape parse_attn_shape(const std::string& name) {
 // - bf16 in KvStagedH1 and KvStagedH2 while they fit a wave, as q4h and fp8: a token not faster at 1K, 1.3–2.6% slower
 //   at 4K.
 // slim (HKV_ATTN_SLIM): 0 VStagedX2 instead of Slim, 2 Slim for fp8 alone. docs/PERFORMANCE.md has the measurements.
-AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from) {
-  if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
+// bf16_halves (HKV_ATTN_BF16_HALVES, bf16's rows staged half a chunk at a time): bf16 takes q4h's and fp8's spread of
+// a chunk over more blocks below one wave (KvStagedH1, KvStagedH2), then its own rule; not yet measured there.
+AttnShape auto_attn_shape(KvKind kind, int64_t b, int qpk, int64_t P, int slim, int from, bool bf16_halves) {
+  if (kind == KvKind::BF16 && !bf16_halves) return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
   if (b * qpk <= P) return AttnShape::KvStagedH1;
+  if (kind == KvKind::BF16 && b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
+  if (kind == KvKind::BF16) return b >= 4 * P ? AttnShape::UnstagedX8 : AttnShape::KvStaged;
   if (b * ((qpk + 1) / 2) <= P) return AttnShape::KvStagedH2;
   if (b < P) return AttnShape::KvStaged;
   if (!(slim == 1 || (slim == 2 && kind == KvKind::FP8))) return AttnShape::VStagedX2;
@@ -135,7 +139,8 @@ void attention(const AttnArgs& a_in, cudaStream_t st, const Tuning& tu) {
   const int qpk = a.H / a.KV;
   AttnShape shape = a.shape;
   if (shape == AttnShape::Auto)
-    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from);
+    shape = auto_attn_shape(a.kind, int64_t(a.KV) * maxch * a.N, qpk, sm_count(), tu.attn_slim, tu.attn_slim_from,
+                            tu.attn_bf16_halves);
   g_last_launch.shape = shape;
   // KvStagedH2 and KvStagedH1: two query heads a block, or one, so a chunk spreads over more multiprocessors
   const int hpb = std::min(qpk, shape == AttnShape::KvStagedH1   ? 1
