@@ -345,7 +345,9 @@ int bench_attention(const Args& a, const Config& c, const std::vector<int64_t>& 
           const double all = p.wait_cycles + p.q_cycles + p.score_cycles + p.weight_cycles + p.value_cycles;
           if (p.blocks == 0) {
             std::printf(
-                "  phases: none counted (the staged shapes of fp8 and q4h count them: all but slim and unstaged-x8)\n");
+                "  phases: none counted (the staged shapes of fp8 and q4h count them, all but slim and unstaged-x8, "
+                "and "
+                "bf16's with HKV_ATTN_BF16_HALVES=1)\n");
           } else {
             std::printf("  phases (%s, %s, depth %lld; %.0f blocks, cycles a block):", f.name().c_str(),
                         cuda::attn_shape_name(shape), (long long)depth, p.blocks);

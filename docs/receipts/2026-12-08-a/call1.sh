@@ -54,6 +54,11 @@ for round in 1 2; do
   done
 done
 grep -E "^\| bf16|^==" "$bf" | tee -a "$s"
+# where a staged chunk block's cycles go at 1K and 32K: bf16 with its halves, q4h (slim's bulk kernels count none)
+HKV_ATTN_BF16_HALVES=1 timeout 60 build-gpu/hkv bench --attention-only --kv-cache bf16,q4h --reps 5 --phases \
+  --attn-shape kv-staged,kv-staged-h1 --depths 1024,32768 > "$w/bench-attn-phases.txt" 2>&1
+echo "bench --attention-only --phases: rc=$?" | tee -a "$s"
+grep -E "phases" "$w/bench-attn-phases.txt" | tee -a "$s"
 pack
 late 260 "the chain's slice form"
 timeout 120 build-gpu/hkv bench-ops --chain --persistent --reps 20 > "$w/bench-ops-persistent.txt" 2>&1
