@@ -26,8 +26,8 @@ struct ChunkGrid {
   int maxch = 0;    // chunks of the longest row
   float scale = 0;  // fp32(1/sqrt(head_dim)), as attend()
   cudaStream_t st = nullptr;
-  bool pdl = true;   // launch_k's pdl (tu.pdl_all)
-  int q4h_form = 0;  // tu.attn_q4h_form: the slim shape's q4h form (slim.cu's VLATE or bulk.cu's)
+  bool pdl = true;           // launch_k's pdl (tu.pdl_all)
+  int q4h_form = 0;          // tu.attn_q4h_form: the slim shape's q4h form (slim.cu's VLATE or bulk.cu's)
   bool bf16_halves = false;  // tu.attn_bf16_halves: bf16's staged shapes stage half a chunk at a time (chunk.cu)
 };
 
